@@ -1,0 +1,1 @@
+//! Ferrite MPI.
