@@ -1,0 +1,137 @@
+//! Handle tables: MPI handles are C ints laid out as MPICH lays them out.
+//!
+//! bits 30..32 kind (01 builtin, 10 direct: a table index), bits 26..30 object type,
+//! bits 0..26 index. Builtin objects (MPI_COMM_WORLD, MPI_INT, ...) are resolved by each
+//! object module; this table holds the objects users create.
+
+use std::os::raw::c_int;
+
+/// MPICH's object type codes (bits 26..30 of a handle).
+pub mod kind {
+    pub const COMM: u32 = 0x1;
+    pub const GROUP: u32 = 0x2;
+    pub const DATATYPE: u32 = 0x3;
+    pub const FILE: u32 = 0x4;
+    pub const ERRHANDLER: u32 = 0x5;
+    pub const OP: u32 = 0x6;
+    pub const INFO: u32 = 0x7;
+    pub const WIN: u32 = 0x8;
+    pub const KEYVAL: u32 = 0x9;
+    pub const REQUEST: u32 = 0xb;
+    pub const SESSION: u32 = 0xe;
+}
+
+const DIRECT: u32 = 0x8000_0000;
+const INDEX_MASK: u32 = 0x03ff_ffff;
+
+/// A table of user-created objects of one type, with free-slot reuse.
+pub struct HandleTable<T> {
+    type_code: u32,
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> HandleTable<T> {
+    pub const fn new(type_code: u32) -> Self {
+        HandleTable {
+            type_code,
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    fn handle(&self, idx: u32) -> c_int {
+        (DIRECT | (self.type_code << 26) | idx) as c_int
+    }
+
+    fn index(&self, h: c_int) -> Option<usize> {
+        let h = h as u32;
+        (h & !INDEX_MASK == DIRECT | (self.type_code << 26)).then_some((h & INDEX_MASK) as usize)
+    }
+
+    pub fn insert(&mut self, v: T) -> c_int {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(v);
+                self.handle(i)
+            }
+            None => {
+                self.slots.push(Some(v));
+                self.handle(self.slots.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// True when `h` has this table's type and kind (it may still be stale).
+    pub fn owns(&self, h: c_int) -> bool {
+        self.index(h).is_some()
+    }
+
+    pub fn get(&self, h: c_int) -> Option<&T> {
+        self.slots.get(self.index(h)?)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, h: c_int) -> Option<&mut T> {
+        let i = self.index(h)?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    pub fn remove(&mut self, h: c_int) -> Option<T> {
+        let i = self.index(h)?;
+        let v = self.slots.get_mut(i)?.take()?;
+        self.free.push(i as u32);
+        Some(v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (c_int, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|v| (self.handle(i as u32), v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_round_trip_and_reuse_slots() {
+        let mut t = HandleTable::new(kind::REQUEST);
+        let a = t.insert("a");
+        let b = t.insert("b");
+        assert_eq!(a as u32, 0xac00_0000);
+        assert_eq!(t.get(b), Some(&"b"));
+        assert_eq!(t.remove(a), Some("a"));
+        assert_eq!(t.get(a), None);
+        assert_eq!(t.remove(a), None);
+        let c = t.insert("c");
+        assert_eq!(c, a, "freed slot is reused");
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn foreign_handles_are_rejected() {
+        let mut t = HandleTable::new(kind::COMM);
+        t.insert(1);
+        assert_eq!(
+            t.get(0x4400_0000),
+            None,
+            "builtin comm is not a table entry"
+        );
+        assert_eq!(
+            t.get(0x8c00_0000u32 as c_int),
+            None,
+            "a datatype handle is not a comm"
+        );
+        assert_eq!(t.get(-1), None);
+    }
+}

@@ -1,0 +1,94 @@
+//! The configuration registry: every knob Ferrite reads from the environment, in one list.
+//! Each has a name `FERRITE_<AREA>_<NAME>`, a default and one line of documentation;
+//! `ferrite-info` prints them all.
+
+use std::str::FromStr;
+
+pub struct Knob {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+pub const KNOBS: &[Knob] = &[
+    Knob {
+        name: "FERRITE_TRANSPORTS",
+        default: "self,shm",
+        doc: "Comma list of transports Ferrite may use, e.g. `shm,self`.",
+    },
+    Knob {
+        name: "FERRITE_PROGRESS_SPIN",
+        default: "2000",
+        doc: "Idle progress passes to spin before yielding and then blocking in the kernel.",
+    },
+    Knob {
+        name: "FERRITE_SHM_CELL_SIZE",
+        default: "8192",
+        doc: "Bytes per shared-memory receive cell (the largest eager packet over shm).",
+    },
+    Knob {
+        name: "FERRITE_SHM_CELLS_K",
+        default: "16",
+        doc: "Receive cells per process = K * log2(ranks) + B: the K.",
+    },
+    Knob {
+        name: "FERRITE_SHM_CELLS_B",
+        default: "64",
+        doc: "Receive cells per process = K * log2(ranks) + B: the B.",
+    },
+    Knob {
+        name: "FERRITE_SHM_CMA",
+        default: "1",
+        doc: "Use single-copy reads (process_vm_readv) for large messages when permitted.",
+    },
+    Knob {
+        name: "FERRITE_EAGER_LIMIT",
+        default: "0",
+        doc: "Largest message sent eagerly; 0 means what fits in one packet of the transport.",
+    },
+];
+
+pub fn knob(name: &str) -> &'static Knob {
+    KNOBS
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("configuration knob {name} is not registered in KNOBS"))
+}
+
+/// The value of a registered knob: the environment's if set and valid, else the default.
+/// An invalid value is reported once on stderr and the default is used.
+pub fn get<T: FromStr>(name: &str) -> T {
+    let k = knob(name);
+    if let Ok(v) = std::env::var(name) {
+        match v.trim().parse() {
+            Ok(x) => return x,
+            Err(_) => eprintln!(
+                "ferrite: ignoring {name}={v:?} (not a valid value); using {}",
+                k.default
+            ),
+        }
+    }
+    k.default
+        .parse()
+        .unwrap_or_else(|_| panic!("default of {name} does not parse"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_parses_and_names_are_unique() {
+        for (i, k) in KNOBS.iter().enumerate() {
+            assert!(k.name.starts_with("FERRITE_"), "{}", k.name);
+            assert!(!k.doc.is_empty());
+            assert!(
+                KNOBS[..i].iter().all(|o| o.name != k.name),
+                "duplicate {}",
+                k.name
+            );
+        }
+        let spin: u32 = get("FERRITE_PROGRESS_SPIN");
+        assert!(spin > 0);
+    }
+}
