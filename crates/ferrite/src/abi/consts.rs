@@ -9,6 +9,7 @@ pub type MPI_Group = c_int;
 pub const MPI_SUCCESS: c_int = 0;
 pub const MPI_ERR_COMM: c_int = 5;
 pub const MPI_ERR_ARG: c_int = 12;
+pub const MPI_ERR_TYPE: c_int = 3;
 pub const MPI_ERR_OTHER: c_int = 15;
 pub const MPI_ERR_INTERN: c_int = 16;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;

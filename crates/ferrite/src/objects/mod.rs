@@ -1,16 +1,19 @@
 //! MPI objects: communicators, groups, datatypes, error handlers, attributes.
 
 pub mod comm;
+pub mod datatype;
 pub mod errhandler;
 pub mod handles;
 
 use comm::Comms;
+use datatype::Datatypes;
 use errhandler::Errhandlers;
 
 /// Every object table of the process.
 pub struct Objects {
     pub comms: Comms,
     pub errhandlers: Errhandlers,
+    pub datatypes: Datatypes,
 }
 
 impl Objects {
