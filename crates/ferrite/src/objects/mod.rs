@@ -21,6 +21,7 @@ impl Objects {
         Objects {
             comms: Comms::new(world_rank, world_size),
             errhandlers: Errhandlers::new(),
+            datatypes: Datatypes::new(),
         }
     }
 }
