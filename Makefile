@@ -1,0 +1,46 @@
+# Ferrite MPI. `make` builds and installs into $(PREFIX); `make example` runs an example job;
+# `make test` runs the whole test suite (what CI runs).
+PREFIX ?= $(CURDIR)/build
+CARGO ?= cargo
+NP ?= 4
+
+LIBDIR := $(PREFIX)/lib
+BINDIR := $(PREFIX)/bin
+INCDIR := $(PREFIX)/include
+
+.PHONY: all build install example test deps bench clean
+
+all: install
+
+build:
+	$(CARGO) build --release --workspace
+
+install: build
+	mkdir -p $(LIBDIR) $(BINDIR) $(INCDIR)
+	install -m 0755 target/release/libferrite.so $(LIBDIR)/libmpi.so.12
+	ln -sf libmpi.so.12 $(LIBDIR)/libmpi.so
+	ln -sf libmpi.so.12 $(LIBDIR)/libmpich.so.12
+	ln -sf libmpi.so.12 $(LIBDIR)/libmpich.so
+	install -m 0644 include/mpi.h $(INCDIR)/mpi.h
+	install -m 0755 target/release/mpirun $(BINDIR)/mpirun
+	ln -sf mpirun $(BINDIR)/mpiexec
+	install -m 0755 target/release/ferrite-info $(BINDIR)/ferrite-info
+	install -m 0755 tools/mpicc $(BINDIR)/mpicc
+	install -m 0755 tools/mpicxx $(BINDIR)/mpicxx
+
+example: install
+	$(BINDIR)/mpicc -O2 -o $(PREFIX)/pi examples/pi.c
+	$(BINDIR)/mpirun -n $(NP) $(PREFIX)/pi
+
+deps:
+	scripts/install-deps.sh
+
+test: deps install
+	PREFIX=$(PREFIX) tests/run.sh
+
+bench: install
+	PREFIX=$(PREFIX) bench/run.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf $(PREFIX)

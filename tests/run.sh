@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The whole test suite: Rust unit/integration tests, then the C-level suites against the
+# installed library in $PREFIX. Each suite ends with a line "<suite>: N passed, N failed";
+# this script adds them up and ends with the total in the same form.
+set -u
+cd "$(dirname "$0")/.."
+export PREFIX="${PREFIX:-$PWD/build}"
+total_pass=0
+total_fail=0
+failed_suites=()
+logdir=$(mktemp -d)
+
+record() { # name passed failed
+    total_pass=$((total_pass + $2))
+    total_fail=$((total_fail + $3))
+    if [ "$3" -ne 0 ]; then failed_suites+=("$1"); fi
+}
+
+run_suite() { # name command...
+    local name=$1; shift
+    echo "=== $name: $*"
+    local log="$logdir/$name.log"
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]}
+    local line
+    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    local p f
+    p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
+    f=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+    p=${p:-0}; f=${f:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$name: exited with status $rc"; fi
+    if [ -z "$line" ] && [ "$rc" -eq 0 ]; then f=1; echo "$name: printed no summary line"; fi
+    record "$name" "$p" "$f"
+}
+
+# Rust tests: sum the "test result" lines of every test binary.
+echo "=== rust: cargo test --workspace"
+cargo test --workspace 2>&1 | tee "$logdir/rust.log"
+rust_rc=${PIPESTATUS[0]}
+rp=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i+1) ~ /^passed/) s += $i } END { print s + 0 }' "$logdir/rust.log")
+rf=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i+1) ~ /^failed/) s += $i } END { print s + 0 }' "$logdir/rust.log")
+rp=${rp:-0}; rf=${rf:-0}
+if [ "$rust_rc" -ne 0 ] && [ "$rf" -eq 0 ]; then rf=1; fi
+echo "rust: $rp passed, $rf failed"
+record rust "$rp" "$rf"
+
+for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/c/run.sh \
+             tests/pmpi/run.sh tests/mpich-binary/run.sh; do
+    if [ -x "$suite" ]; then
+        run_suite "$(echo "$suite" | sed 's|tests/||; s|/run.sh||; s|\.sh$||; s|/|-|g')" "$suite"
+    else
+        echo "=== $suite missing"; record "$suite" 0 1
+    fi
+done
+
+leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
+if [ "$leftover" -ne 0 ]; then
+    echo "stale shared-memory files left in /dev/shm: $leftover"; record shm-cleanup 0 1
+fi
+rm -rf "$logdir"
+echo
+if [ ${#failed_suites[@]} -ne 0 ]; then echo "failing suites: ${failed_suites[*]}"; fi
+echo "total: $total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
