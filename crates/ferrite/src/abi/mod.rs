@@ -9,6 +9,8 @@ pub mod macros;
 pub mod consts;
 pub mod init;
 pub mod status;
+pub mod stubs;
+pub mod symbols;
 pub mod types;
 
 use crate::error::{MpiError, MpiResult};
