@@ -12,6 +12,7 @@ pub mod status;
 pub mod stubs;
 pub mod symbols;
 pub mod types;
+pub mod version;
 
 use crate::error::{MpiError, MpiResult};
 
