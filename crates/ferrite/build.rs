@@ -20,6 +20,8 @@ fn main() {
     println!("cargo:rerun-if-changed={}", header_path.display());
     println!("cargo:rerun-if-changed={}", src_dir.display());
     println!("cargo:rerun-if-changed=build.rs");
+    // Installed as libmpi.so.12: programs linked with -lmpi record that name, as with MPICH.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libmpi.so.12");
 
     let header = std::fs::read_to_string(&header_path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", header_path.display()));
