@@ -54,10 +54,8 @@ mod tests {
         let mut buf = vec![1 as c_char; MPI_MAX_LIBRARY_VERSION_STRING as usize];
         let mut len = -1;
         // SAFETY: the buffer has MPI_MAX_LIBRARY_VERSION_STRING bytes.
-        assert_eq!(
-            unsafe { MPI_Get_library_version(buf.as_mut_ptr(), &mut len) },
-            MPI_SUCCESS
-        );
+        let rc = unsafe { MPI_Get_library_version(buf.as_mut_ptr(), &mut len) };
+        assert_eq!(rc, MPI_SUCCESS);
         // SAFETY: the call NUL-terminated the buffer.
         let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
             .to_str()
