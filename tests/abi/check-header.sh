@@ -5,7 +5,8 @@
 # MPI_Status and the value of every constant and predefined handle (a pointer that is a symbol
 # prints as the symbol's name, e.g. MPI_COMM_DUP_FN -> MPIR_Dup_fn). Both outputs must match.
 # Names MPICH 4.0 does not have (MPI-4.1 additions) are skipped and listed.
-# Ends with "abi-header: N passed, N failed" (N = names compared).
+# Then every function prototype must agree with MPICH's (C rejects a conflicting
+# redeclaration). Ends with "abi-header: N passed, N failed" (N = names compared).
 set -u
 cd "$(dirname "$0")/../.."
 PREFIX="${PREFIX:-./build}"
@@ -143,5 +144,47 @@ for n in $(names_in "$work/ours.out" | sort -u); do
         echo "  mpich: $b" | sed '2,$s/^/         /'
     fi
 done
+# Prototypes: our header, then MPICH's own prototype lists. C rejects a redeclaration with a
+# different type, so every function must have exactly MPICH's signature (MPI_X and PMPI_X).
+cat > "$work/protos.c" <<EOF
+#include <mpi.h>
+/* What MPICH's mpi.h would have set up before its prototype files. */
+#define MPICH 1
+#define MPI_FILE_DEFINED 1
+#define HAVE_MPI_OFFSET 1
+#define MPICH_API_PUBLIC
+#define ROMIO_API_PUBLIC
+#define MPICH_ATTR_POINTER_WITH_TYPE_TAG(a, b)
+typedef int MPIX_Grequest_class;
+typedef int(MPIX_Grequest_poll_function)(void *, MPI_Status *);
+typedef int(MPIX_Grequest_wait_function)(int, void **, double, MPI_Status *);
+typedef struct { void **storage_stack; } QMPI_Context;
+#include "$MPICH_INC/mpi_proto.h"
+#include "$MPICH_INC/mpio.h"
+EOF
+grep -ohE '\bP?MPI_[A-Za-z0-9_]+ *\(' "$MPICH_INC/mpi_proto.h" "$MPICH_INC/mpio.h" |
+    sed 's/ *($//' | sort -u > "$work/mpich.functions"
+# Names our header makes macros (handle conversions) are not functions on either side.
+grep -oE '^#define P?MPI_[A-Za-z0-9_]+\(' "$OUR_H" | sed 's/^#define //; s/($//' | sort -u |
+    comm -23 "$work/mpich.functions" - > "$work/functions"
+$CC -std=gnu11 -fsyntax-only -I"$(dirname "$OUR_H")" "$work/protos.c" 2> "$work/protos.err"
+grep -oE "conflicting types for .P?MPI[A-Za-z0-9_]*" "$work/protos.err" |
+    sed -E 's/.*for .//' | sort -u > "$work/protos.bad"
+other_errors=$(grep -c "error:" "$work/protos.err")
+fn_total=$(wc -l < "$work/functions")
+fn_bad=$(wc -l < "$work/protos.bad")
+while read -r f; do
+    echo "MISMATCH prototype $f:"
+    grep -A2 "conflicting types for .$f.;" "$work/protos.err" | head -n 3 | sed 's/^/  /'
+done < "$work/protos.bad"
+if [ "$other_errors" -gt 0 ] && [ "$fn_bad" -eq 0 ]; then
+    echo "check-header: MPICH's prototypes do not compile after our header:"
+    grep "error:" "$work/protos.err" | head -n 10
+    fn_bad=1
+fi
+passed=$((passed + fn_total - fn_bad))
+failed=$((failed + fn_bad))
+echo "prototypes: $((fn_total - fn_bad)) of $fn_total functions declared as MPICH declares them"
+
 echo "abi-header: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
