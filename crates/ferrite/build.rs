@@ -617,8 +617,10 @@ impl Api {
     }
 }
 
-/// Collects the names of functions implemented in the sources: every `fn MPI_X(` inside an
-/// `mpi_fn!` block, and every hand-written `extern "C" fn MPI_X(` / `PMPI_X(`.
+/// Collects the names of functions implemented in the sources: every `fn MPI_X` or
+/// `fn PMPI_X` outside comments that is not a bodiless declaration (`fn MPI_X(..);` in an
+/// `extern "C"` block). That covers `mpi_fn!` blocks, hand-written `extern "C" fn`s (for
+/// non-int returns) and helper macros that list `fn MPI_X, ...`.
 fn scan_sources(dir: &Path, found: &mut BTreeSet<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -641,47 +643,37 @@ fn scan_text(text: &str, found: &mut BTreeSet<String>) {
         .map(|l| l.find("//").map_or(l, |i| &l[..i]))
         .collect::<Vec<_>>()
         .join("\n");
-    let text = text.as_str();
-    let names_after = |hay: &str, marker: &str, found: &mut BTreeSet<String>| {
-        let mut rest = hay;
-        while let Some(i) = rest.find(marker) {
-            let after = &rest[i + marker.len()..];
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            let name = &after[..end];
-            if after[end..].trim_start().starts_with('(') {
-                let name = name.strip_prefix('P').unwrap_or(name);
-                if name.starts_with("MPI_") {
-                    found.insert(name.to_string());
-                }
-            }
-            rest = &after[end..];
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("fn ") {
+        let preceded_by_ident = rest[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let after = rest[i + 3..].trim_start();
+        rest = &rest[i + 3..];
+        if preceded_by_ident {
+            continue;
         }
-    };
-    // Inside mpi_fn! invocations.
-    let mut rest = text;
-    while let Some(i) = rest.find("mpi_fn!") {
-        let after = &rest[i + "mpi_fn!".len()..];
-        let Some(open) = after.find('{') else { break };
-        let mut depth = 0;
-        let mut end = after.len();
-        for (j, c) in after[open..].char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = open + j;
-                        break;
-                    }
-                }
-                _ => {}
+        let end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let name = &after[..end];
+        let name = name.strip_prefix('P').unwrap_or(name);
+        if !name.starts_with("MPI_") {
+            continue;
+        }
+        let tail = after[end..].trim_start();
+        if tail.starts_with('(') {
+            // A signature: a body `{` makes it a definition, `;` a declaration.
+            let is_definition = match (tail.find('{'), tail.find(';')) {
+                (Some(body), Some(semi)) => body < semi,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if !is_definition {
+                continue;
             }
         }
-        names_after(&after[open..end], "fn ", found);
-        rest = &after[end..];
+        found.insert(name.to_string());
     }
-    // Hand-written entry points (non-int returns such as MPI_Wtime cannot use mpi_fn!).
-    names_after(text, "extern \"C\" fn ", found);
 }

@@ -53,13 +53,6 @@ mod fallback {
     }
 }
 
-mpi_fn! {
-    /// A hook for profiling tools; the library itself has nothing to switch (MPI 4.1, 15.2).
-    fn MPI_Pcontrol(_level: c_int) on ErrObj::NoObject => {
-        Ok(())
-    }
-}
-
 /// Names of the functions that are stubs in this build (for `ferrite-info` and tests).
 pub fn stubbed() -> &'static [&'static str] {
     STUBBED
