@@ -18,7 +18,8 @@ use std::os::raw::{c_char, c_int, c_void};
 include!(concat!(env!("OUT_DIR"), "/stubs.rs"));
 
 /// Bodies for the stubbed functions that do not return an error code, used until someone
-/// implements them properly.
+/// implements them properly (then unused, hence `dead_code`).
+#[allow(dead_code)]
 mod fallback {
     use super::{MPI_Aint, MPI_File, MPI_Fint};
     use std::sync::OnceLock;
