@@ -59,7 +59,11 @@ impl Transport for Loopback {
             // until this read is done; it is `dst.len()` bytes long and distinct from `dst`
             // (a receive buffer), as MPI forbids overlapping send and receive buffers.
             unsafe {
-                std::ptr::copy_nonoverlapping(addr as usize as *const u8, dst.as_mut_ptr(), dst.len())
+                std::ptr::copy_nonoverlapping(
+                    addr as usize as *const u8,
+                    dst.as_mut_ptr(),
+                    dst.len(),
+                )
             };
         }
         self.stats.remote_reads += 1;

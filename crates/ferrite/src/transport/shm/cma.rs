@@ -50,5 +50,8 @@ pub fn read(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
 
 /// True for errors meaning "this kind of access is not allowed here" (not "bad address").
 pub fn is_unavailable(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS | libc::EACCES))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM | libc::ENOSYS | libc::EACCES)
+    )
 }

@@ -57,6 +57,8 @@ pub struct Shm {
     own: Segment,
     bell: Doorbell,
     peers: HashMap<Proc, Peer>,
+    /// Own cells waiting to go back on the free ring (see queue.rs).
+    unfreed: Vec<u64>,
     stats: TransportStats,
 }
 
@@ -100,6 +102,7 @@ impl Shm {
             own,
             bell,
             peers: HashMap::new(),
+            unfreed: Vec::new(),
             stats: TransportStats::default(),
         })
     }
@@ -215,7 +218,7 @@ impl Transport for Shm {
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
         // senders refill the queue as fast as it drains.
         for _ in 0..self.cfg.geom.ncells {
-            match q.recv(self.size, &mut |from, p| {
+            match q.recv(self.size, &mut self.unfreed, &mut |from, p| {
                 bytes += p.len() as u64;
                 deliver(from, p)
             }) {
@@ -262,7 +265,9 @@ impl Transport for Shm {
     }
 
     fn arm(&mut self) -> bool {
-        self.own_queue().arm()
+        let q = self.own_queue();
+        q.retry_free(&mut self.unfreed);
+        q.arm()
     }
 
     fn disarm(&mut self) {
@@ -283,4 +288,4 @@ impl Transport for Shm {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

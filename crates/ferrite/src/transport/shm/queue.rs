@@ -7,8 +7,17 @@
 //!   and pushes the index back on `free`.
 //!
 //! Invariants: every cell index is in exactly one place (free ring, a sender's hands, ready
-//! ring, the receiver's hands), so with ring capacity >= cell count neither ring can be full
-//! when pushed to. A sender publishes its packets one after another, and ready positions are
+//! ring, the receiver's hands). In Vyukov's ring a push can also fail when the slot's previous
+//! occupant was claimed but not yet released by a (preempted) popper:
+//! - `ready` has one popper, the receiver, holding at most one claim, and the positions
+//!   between its dequeue and any enqueue position hold distinct cells (< ncells), so with
+//!   capacity >= 2 * ncells a sender's push always finds its slot released: never fails.
+//! - `free` has many poppers (senders), and one of them may stall in the middle of a pop
+//!   while the others cycle the cells; the receiver's push can then fail for a moment. It
+//!   keeps such a cell in a local list and pushes it again on its next receive, so a credit
+//!   is late, never lost.
+//!
+//! A sender publishes its packets one after another, and ready positions are
 //! claimed in increasing order, so each sender's packets are delivered in its order. The
 //! receiver stops at a claimed but unpublished slot instead of skipping it.
 //!
@@ -244,14 +253,21 @@ impl Queue {
         // the cell when it re-checks before sleeping.
         fence(Ordering::SeqCst);
         let h = self.header();
-        let ring = h.sleeping.load(Ordering::Relaxed) != 0
-            && h.sleeping.swap(0, Ordering::SeqCst) != 0;
+        let ring =
+            h.sleeping.load(Ordering::Relaxed) != 0 && h.sleeping.swap(0, Ordering::SeqCst) != 0;
         Sent::Published { ring }
     }
 
     /// Receiver side: delivers the oldest published cell, if any, and frees it.
-    /// `size` bounds valid sender ranks.
-    pub fn recv(&self, size: u32, deliver: &mut dyn FnMut(u32, &[u8])) -> Received {
+    /// `size` bounds valid sender ranks. `unfreed` holds cells whose return to the free ring
+    /// must be retried (kept by the caller across calls; see the module comment).
+    pub fn recv(
+        &self,
+        size: u32,
+        unfreed: &mut Vec<u64>,
+        deliver: &mut dyn FnMut(u32, &[u8]),
+    ) -> Received {
+        self.retry_free(unfreed);
         let Some(idx) = self.ready.pop() else {
             return Received::Empty;
         };
@@ -271,13 +287,19 @@ impl Queue {
             let packet = unsafe { std::slice::from_raw_parts(cell.add(CELL_HEADER), len) };
             deliver(from, packet);
         }
-        // Cannot overflow: at most ncells indices exist.
-        self.free.push(idx);
+        if !self.free.push(idx) {
+            unfreed.push(idx);
+        }
         if ok {
             Received::Delivered
         } else {
             Received::Corrupt
         }
+    }
+
+    /// Receiver side: returns cells a stalled sender kept from being freed earlier.
+    pub fn retry_free(&self, unfreed: &mut Vec<u64>) {
+        unfreed.retain(|&i| !self.free.push(i));
     }
 
     /// Receiver side, before sleeping: sets `sleeping`, then re-checks. Returns false (and

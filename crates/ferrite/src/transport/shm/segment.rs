@@ -69,7 +69,7 @@ pub struct Geometry {
 impl Geometry {
     /// Checks the sizes and rounds the cell size up to a multiple of 64 (cache lines).
     pub fn new(ncells: u32, cell_size: usize) -> Result<Geometry, String> {
-        if ncells < 2 || ncells > (1 << 20) {
+        if !(2..=(1 << 20)).contains(&ncells) {
             return Err(format!(
                 "{ncells} shared-memory cells (FERRITE_SHM_CELLS_K/_B) is not in 2..=1048576"
             ));
@@ -84,9 +84,12 @@ impl Geometry {
             cell_size: cell_size.next_multiple_of(64) as u32,
         })
     }
-    /// Ring capacity: a power of two holding every cell index, so a ring never overflows.
+    /// Ring capacity: a power of two of at least twice the cell count. At most ncells
+    /// indices exist, but a slot is reusable only once the side that claimed its previous
+    /// position has released it; the slack means a push to `ready` can never find its slot
+    /// still held (see queue.rs).
     pub fn ring_cap(&self) -> usize {
-        (self.ncells as usize).next_power_of_two()
+        (self.ncells as usize).next_power_of_two() * 2
     }
     pub fn free_slots(&self) -> usize {
         HEADER_BYTES
@@ -188,7 +191,11 @@ impl Segment {
         // SAFETY: fd is an open shared-memory object we own.
         let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
         let err = if rc != 0 { Some(errno_msg()) } else { None };
-        let base = if err.is_none() { map(fd, len) } else { Err(String::new()) };
+        let base = if err.is_none() {
+            map(fd, len)
+        } else {
+            Err(String::new())
+        };
         // SAFETY: fd is ours; the mapping (if any) stays valid after close.
         unsafe { libc::close(fd) };
         let base = match (err, base) {
