@@ -190,7 +190,20 @@ impl Segment {
         }
         // SAFETY: fd is an open shared-memory object we own.
         let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
-        let err = if rc != 0 { Some(errno_msg()) } else { None };
+        let mut err = if rc != 0 { Some(errno_msg()) } else { None };
+        if err.is_none() {
+            // Reserve the pages now: a full /dev/shm is then an error here, not a SIGBUS
+            // when a cell is first touched.
+            // SAFETY: fd is an open shared-memory object we own.
+            let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
+            if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+                err = Some(format!(
+                    "{} (is /dev/shm full? FERRITE_SHM_CELL_SIZE and FERRITE_SHM_CELLS_K/_B \
+                     set the size)",
+                    std::io::Error::from_raw_os_error(rc)
+                ));
+            }
+        }
         let base = if err.is_none() {
             map(fd, len)
         } else {
@@ -276,7 +289,7 @@ impl Segment {
         let geom = Geometry::new(h.ncells, h.cell_size as usize)
             .ok()
             .filter(|g| g.cell_size == h.cell_size && g.ring_cap() == h.ring_cap as usize)
-            .filter(|g| g.total() == len)
+            .filter(|g| g.total() == len && h.pid > 0)
             .ok_or_else(|| format!("/dev/shm{name} has an inconsistent header"))?;
         let (owner_rank, pid, token) = (h.owner_rank, h.pid, h.token);
         seg.geom = geom;

@@ -509,3 +509,73 @@ fn two_processes_exchange_packets_and_read_each_other() {
     assert_eq!(net.stats().segments_mapped, 1);
     assert_eq!(net.stats().packets_sent, N as u64 + 2);
 }
+
+// ---- measurement, not a test: raw queue round trip between two processes ----
+// cargo test --release -p ferrite measure_round_trip -- --ignored --nocapture
+
+const PONG_ENV: &str = "FERRITE_TEST_SHM_PONG_JOB";
+
+/// Rank 1 of [`measure_round_trip`]: echoes by busy polling until told to stop.
+#[test]
+#[ignore]
+fn pong_process() {
+    let Ok(job) = std::env::var(PONG_ENV) else {
+        return;
+    };
+    let mut net = Shm::new(1, 2, &job, ShmConfig::from_knobs(2).unwrap()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut inbox = Vec::new();
+    loop {
+        net.poll(&mut |f, p| inbox.push((f, p.to_vec())));
+        for (_, p) in inbox.drain(..) {
+            if p == DONE {
+                return;
+            }
+            while !net.try_send(0, &[&p]).unwrap() {}
+        }
+        assert!(Instant::now() < deadline, "pong ran for 120 s");
+    }
+}
+
+#[test]
+#[ignore]
+fn measure_round_trip() {
+    let job = unique_job("rtt");
+    let _files = ShmFiles(job.clone());
+    let mut net = Shm::new(0, 2, &job, ShmConfig::from_knobs(2).unwrap()).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "transport::shm::tests::pong_process"])
+        .args(["--ignored", "--nocapture", "--test-threads=1"])
+        .env(PONG_ENV, &job)
+        .spawn()
+        .unwrap();
+    wait_segment(&job, 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for &(len, iters) in &[(8usize, 20_000u32), (1024, 20_000), (8000, 10_000)] {
+        let mut times = Vec::with_capacity(iters as usize);
+        let mut pk = vec![0u8; len];
+        for i in 0..iters + 1000 {
+            pk[..4].copy_from_slice(&i.to_le_bytes());
+            let t = Instant::now();
+            assert!(net.try_send(1, &[&pk]).unwrap());
+            let mut got = None;
+            while got.is_none() {
+                net.poll(&mut |_, p| got = Some(u32::from_le_bytes(p[..4].try_into().unwrap())));
+                assert!(Instant::now() < deadline, "no echo");
+            }
+            assert_eq!(got, Some(i));
+            if i >= 1000 {
+                times.push(t.elapsed().as_nanos() as u64);
+            }
+        }
+        times.sort_unstable();
+        let mean = times.iter().sum::<u64>() / times.len() as u64;
+        println!(
+            "shm round trip, {len:>5}-byte packets: median {} ns, mean {mean} ns, p99 {} ns ({iters} iterations)",
+            times[times.len() / 2],
+            times[times.len() * 99 / 100]
+        );
+    }
+    assert!(net.try_send(1, &[DONE]).unwrap());
+    assert!(child.wait().unwrap().success());
+}
