@@ -524,9 +524,12 @@ fn pong_process() {
     };
     let mut net = Shm::new(1, 2, &job, ShmConfig::from_knobs(2).unwrap()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
+    let sleep = std::env::var("FERRITE_TEST_SHM_PONG_SLEEP").is_ok();
     let mut inbox = Vec::new();
     loop {
-        net.poll(&mut |f, p| inbox.push((f, p.to_vec())));
+        if net.poll(&mut |f, p| inbox.push((f, p.to_vec()))) == 0 && sleep {
+            sleep_on_doorbell(&mut net);
+        }
         for (_, p) in inbox.drain(..) {
             if p == DONE {
                 return;
@@ -537,9 +540,29 @@ fn pong_process() {
     }
 }
 
+/// Arms, sleeps on the doorbell (up to 1 s), disarms.
+fn sleep_on_doorbell(net: &mut Shm) {
+    if net.arm() {
+        let mut pfd = libc::pollfd {
+            fd: net.wake_fd().unwrap(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 1000) };
+    }
+    net.disarm();
+}
+
 #[test]
 #[ignore]
 fn measure_round_trip() {
+    for sleep in [false, true] {
+        round_trips(sleep);
+    }
+}
+
+fn round_trips(sleep: bool) {
     let job = unique_job("rtt");
     let _files = ShmFiles(job.clone());
     let mut net = Shm::new(0, 2, &job, ShmConfig::from_knobs(2).unwrap()).unwrap();
@@ -547,6 +570,7 @@ fn measure_round_trip() {
         .args(["--exact", "transport::shm::tests::pong_process"])
         .args(["--ignored", "--nocapture", "--test-threads=1"])
         .env(PONG_ENV, &job)
+        .envs(sleep.then_some(("FERRITE_TEST_SHM_PONG_SLEEP", "1")))
         .spawn()
         .unwrap();
     wait_segment(&job, 1);
@@ -560,7 +584,11 @@ fn measure_round_trip() {
             assert!(net.try_send(1, &[&pk]).unwrap());
             let mut got = None;
             while got.is_none() {
-                net.poll(&mut |_, p| got = Some(u32::from_le_bytes(p[..4].try_into().unwrap())));
+                let n = net
+                    .poll(&mut |_, p| got = Some(u32::from_le_bytes(p[..4].try_into().unwrap())));
+                if n == 0 && sleep {
+                    sleep_on_doorbell(&mut net);
+                }
                 assert!(Instant::now() < deadline, "no echo");
             }
             assert_eq!(got, Some(i));
@@ -571,7 +599,8 @@ fn measure_round_trip() {
         times.sort_unstable();
         let mean = times.iter().sum::<u64>() / times.len() as u64;
         println!(
-            "shm round trip, {len:>5}-byte packets: median {} ns, mean {mean} ns, p99 {} ns ({iters} iterations)",
+            "shm round trip{}, {len:>5}-byte packets: median {} ns, mean {mean} ns, p99 {} ns ({iters} iterations)",
+            if sleep { " (both sleep on doorbells)" } else { " (busy polling)" },
             times[times.len() / 2],
             times[times.len() * 99 / 100]
         );
