@@ -131,7 +131,7 @@ impl Job {
             sys::set_nonblocking(fd.as_raw_fd())?;
             Ok(Stream {
                 fd,
-                fwd: LineForwarder::new(r, stream, self.opts.tag_output),
+                fwd: LineForwarder::new(r, stream, self.opts.tag_output, n > 1),
                 to_stderr,
             })
         };

@@ -6,14 +6,19 @@ pub const MAX_HELD: usize = 64 * 1024;
 
 pub struct LineForwarder {
     prefix: Option<Vec<u8>>,
+    /// End unterminated pieces with a newline so they cannot run into another rank's line
+    /// (off only for a lone untagged rank, whose output then stays byte-exact).
+    terminate: bool,
     held: Vec<u8>,
 }
 
 impl LineForwarder {
-    /// `tag`: prefix lines with `[rank]<stdout>: ` (or `<stderr>`).
-    pub fn new(rank: u32, stream: &str, tag: bool) -> Self {
+    /// `tag`: prefix lines with `[rank]<stdout>: ` (or `<stderr>`); `shared`: other ranks
+    /// write to the same output.
+    pub fn new(rank: u32, stream: &str, tag: bool, shared: bool) -> Self {
         LineForwarder {
             prefix: tag.then(|| format!("[{rank}]<{stream}>: ").into_bytes()),
+            terminate: tag || shared,
             held: Vec::new(),
         }
     }
@@ -41,19 +46,17 @@ impl LineForwarder {
         self.held.drain(..start);
         while self.held.len() >= MAX_HELD {
             let piece: Vec<u8> = self.held.drain(..MAX_HELD).collect();
-            // Untagged output stays byte-exact; tagged pieces become lines of their own.
-            self.emit(&piece, self.prefix.is_some(), &mut out);
+            self.emit(&piece, self.terminate, &mut out);
         }
         out
     }
 
-    /// The stream ended: the unterminated last line, if any (a newline is added only when
-    /// tagging, so the next tagged line starts on its own line).
+    /// The stream ended: the unterminated last line, if any.
     pub fn finish(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
         if !self.held.is_empty() {
             let rest = std::mem::take(&mut self.held);
-            self.emit(&rest, self.prefix.is_some(), &mut out);
+            self.emit(&rest, self.terminate, &mut out);
         }
         out
     }
@@ -65,7 +68,7 @@ mod tests {
 
     #[test]
     fn only_whole_lines_leave() {
-        let mut f = LineForwarder::new(3, "stdout", false);
+        let mut f = LineForwarder::new(3, "stdout", false, false);
         assert_eq!(f.feed(b"hel"), b"");
         assert_eq!(f.feed(b"lo\nwor"), b"hello\n");
         assert_eq!(f.feed(b"ld\n\nx"), b"world\n\n");
@@ -75,7 +78,7 @@ mod tests {
 
     #[test]
     fn tags_every_line() {
-        let mut f = LineForwarder::new(12, "stderr", true);
+        let mut f = LineForwarder::new(12, "stderr", true, true);
         assert_eq!(f.feed(b"a\nb"), b"[12]<stderr>: a\n");
         assert_eq!(f.feed(b"\n"), b"[12]<stderr>: b\n");
         assert_eq!(f.feed(b"tail"), b"");
@@ -84,10 +87,12 @@ mod tests {
 
     #[test]
     fn long_lines_are_bounded() {
-        let mut f = LineForwarder::new(0, "stdout", false);
         let big = vec![b'z'; MAX_HELD + 10];
-        let out = f.feed(&big);
-        assert_eq!(out.len(), MAX_HELD);
-        assert_eq!(f.finish().len(), 10);
+        let mut alone = LineForwarder::new(0, "stdout", false, false);
+        assert_eq!(alone.feed(&big).len(), MAX_HELD);
+        assert_eq!(alone.finish().len(), 10);
+        let mut shared = LineForwarder::new(0, "stdout", false, true);
+        assert_eq!(shared.feed(&big).len(), MAX_HELD + 1);
+        assert_eq!(shared.finish(), b"zzzzzzzzzz\n");
     }
 }
