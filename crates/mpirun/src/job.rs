@@ -388,6 +388,25 @@ impl Job {
                 Exit::Code(_) => {}
             }
         }
+        self.check_barrier_deadlock();
+    }
+
+    /// A PMI barrier that waits for a rank which already exited can never complete: end
+    /// the job instead of hanging.
+    fn check_barrier_deadlock(&mut self) {
+        if self.kill_at.is_some() || self.server.barrier_waiting() == 0 {
+            return;
+        }
+        let gone =
+            (0..self.ranks.len()).find(|&r| self.ranks[r].exited && !self.server.in_barrier(r));
+        if let Some(r) = gone {
+            let msg = format!(
+                "{} exited while {} rank(s) wait for it in a PMI barrier; ending the job",
+                self.who(r),
+                self.server.barrier_waiting()
+            );
+            self.fail(1, &msg);
+        }
     }
 
     /// Reads what the rank's PMI socket holds and serves it; false when nothing more is
@@ -435,6 +454,7 @@ impl Job {
                 self.on_event(r, ev);
             }
         }
+        self.check_barrier_deadlock();
         true
     }
 

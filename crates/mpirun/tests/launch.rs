@@ -306,6 +306,26 @@ fn sigterm_to_mpirun_leaves_no_children() {
 }
 
 #[test]
+fn ranks_die_with_a_killed_mpirun() {
+    let mut child = start(&["-n", "2", "sh", "-c", "exec sleep 9734.5"], Stdio::null());
+    wait_for_processes("sleep 9734.5", 2);
+    child.kill().unwrap(); // SIGKILL: mpirun cannot clean up; PDEATHSIG must.
+    child.wait().unwrap();
+    assert_all_gone("sleep 9734.5");
+}
+
+#[test]
+fn a_rank_leaving_others_in_a_barrier_ends_the_job() {
+    let o = run(&["-n", "3", RANK, "early-exit"]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("rank 2 (pid ") && o.stderr.contains("wait for it in a PMI barrier"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn pmi_ranks_exchange_values() {
     let o = run(&["-n", "4", RANK, "exchange"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);

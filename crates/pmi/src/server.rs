@@ -130,6 +130,16 @@ impl Server {
         self.clients.get(&id).is_some_and(|c| c.finalized)
     }
 
+    /// Whether the client is waiting in the current barrier.
+    pub fn in_barrier(&self, id: ClientId) -> bool {
+        self.clients.get(&id).is_some_and(|c| c.in_barrier)
+    }
+
+    /// How many clients wait in the current barrier.
+    pub fn barrier_waiting(&self) -> u32 {
+        self.in_barrier
+    }
+
     /// Handles one line the client sent; malformed lines become a `ProtocolError` event.
     pub fn handle_line(&mut self, from: ClientId, line: &[u8]) -> Output {
         match Message::parse(line) {
@@ -453,6 +463,7 @@ mod tests {
             assert_eq!(to, (100..100 + n as usize).collect::<Vec<_>>());
             assert!(out.replies.iter().all(|(_, m)| m.cmd == "barrier_out"));
             assert_eq!(out.events, vec![Event::BarrierReleased { round }]);
+            assert_eq!(s.barrier_waiting(), 0);
         }
         for r in 0..n {
             let peer = (r * 7 + 3) % n;

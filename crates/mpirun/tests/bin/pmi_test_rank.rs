@@ -8,6 +8,8 @@
 //! - `shm ok|fail`: make /dev/shm/ferrite-<kvsname>-rank<r>, barrier, then finalize
 //!   (`ok`) or let rank 1 exit with code 3 (`fail`).
 //! - `garbage`: rank 0 sends a line that is not PMI.
+//! - `early-exit`: the last rank inits, finalizes and exits while the others enter a
+//!   barrier it will never join.
 
 use ferrite_pmi::Client;
 
@@ -62,6 +64,13 @@ fn main() {
                 assert_eq!(n, line.len() as isize);
             }
             c.barrier().unwrap();
+        }
+        Some("early-exit") => {
+            if last {
+                c.finalize().unwrap();
+            } else {
+                c.barrier().unwrap();
+            }
         }
         other => panic!("unknown mode {other:?}"),
     }
