@@ -173,7 +173,7 @@ impl Job {
         }
         self.kill_at = Some(Instant::now() + KILL_GRACE);
         for rank in self.ranks.iter().filter(|r| !r.exited) {
-            sys::kill_rank(rank.pid, libc::SIGTERM);
+            sys::kill_rank(rank.pid, libc::SIGTERM, true);
         }
         self.stdin_open = false;
         self.rank0_stdin = None;
@@ -181,8 +181,9 @@ impl Job {
 
     fn kill_hard(&mut self) {
         self.killed_hard = true;
+        // Exited ranks too: their process groups may still hold their children.
         for rank in &self.ranks {
-            sys::kill_rank(rank.pid, libc::SIGKILL);
+            sys::kill_rank(rank.pid, libc::SIGKILL, !rank.exited);
         }
     }
 
@@ -211,11 +212,10 @@ impl Job {
         }
         self.event_loop();
         for r in 0..self.ranks.len() {
-            for s in [self.ranks[r].stdout.take(), self.ranks[r].stderr.take()]
+            for mut s in [self.ranks[r].stdout.take(), self.ranks[r].stderr.take()]
                 .into_iter()
                 .flatten()
             {
-                let mut s = s;
                 write_out(s.to_stderr, &s.fwd.finish());
             }
         }

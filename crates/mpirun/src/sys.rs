@@ -162,12 +162,16 @@ pub fn reap() -> Option<(libc::pid_t, Exit)> {
     Some((pid, exit))
 }
 
-/// Sends `sig` to the process group a rank leads (its children included) and to the rank.
-pub fn kill_rank(pid: libc::pid_t, sig: libc::c_int) {
-    // SAFETY: kill has no memory effects; a stale pid/group just yields ESRCH.
+/// Sends `sig` to the process group a rank leads (its children included) and, if it has
+/// not been reaped (so its pid cannot have been reused), to the rank itself.
+pub fn kill_rank(pid: libc::pid_t, sig: libc::c_int, alive: bool) {
+    // SAFETY: kill has no memory effects; a group with no members left just yields ESRCH
+    // (the kernel does not reuse a pid while it names a live process group).
     unsafe {
         libc::kill(-pid, sig);
-        libc::kill(pid, sig);
+        if alive {
+            libc::kill(pid, sig);
+        }
     }
 }
 

@@ -289,20 +289,32 @@ fn a_rank_killed_by_a_signal_ends_the_job() {
     assert_all_gone("sleep 9732.5");
 }
 
+/// Signals mpirun while its ranks (and their children) run; nothing may survive.
+fn signal_mpirun(sig: i32, name: &str, marker: &str) {
+    // `sh -c` forks sleep (no exec), so the rank's own children must go too.
+    let script = format!("{marker}; echo done");
+    let child = start(&["-n", "3", "sh", "-c", &script], Stdio::null());
+    wait_for_processes(marker, 3);
+    // SAFETY: kill only sends a signal to the mpirun we started.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let o = finish(child);
+    assert_eq!(o.code, Some(128 + sig));
+    assert!(
+        o.stderr.contains(&format!("received {name}")),
+        "{}",
+        o.stderr
+    );
+    assert_all_gone(marker);
+}
+
 #[test]
 fn sigterm_to_mpirun_leaves_no_children() {
-    // `sh -c` forks sleep (no exec), so the rank's own children must go too.
-    let child = start(
-        &["-n", "3", "sh", "-c", "sleep 9733.5; echo done"],
-        Stdio::null(),
-    );
-    wait_for_processes("sleep 9733.5", 3);
-    // SAFETY: kill only sends a signal to the mpirun we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = finish(child);
-    assert_eq!(o.code, Some(128 + libc::SIGTERM));
-    assert!(o.stderr.contains("received SIGTERM"), "{}", o.stderr);
-    assert_all_gone("sleep 9733.5");
+    signal_mpirun(libc::SIGTERM, "SIGTERM", "sleep 9733.5");
+}
+
+#[test]
+fn sigint_to_mpirun_leaves_no_children() {
+    signal_mpirun(libc::SIGINT, "SIGINT", "sleep 9735.5");
 }
 
 #[test]
