@@ -5,6 +5,7 @@ use super::consts::*;
 use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::comm::Comm;
+use crate::runtime::pmi;
 use crate::state;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -138,8 +139,8 @@ fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
         MPI_HOST => return Some(&a.host),
         MPI_IO => return Some(&a.io),
         MPI_WTIME_IS_GLOBAL => return Some(&a.wtime_is_global),
-        MPI_UNIVERSE_SIZE => (&a.universe_size, crate::runtime::universe_size() as c_int),
-        MPI_APPNUM => (&a.appnum, crate::runtime::appnum() as c_int),
+        MPI_UNIVERSE_SIZE => (&a.universe_size, pmi::universe_size().unwrap_or(0) as c_int),
+        MPI_APPNUM => (&a.appnum, pmi::appnum().unwrap_or(0) as c_int),
         MPI_LASTUSEDCODE => return Some(&a.lastusedcode),
         _ => return None,
     };

@@ -15,16 +15,6 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// MPI_UNIVERSE_SIZE: what the launcher says, else the job's size.
-pub fn universe_size() -> u32 {
-    crate::state::try_with(|st| st.world_size).unwrap_or(1)
-}
-
-/// MPI_APPNUM: the launcher's application number (0 for a single program).
-pub fn appnum() -> u32 {
-    0
-}
-
 /// Ends the whole job: tells the launcher (which stops every other rank) and exits.
 /// Does not need the state lock, so it works from any error path.
 pub fn abort_job(code: i32, msg: &str) -> ! {
