@@ -1,1 +1,33 @@
-fn main() {}
+//! mpirun / mpiexec for Ferrite: starts N ranks on this host and serves them PMI-1.
+
+mod cli;
+mod job;
+mod output;
+mod sys;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match cli::parse(&args, |v| std::env::var(v).ok()) {
+        Ok(cli::Command::Run(o)) => o,
+        Ok(cli::Command::Help) => {
+            print!("{}", cli::USAGE);
+            return;
+        }
+        Ok(cli::Command::Version) => {
+            println!("mpirun (Ferrite MPI) {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        Err(e) => {
+            eprintln!("mpirun: {e}");
+            std::process::exit(2);
+        }
+    };
+    let code = match job::Job::new(opts) {
+        Ok(job) => job.run(),
+        Err(e) => {
+            eprintln!("mpirun: cannot set up the job: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}

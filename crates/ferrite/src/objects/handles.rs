@@ -40,6 +40,14 @@ impl<T> HandleTable<T> {
         }
     }
 
+    /// A table whose first `n` indices are never handed out (MPICH uses some direct handles
+    /// for predefined objects, e.g. MPI_FLOAT_INT is datatype index 0).
+    pub fn with_reserved(type_code: u32, n: u32) -> Self {
+        let mut t = Self::new(type_code);
+        t.slots.resize_with(n as usize, || None);
+        t
+    }
+
     fn handle(&self, idx: u32) -> c_int {
         (DIRECT | (self.type_code << 26) | idx) as c_int
     }
@@ -84,7 +92,7 @@ impl<T> HandleTable<T> {
     }
 
     pub fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.slots.iter().filter(|s| s.is_some()).count()
     }
 
     pub fn is_empty(&self) -> bool {

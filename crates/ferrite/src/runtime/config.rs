@@ -24,7 +24,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_SHM_CELL_SIZE",
         default: "8192",
-        doc: "Bytes per shared-memory receive cell (the largest eager packet over shm).",
+        doc: "Bytes per shared-memory receive cell (rounded up to 64; a packet gets 16 less).",
     },
     Knob {
         name: "FERRITE_SHM_CELLS_K",
@@ -39,7 +39,8 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_SHM_CMA",
         default: "1",
-        doc: "Use single-copy reads (process_vm_readv) for large messages when permitted.",
+        doc:
+            "Use single-copy reads (process_vm_readv) for large messages when permitted; 0: never.",
     },
     Knob {
         name: "FERRITE_EAGER_LIMIT",

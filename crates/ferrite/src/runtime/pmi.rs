@@ -1,53 +1,183 @@
-//! The process's PMI client, global so that abort paths can reach the launcher without the
-//! state lock. TEMPORARY: singleton only until the ferrite-pmi client lands.
+//! The process's PMI client: the launcher's ferrite-pmi client when `PMI_FD` or `PMI_PORT`
+//! is set, otherwise a singleton (rank 0 of 1 with a local KVS). Global, so abort paths can
+//! reach the launcher without the state lock.
 
-use crate::error::MpiResult;
+use crate::abi::consts::MPI_ERR_OTHER;
+use crate::error::{MpiError, MpiResult};
+use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+enum Backend {
+    Launcher(Client),
+    Singleton(HashMap<String, String>),
+}
 
 struct Pmi {
     rank: u32,
     size: u32,
     kvsname: String,
-    kvs: HashMap<String, String>,
+    appnum: u32,
+    universe_size: u32,
+    backend: Backend,
 }
 
 static PMI: Mutex<Option<Pmi>> = Mutex::new(None);
+/// The launcher connection's descriptor, for [`abort`] when another thread holds [`PMI`].
+static ABORT_FD: AtomicI32 = AtomicI32::new(-1);
+
+fn lock() -> MutexGuard<'static, Option<Pmi>> {
+    PMI.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn err(what: &str, e: PmiError) -> MpiError {
+    MpiError::new(MPI_ERR_OTHER, format!("{what}: {e}"))
+}
+
+fn with<T>(what: &str, f: impl FnOnce(&mut Pmi) -> Result<T, PmiError>) -> MpiResult<T> {
+    match lock().as_mut() {
+        Some(p) => f(p).map_err(|e| err(what, e)),
+        None => Err(MpiError::new(
+            MPI_ERR_OTHER,
+            format!("{what}: PMI is not initialized"),
+        )),
+    }
+}
 
 /// Connects to the launcher (or becomes a singleton); returns (rank, size, kvsname).
+/// Calling it again returns the same values without reconnecting.
 pub fn init() -> MpiResult<(u32, u32, String)> {
-    let p = Pmi {
-        rank: 0,
-        size: 1,
-        kvsname: format!("singleton_{}", std::process::id()),
-        kvs: HashMap::new(),
+    let mut guard = lock();
+    if let Some(p) = guard.as_ref() {
+        return Ok((p.rank, p.size, p.kvsname.clone()));
+    }
+    let pmi = match Client::from_env().map_err(|e| err("cannot join the job through PMI", e))? {
+        Some(mut client) => {
+            let info = client
+                .init()
+                .map_err(|e| err("PMI init with the launcher failed", e))?;
+            if info.size == 0 || info.rank >= info.size {
+                return Err(MpiError::new(
+                    MPI_ERR_OTHER,
+                    format!(
+                        "the launcher gave rank {} in a job of size {}",
+                        info.rank, info.size
+                    ),
+                ));
+            }
+            ABORT_FD.store(client.raw_fd(), Ordering::Release);
+            Pmi {
+                rank: info.rank,
+                size: info.size,
+                kvsname: info.kvsname,
+                appnum: info.appnum,
+                universe_size: info.universe_size,
+                backend: Backend::Launcher(client),
+            }
+        }
+        None => Pmi {
+            rank: 0,
+            size: 1,
+            kvsname: format!("singleton_{}", std::process::id()),
+            appnum: 0,
+            universe_size: 1,
+            backend: Backend::Singleton(HashMap::new()),
+        },
     };
-    let out = (p.rank, p.size, p.kvsname.clone());
-    *PMI.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+    let out = (pmi.rank, pmi.size, pmi.kvsname.clone());
+    *guard = Some(pmi);
     Ok(out)
 }
 
+/// Publishes `key=value` to the job; visible to every rank after the next [`barrier`].
 pub fn put(key: &str, value: &str) -> MpiResult<()> {
-    if let Some(p) = PMI.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        p.kvs.insert(key.into(), value.into());
-    }
-    Ok(())
+    with(&format!("PMI put of {key:?}"), |p| match &mut p.backend {
+        Backend::Launcher(c) => c.put(key, value),
+        Backend::Singleton(kvs) => {
+            kvs.insert(key.into(), value.into());
+            Ok(())
+        }
+    })
 }
 
+/// The value some rank put under `key` (before the last barrier), if any.
 pub fn get(key: &str) -> MpiResult<Option<String>> {
-    Ok(PMI
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|p| p.kvs.get(key).cloned()))
+    with(&format!("PMI get of {key:?}"), |p| match &mut p.backend {
+        Backend::Launcher(c) => c.get(key),
+        Backend::Singleton(kvs) => Ok(kvs.get(key).cloned()),
+    })
 }
 
+/// Commit + barrier: returns when every rank arrived; all earlier puts are then visible.
 pub fn barrier() -> MpiResult<()> {
-    Ok(())
+    with("PMI barrier", |p| match &mut p.backend {
+        Backend::Launcher(c) => c.barrier(),
+        Backend::Singleton(_) => Ok(()),
+    })
 }
 
+/// Tells the launcher this rank is done (it may now exit without failing the job).
 pub fn finalize() -> MpiResult<()> {
-    Ok(())
+    with("PMI finalize", |p| match &mut p.backend {
+        Backend::Launcher(c) => c.finalize(),
+        Backend::Singleton(_) => Ok(()),
+    })
 }
 
-pub fn abort(_code: i32, _msg: &str) {}
+/// MPI_APPNUM: which application of a multi-program launch this process belongs to.
+pub fn appnum() -> MpiResult<u32> {
+    with("PMI appnum", |p| Ok(p.appnum))
+}
+
+/// MPI_UNIVERSE_SIZE as the launcher reports it.
+pub fn universe_size() -> MpiResult<u32> {
+    with("PMI universe size", |p| Ok(p.universe_size))
+}
+
+/// Asks the launcher to end the job with `code`, printing `msg`. Never blocks on the PMI
+/// lock: if another thread holds it (e.g. waiting in a barrier), the request is written
+/// straight to the connection in one write. Does nothing for a singleton.
+pub fn abort(code: i32, msg: &str) {
+    if let Ok(mut guard) = PMI.try_lock() {
+        if let Some(Pmi {
+            backend: Backend::Launcher(c),
+            ..
+        }) = guard.as_mut()
+        {
+            let _ = c.abort(code, msg);
+        }
+        return;
+    }
+    let fd = ABORT_FD.load(Ordering::Acquire);
+    if fd >= 0 {
+        let line = ferrite_pmi::abort_line(code, msg);
+        // SAFETY: fd is the launcher connection, open for the life of the process; write
+        // reads at most line.len() bytes from a valid buffer.
+        let _ = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn singleton_keeps_a_local_kvs() {
+        if std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some() {
+            return; // run under a launcher: not a singleton
+        }
+        let (rank, size, kvsname) = init().unwrap();
+        assert_eq!((rank, size), (0, 1));
+        assert_eq!(init().unwrap().2, kvsname, "init is idempotent");
+        put("pmi-test-key", "a value with spaces").unwrap();
+        barrier().unwrap();
+        assert_eq!(
+            get("pmi-test-key").unwrap().as_deref(),
+            Some("a value with spaces")
+        );
+        assert_eq!(get("pmi-test-missing").unwrap(), None);
+        assert_eq!((appnum().unwrap(), universe_size().unwrap()), (0, 1));
+        abort(3, "ignored by a singleton");
+    }
+}

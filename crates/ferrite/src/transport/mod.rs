@@ -1,7 +1,13 @@
 //! Transports move bytes between processes and know nothing of MPI (no tags, communicators or
 //! datatypes). `Net` routes each peer to one transport and is what the layers above use.
 
+pub mod loopback;
+pub mod shm;
+
+use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
+use crate::mpi_err;
+use crate::runtime::config;
 use std::os::unix::io::RawFd;
 
 /// A process of the job, by its rank in MPI_COMM_WORLD.
@@ -45,40 +51,256 @@ pub trait Transport {
 
     /// Woke up (or decided not to block): senders may stop ringing.
     fn disarm(&mut self) {}
+
+    /// Counters so far (fields a transport does not have stay 0).
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+
+    /// MPI_Finalize: release what peers can find by name (e.g. unlink a segment).
+    fn shutdown(&mut self) {}
 }
 
-/// Routes peers to transports. Filled in by the transport layer.
+/// One transport's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    /// try_send answered "no room" (receiver out of credits).
+    pub no_room: u64,
+    /// Peers' segments mapped (shm: one per peer contacted).
+    pub segments_mapped: u64,
+    pub doorbells_rung: u64,
+    /// Datagrams on our doorbell that did not come from the job.
+    pub strangers_dropped: u64,
+    /// Cells that failed validation (bad index, rank or length) and were dropped.
+    pub corrupt_dropped: u64,
+    pub remote_reads: u64,
+    pub remote_read_bytes: u64,
+    /// Single-copy reads refused by the kernel (then the protocol copies through packets).
+    pub remote_read_fallbacks: u64,
+}
+
+/// Counters of the whole `Net`, per transport.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetStats {
+    pub transports: Vec<(&'static str, TransportStats)>,
+    /// Times `block` slept in the kernel.
+    pub blocks: u64,
+}
+
+/// Transport names FERRITE_TRANSPORTS may list.
+pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm"];
+
+/// Parses a FERRITE_TRANSPORTS value (comma list; blanks ignored).
+pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let known = KNOWN_TRANSPORTS
+            .iter()
+            .find(|k| k.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                mpi_err!(
+                    MPI_ERR_OTHER,
+                    "FERRITE_TRANSPORTS={list:?}: unknown transport {name:?} (known: {})",
+                    KNOWN_TRANSPORTS.join(", ")
+                )
+            })?;
+        if !out.contains(known) {
+            out.push(*known);
+        }
+    }
+    if out.is_empty() {
+        return Err(mpi_err!(
+            MPI_ERR_OTHER,
+            "FERRITE_TRANSPORTS={list:?} names no transport (known: {})",
+            KNOWN_TRANSPORTS.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+/// Routes peers to transports: `self` for this process, `shm` for the others (and for this
+/// process too when `self` is not allowed). Memory is O(1) in the job size: routes are
+/// computed, and shm maps a peer's segment only on first contact.
 pub struct Net {
     pub rank: Proc,
     pub size: u32,
+    transports: Vec<Box<dyn Transport + Send>>,
+    self_route: Option<usize>,
+    peer_route: Option<usize>,
+    /// The FERRITE_TRANSPORTS value, for error messages.
+    allowed: String,
+    /// Every transport's wake fd; -1 when none has one.
+    epoll: RawFd,
+    blocks: u64,
 }
 
 impl Net {
-    pub fn max_packet(&self, _to: Proc) -> usize {
-        0
+    /// Sets up this process's endpoints (its shared-memory receive queue, doorbell) for the
+    /// transports FERRITE_TRANSPORTS allows. Peers are contacted only when first needed.
+    pub fn init(rank: Proc, size: u32, kvsname: &str) -> MpiResult<Net> {
+        let list: String = config::get("FERRITE_TRANSPORTS");
+        Net::init_with(rank, size, kvsname, &list)
     }
-    pub fn try_send(&mut self, to: Proc, _parts: &[&[u8]]) -> MpiResult<bool> {
-        Err(crate::mpi_err!(
-            crate::abi::consts::MPI_ERR_OTHER,
-            "no transport reaches rank {to}"
-        ))
+
+    /// [`Net::init`] with an explicit transport list (tests, tools).
+    pub fn init_with(rank: Proc, size: u32, kvsname: &str, list: &str) -> MpiResult<Net> {
+        let names = parse_transports(list)?;
+        let mut net = Net {
+            rank,
+            size,
+            transports: Vec::new(),
+            self_route: None,
+            peer_route: None,
+            allowed: list.to_string(),
+            epoll: -1,
+            blocks: 0,
+        };
+        if names.contains(&"self") {
+            net.self_route = Some(net.transports.len());
+            net.transports.push(Box::new(loopback::Loopback::new(rank)));
+        }
+        // A job of one process creates no segment at all.
+        if names.contains(&"shm") && size > 1 {
+            let cfg = shm::ShmConfig::from_knobs(size)?;
+            net.peer_route = Some(net.transports.len());
+            net.transports
+                .push(Box::new(shm::Shm::new(rank, size, kvsname, cfg)?));
+        }
+        let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
+        if !fds.is_empty() {
+            // SAFETY: plain syscall; the fd is owned by `net` and closed in Drop.
+            net.epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            if net.epoll < 0 {
+                return Err(mpi_err!(
+                    MPI_ERR_OTHER,
+                    "epoll_create1 failed: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            for fd in fds {
+                let mut ev = libc::epoll_event {
+                    events: libc::EPOLLIN as u32,
+                    u64: fd as u64,
+                };
+                // SAFETY: both fds are open; ev is a valid event.
+                if unsafe { libc::epoll_ctl(net.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+                    return Err(mpi_err!(
+                        MPI_ERR_OTHER,
+                        "epoll_ctl(ADD, doorbell) failed: {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+            }
+        }
+        Ok(net)
     }
-    pub fn poll(&mut self, _deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
-        0
+
+    fn route(&self, to: Proc) -> MpiResult<usize> {
+        if to >= self.size {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "rank {to} is not in MPI_COMM_WORLD (size {})",
+                self.size
+            ));
+        }
+        let r = if to == self.rank {
+            self.self_route.or(self.peer_route)
+        } else {
+            self.peer_route
+        };
+        r.ok_or_else(|| {
+            mpi_err!(
+                MPI_ERR_OTHER,
+                "no transport reaches rank {to} (FERRITE_TRANSPORTS={:?}; this is rank {} of {})",
+                self.allowed,
+                self.rank,
+                self.size
+            )
+        })
     }
-    pub fn read_remote(&mut self, _from: Proc, _addr: u64, _dst: &mut [u8]) -> MpiResult<bool> {
-        Ok(false)
+
+    /// Largest packet (header included) `try_send` accepts for `to`; 0 if nothing reaches it.
+    pub fn max_packet(&self, to: Proc) -> usize {
+        self.route(to)
+            .map(|i| self.transports[i].max_packet())
+            .unwrap_or(0)
     }
+
+    /// Sends one packet (the parts concatenated). `Ok(false)`: no room now, nothing sent; the
+    /// caller keeps it in order and retries after progress. Never drops.
+    pub fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+        let i = self.route(to)?;
+        self.transports[i].try_send(to, parts)
+    }
+
+    /// Delivers every arrived packet, whole, once, in order per sender; returns how many.
+    pub fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
+        self.transports.iter_mut().map(|t| t.poll(deliver)).sum()
+    }
+
+    /// Single-copy read of `dst.len()` bytes at `addr` in `from`'s memory. `Ok(false)` when
+    /// not possible for that peer (the protocol falls back to packets).
+    pub fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+        let i = self.route(from)?;
+        self.transports[i].read_remote(from, addr, dst)
+    }
+
     /// Blocks until a packet may have arrived or `timeout_ms` passes (-1: no limit).
-    pub fn block(&mut self, _timeout_ms: i32) {}
-    /// Releases what MPI_Init set up (unlinks this process's segment, closes sockets).
-    pub fn shutdown(&mut self) {}
-}
+    /// Each transport is armed first (senders start ringing) and re-checked, so a packet
+    /// published just before cannot be slept through.
+    pub fn block(&mut self, timeout_ms: i32) {
+        let ready = !self.transports.iter_mut().all(|t| t.arm());
+        if !ready {
+            self.blocks += 1;
+            if self.epoll >= 0 {
+                let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+                // SAFETY: evs is valid for 8 events; EINTR just returns early.
+                unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 8, timeout_ms) };
+            } else if timeout_ms != 0 {
+                // Nothing can wake us (self only): sleep the timeout (a no-limit wait with
+                // nothing to wait for is a deadlock of the program; sleep in slices).
+                let ms = if timeout_ms < 0 { 1000 } else { timeout_ms };
+                std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            }
+        }
+        for t in &mut self.transports {
+            t.disarm();
+        }
+    }
 
-impl Net {
-    /// Sets up this process's endpoints (its shared-memory receive queue, doorbell) and
-    /// publishes its business card through PMI. Peers are contacted only when first needed.
-    pub fn init(rank: Proc, size: u32, _kvsname: &str) -> MpiResult<Net> {
-        Ok(Net { rank, size })
+    /// Releases what MPI_Init set up that others can find (unlinks this process's segment).
+    /// Sockets and mappings go when the `Net` is dropped.
+    pub fn shutdown(&mut self) {
+        for t in &mut self.transports {
+            t.shutdown();
+        }
+    }
+
+    /// Counters per transport.
+    pub fn stats(&self) -> NetStats {
+        NetStats {
+            transports: self
+                .transports
+                .iter()
+                .map(|t| (t.name(), t.stats()))
+                .collect(),
+            blocks: self.blocks,
+        }
     }
 }
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        if self.epoll >= 0 {
+            // SAFETY: the epoll fd is ours and closed once.
+            unsafe { libc::close(self.epoll) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

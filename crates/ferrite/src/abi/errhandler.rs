@@ -1,0 +1,96 @@
+//! Error handlers and error codes at the C edge (MPI 4.1 section 9.3-9.5).
+
+use super::consts::*;
+use super::{out, out_str};
+use crate::error::{self, ErrObj, MpiError};
+use crate::objects::errhandler::{self, CommErrhandlerFn, Handler};
+use crate::state;
+use std::os::raw::{c_char, c_int};
+
+mpi_fn! {
+    fn MPI_Comm_create_errhandler(comm_errhandler_fn: Option<CommErrhandlerFn>,
+        errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
+        let f = comm_errhandler_fn
+            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
+        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::Comm(f))))?;
+        // SAFETY: the caller passes an MPI_Errhandler* output.
+        unsafe { out(errhandler, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler)
+        on ErrObj::Comm(comm) => {
+        state::with(|st| {
+            if st.objects.errhandlers.resolve(errhandler).is_none() {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_ARG,
+                    "invalid error handler {:#x}",
+                    errhandler as u32
+                ));
+            }
+            st.objects.comms.get_mut(comm)?.errhandler = errhandler;
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: *mut MPI_Errhandler)
+        on ErrObj::Comm(comm) => {
+        let h = state::with(|st| Ok(st.objects.comms.get(comm)?.errhandler))?;
+        // SAFETY: the caller passes an MPI_Errhandler* output.
+        unsafe { out(errhandler, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
+        if errhandler.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for errhandler"));
+        }
+        // SAFETY: non-null; the caller passes an MPI_Errhandler*.
+        let h = unsafe { *errhandler };
+        state::with(|st| {
+            if st.objects.errhandlers.resolve(h).is_none() {
+                return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error handler {:#x}", h as u32));
+            }
+            // A handler stays usable by the objects it is attached to (MPI frees it only when
+            // they let go); handlers are a few bytes, so the entry is simply kept.
+            Ok(())
+        })?;
+        // SAFETY: as above.
+        unsafe { out(errhandler, MPI_ERRHANDLER_NULL) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) on ErrObj::Comm(comm) => {
+        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
+        // The handler runs without the state lock; its return value is not ours to report.
+        errhandler::invoke("MPI_Comm_call_errhandler", ErrObj::Comm(comm), errorcode);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int)
+        on ErrObj::NoObject => {
+        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error code {errorcode}"));
+        }
+        let text = error::code_string(errorcode);
+        // SAFETY: the caller passes a buffer of MPI_MAX_ERROR_STRING chars and an int*.
+        unsafe { out_str(string, MPI_MAX_ERROR_STRING, resultlen, &text) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on ErrObj::NoObject => {
+        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error code {errorcode}"));
+        }
+        // SAFETY: the caller passes an int* output.
+        unsafe { out(errorclass, error::class_of(errorcode)) }
+    }
+}

@@ -1,0 +1,291 @@
+//! The shared-memory transport: one receive queue per process in its own segment, many
+//! senders per queue (a shared receive queue), peers' segments mapped on first contact,
+//! credits = free cells, a doorbell socket for sleeping, and single-copy reads via CMA.
+
+pub mod cma;
+pub mod doorbell;
+pub mod queue;
+pub mod segment;
+
+use super::{Proc, Transport, TransportStats};
+use crate::abi::consts::MPI_ERR_OTHER;
+use crate::error::MpiResult;
+use crate::mpi_err;
+use crate::runtime::config;
+use doorbell::{BellAddr, Doorbell};
+use queue::{Queue, Received, Sent};
+use segment::{Geometry, Segment};
+use std::collections::HashMap;
+use std::os::unix::io::RawFd;
+
+#[derive(Clone, Copy, Debug)]
+pub struct ShmConfig {
+    pub geom: Geometry,
+    /// Single-copy reads allowed (FERRITE_SHM_CMA).
+    pub cma: bool,
+}
+
+impl ShmConfig {
+    /// From the FERRITE_SHM_* knobs, for a job of `size` ranks.
+    pub fn from_knobs(size: u32) -> MpiResult<ShmConfig> {
+        let k: u32 = config::get("FERRITE_SHM_CELLS_K");
+        let b: u32 = config::get("FERRITE_SHM_CELLS_B");
+        let cell: usize = config::get("FERRITE_SHM_CELL_SIZE");
+        let cma: u32 = config::get("FERRITE_SHM_CMA");
+        let geom = Geometry::new(segment::cell_count(size, k, b), cell)
+            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "{e}"))?;
+        Ok(ShmConfig {
+            geom,
+            cma: cma != 0,
+        })
+    }
+}
+
+/// A peer whose segment we mapped.
+struct Peer {
+    seg: Segment,
+    bell: BellAddr,
+    /// Cleared after the first EPERM/ENOSYS: later reads fall back to packets at once.
+    cma_ok: bool,
+}
+
+pub struct Shm {
+    rank: Proc,
+    size: u32,
+    job: String,
+    cfg: ShmConfig,
+    own: Segment,
+    bell: Doorbell,
+    peers: HashMap<Proc, Peer>,
+    /// Own cells waiting to go back on the free ring (see queue.rs).
+    unfreed: Vec<u64>,
+    stats: TransportStats,
+}
+
+fn random_token() -> u64 {
+    let mut t = [0u8; 8];
+    // SAFETY: t is valid for 8 bytes.
+    let n = unsafe { libc::getrandom(t.as_mut_ptr().cast(), 8, 0) };
+    if n == 8 {
+        u64::from_le_bytes(t)
+    } else {
+        // Only guards against strangers' wake-ups; a weak token costs nothing but counts.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        now ^ ((std::process::id() as u64) << 32)
+    }
+}
+
+impl Shm {
+    /// Creates this process's segment `/dev/shm/ferrite-<job>-<rank>` and binds its doorbell.
+    pub fn new(rank: Proc, size: u32, job: &str, cfg: ShmConfig) -> MpiResult<Shm> {
+        let token = random_token();
+        let name = segment::object_name(job, rank);
+        let own = Segment::create(&name, cfg.geom, rank, token)
+            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "shm transport: {e}"))?;
+        let bell = Doorbell::bind(&doorbell::bell_addr(job, rank), token).map_err(|e| {
+            mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: cannot bind the doorbell socket of rank {rank} (job {job}): {e}"
+            )
+        })?;
+        if cfg.cma {
+            cma::allow_readers();
+        }
+        Ok(Shm {
+            rank,
+            size,
+            job: job.to_string(),
+            cfg,
+            own,
+            bell,
+            peers: HashMap::new(),
+            unfreed: Vec::new(),
+            stats: TransportStats::default(),
+        })
+    }
+
+    fn own_queue(&self) -> Queue {
+        // SAFETY: `own` is a live mapping laid out by its geometry.
+        unsafe { Queue::at(self.own.base(), self.own.geometry()) }
+    }
+
+    /// The peer's mapping, made on first contact.
+    fn peer(&mut self, to: Proc) -> MpiResult<&mut Peer> {
+        if to >= self.size {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: rank {to} is not in a job of {} ranks",
+                self.size
+            ));
+        }
+        if !self.peers.contains_key(&to) {
+            let name = segment::object_name(&self.job, to);
+            let seg = match Segment::open(&name) {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    return Err(mpi_err!(
+                        MPI_ERR_OTHER,
+                        "shm transport cannot reach rank {to}: /dev/shm{name} does not exist \
+                         (the rank is on another host, or has exited)"
+                    ))
+                }
+                Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
+            };
+            if seg.owner_rank != to {
+                return Err(mpi_err!(
+                    MPI_ERR_OTHER,
+                    "shm transport: /dev/shm{name} belongs to rank {}, not {to}",
+                    seg.owner_rank
+                ));
+            }
+            if seg.geometry().cell_size != self.cfg.geom.cell_size {
+                return Err(mpi_err!(
+                    MPI_ERR_OTHER,
+                    "shm transport: rank {to} uses {}-byte cells, rank {} uses {}; set \
+                     FERRITE_SHM_CELL_SIZE the same for every rank",
+                    seg.geometry().cell_size,
+                    self.rank,
+                    self.cfg.geom.cell_size
+                ));
+            }
+            self.stats.segments_mapped += 1;
+            let bell = doorbell::bell_addr(&self.job, to);
+            self.peers.insert(
+                to,
+                Peer {
+                    seg,
+                    bell,
+                    cma_ok: true,
+                },
+            );
+        }
+        Ok(self.peers.get_mut(&to).expect("just inserted"))
+    }
+
+    /// Removes this process's segment name (peers keep their mappings).
+    pub fn unlink(&mut self) {
+        self.own.unlink();
+    }
+}
+
+impl Transport for Shm {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn max_packet(&self) -> usize {
+        self.cfg.geom.cell_size as usize - queue::CELL_HEADER
+    }
+
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let max = self.max_packet();
+        if len > max {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: a packet of {len} bytes to rank {to} exceeds the {max}-byte limit"
+            ));
+        }
+        let from = self.rank;
+        let peer = self.peer(to)?;
+        // SAFETY: the peer's segment is a live, validated mapping laid out by its geometry.
+        let q = unsafe { Queue::at(peer.seg.base(), peer.seg.geometry()) };
+        match q.send(from, parts) {
+            Sent::NoRoom => {
+                self.stats.no_room += 1;
+                Ok(false)
+            }
+            Sent::Published { ring } => {
+                if ring {
+                    let (addr, token) = (peer.bell, peer.seg.token);
+                    self.bell.ring(&addr, token);
+                    self.stats.doorbells_rung += 1;
+                }
+                self.stats.packets_sent += 1;
+                self.stats.bytes_sent += len as u64;
+                Ok(true)
+            }
+        }
+    }
+
+    fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
+        let q = self.own_queue();
+        let mut n = 0;
+        let mut bytes = 0u64;
+        // At most ncells packets can be waiting; the bound keeps one poll finite even if
+        // senders refill the queue as fast as it drains.
+        for _ in 0..self.cfg.geom.ncells {
+            match q.recv(self.size, &mut self.unfreed, &mut |from, p| {
+                bytes += p.len() as u64;
+                deliver(from, p)
+            }) {
+                Received::Empty => break,
+                Received::Delivered => n += 1,
+                Received::Corrupt => self.stats.corrupt_dropped += 1,
+            }
+        }
+        self.stats.packets_received += n as u64;
+        self.stats.bytes_received += bytes;
+        n
+    }
+
+    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+        if !self.cfg.cma {
+            return Ok(false);
+        }
+        let peer = self.peer(from)?;
+        if !peer.cma_ok {
+            return Ok(false);
+        }
+        match cma::read(peer.seg.pid, addr, dst) {
+            Ok(()) => {
+                self.stats.remote_reads += 1;
+                self.stats.remote_read_bytes += dst.len() as u64;
+                Ok(true)
+            }
+            Err(e) if cma::is_unavailable(&e) => {
+                peer.cma_ok = false;
+                self.stats.remote_read_fallbacks += 1;
+                Ok(false)
+            }
+            Err(e) => Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "single-copy read of {} bytes at {addr:#x} from rank {from} (pid {}) failed: {e}",
+                dst.len(),
+                peer.seg.pid
+            )),
+        }
+    }
+
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(self.bell.fd())
+    }
+
+    fn arm(&mut self) -> bool {
+        let q = self.own_queue();
+        q.retry_free(&mut self.unfreed);
+        q.arm()
+    }
+
+    fn disarm(&mut self) {
+        self.own_queue().disarm();
+        self.bell.drain();
+    }
+
+    fn shutdown(&mut self) {
+        self.unlink();
+    }
+
+    fn stats(&self) -> TransportStats {
+        TransportStats {
+            strangers_dropped: self.bell.strangers,
+            ..self.stats
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,374 @@
+//! One process's receive segment: a POSIX shared-memory object `/dev/shm/ferrite-<job>-<rank>`
+//! holding a header, two rings of cell indices (free and ready) and the cells.
+//!
+//! Layout (all offsets fixed by [`Geometry`], which peers re-derive and check from the header):
+//!
+//! ```text
+//! 0      Header: magic, version, owner's rank and pid, geometry, doorbell token
+//! 64     `sleeping` flag (own cache line: written by the owner, read by every sender)
+//! 128    free ring positions (enqueue, dequeue on separate cache lines)
+//! 256    ready ring positions
+//! 384    free ring slots, ring_cap * 16 bytes
+//!        ready ring slots, ring_cap * 16 bytes
+//!        cells, ncells * cell_size bytes (64-byte aligned)
+//! ```
+//!
+//! No job secret is stored: the object is created with mode 0600, so only processes of the
+//! same user can map it, and those could ptrace us anyway.
+
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRSHM\0");
+pub const VERSION: u32 = 1;
+/// Bytes before the ring slots.
+pub const HEADER_BYTES: usize = 384;
+/// One ring slot: sequence number and value.
+pub const SLOT_BYTES: usize = 16;
+/// Smallest cell accepted (cell header plus a useful payload).
+pub const MIN_CELL: usize = 64;
+
+/// The fixed part at offset 0. Fields other than `magic` and `sleeping` are written once by
+/// the owner before `magic` is published (release), and peers copy and validate them once.
+#[repr(C)]
+pub struct Header {
+    pub magic: AtomicU64,
+    pub version: u32,
+    pub owner_rank: u32,
+    pub pid: i32,
+    pub ncells: u32,
+    pub cell_size: u32,
+    pub ring_cap: u32,
+    pub token: u64,
+    _pad0: [u8; 24],
+    /// Non-zero while the owner is (about to be) asleep on its doorbell.
+    pub sleeping: AtomicU32,
+    _pad1: [u8; 60],
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() == 128);
+
+/// Positions of one ring, each on its own cache line (they are written by different sides).
+#[repr(C)]
+pub struct RingPos {
+    pub enqueue: AtomicU64,
+    _pad0: [u8; 56],
+    pub dequeue: AtomicU64,
+    _pad1: [u8; 56],
+}
+
+const _: () = assert!(std::mem::size_of::<RingPos>() == 128);
+
+/// Sizes that determine the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub ncells: u32,
+    pub cell_size: u32,
+}
+
+impl Geometry {
+    /// Checks the sizes and rounds the cell size up to a multiple of 64 (cache lines).
+    pub fn new(ncells: u32, cell_size: usize) -> Result<Geometry, String> {
+        if !(2..=(1 << 20)).contains(&ncells) {
+            return Err(format!(
+                "{ncells} shared-memory cells (FERRITE_SHM_CELLS_K/_B) is not in 2..=1048576"
+            ));
+        }
+        if !(MIN_CELL..=(1 << 24)).contains(&cell_size) {
+            return Err(format!(
+                "FERRITE_SHM_CELL_SIZE={cell_size} is not in {MIN_CELL}..=16777216"
+            ));
+        }
+        Ok(Geometry {
+            ncells,
+            cell_size: cell_size.next_multiple_of(64) as u32,
+        })
+    }
+    /// Ring capacity: a power of two of at least twice the cell count. At most ncells
+    /// indices exist, but a slot is reusable only once the side that claimed its previous
+    /// position has released it; the slack means a push to `ready` can never find its slot
+    /// still held (see queue.rs).
+    pub fn ring_cap(&self) -> usize {
+        (self.ncells as usize).next_power_of_two() * 2
+    }
+    pub fn free_slots(&self) -> usize {
+        HEADER_BYTES
+    }
+    pub fn ready_slots(&self) -> usize {
+        HEADER_BYTES + self.ring_cap() * SLOT_BYTES
+    }
+    pub fn cells(&self) -> usize {
+        (self.ready_slots() + self.ring_cap() * SLOT_BYTES).next_multiple_of(64)
+    }
+    pub fn total(&self) -> usize {
+        self.cells() + self.ncells as usize * self.cell_size as usize
+    }
+}
+
+/// Cells per receiver for a job of `size` ranks: K * ceil(log2(size)) + B.
+pub fn cell_count(size: u32, k: u32, b: u32) -> u32 {
+    let log = if size <= 1 {
+        0
+    } else {
+        32 - (size - 1).leading_zeros()
+    };
+    k.saturating_mul(log).saturating_add(b)
+}
+
+/// The shared-memory object name for a rank of a job (characters other than
+/// `[A-Za-z0-9_.-]` in the job name become `_`, so the name is one file in /dev/shm).
+pub fn object_name(job: &str, rank: u32) -> String {
+    format!("/ferrite-{}-{rank}", sanitize(job))
+}
+
+pub fn sanitize(job: &str) -> String {
+    job.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A mapped segment. The owner's mapping unlinks the name when dropped (or at `unlink`).
+pub struct Segment {
+    base: *mut u8,
+    len: usize,
+    geom: Geometry,
+    name: CString,
+    owned_linked: bool,
+    /// Validated copies of the header fields.
+    pub owner_rank: u32,
+    pub pid: i32,
+    pub token: u64,
+}
+
+// SAFETY: the mapping is only accessed through atomics (header flag, rings) and through cells
+// whose ownership is handed over by the rings' acquire/release protocol, so sharing the
+// mapping between threads is as sound as sharing it between processes.
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+fn errno_msg() -> String {
+    std::io::Error::last_os_error().to_string()
+}
+
+impl Segment {
+    /// Creates and initializes this process's segment. A stale object of the same name (a
+    /// crashed earlier job with the same job name) is removed first.
+    pub fn create(name: &str, geom: Geometry, owner_rank: u32, token: u64) -> Result<Self, String> {
+        let cname = CString::new(name).map_err(|_| format!("bad segment name {name:?}"))?;
+        let len = geom.total();
+        let mut fd = -1;
+        for _ in 0..2 {
+            // SAFETY: cname is a valid NUL-terminated string.
+            fd = unsafe {
+                libc::shm_open(
+                    cname.as_ptr(),
+                    libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+            if fd >= 0 {
+                break;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+                break;
+            }
+            // SAFETY: cname is a valid NUL-terminated string.
+            unsafe { libc::shm_unlink(cname.as_ptr()) };
+        }
+        if fd < 0 {
+            return Err(format!(
+                "cannot create shared memory /dev/shm{name}: {}",
+                errno_msg()
+            ));
+        }
+        // SAFETY: fd is an open shared-memory object we own.
+        let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
+        let mut err = if rc != 0 { Some(errno_msg()) } else { None };
+        if err.is_none() {
+            // Reserve the pages now: a full /dev/shm is then an error here, not a SIGBUS
+            // when a cell is first touched.
+            // SAFETY: fd is an open shared-memory object we own.
+            let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
+            if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+                err = Some(format!(
+                    "{} (is /dev/shm full? FERRITE_SHM_CELL_SIZE and FERRITE_SHM_CELLS_K/_B \
+                     set the size)",
+                    std::io::Error::from_raw_os_error(rc)
+                ));
+            }
+        }
+        let base = if err.is_none() {
+            map(fd, len)
+        } else {
+            Err(String::new())
+        };
+        // SAFETY: fd is ours; the mapping (if any) stays valid after close.
+        unsafe { libc::close(fd) };
+        let base = match (err, base) {
+            (None, Ok(b)) => b,
+            (e, b) => {
+                // SAFETY: cname is a valid NUL-terminated string.
+                unsafe { libc::shm_unlink(cname.as_ptr()) };
+                let why = e.or(b.err()).unwrap_or_default();
+                return Err(format!(
+                    "cannot size or map {len} bytes of shared memory /dev/shm{name}: {why}"
+                ));
+            }
+        };
+        // SAFETY: base points at `len` fresh zero-filled bytes of a mapping we own.
+        unsafe { init(base, geom, owner_rank, token) };
+        Ok(Segment {
+            base,
+            len,
+            geom,
+            name: cname,
+            owned_linked: true,
+            owner_rank,
+            // SAFETY: getpid has no preconditions.
+            pid: unsafe { libc::getpid() },
+            token,
+        })
+    }
+
+    /// Maps a peer's segment and validates its header. `Ok(None)`: it does not exist (yet).
+    pub fn open(name: &str) -> Result<Option<Self>, String> {
+        let cname = CString::new(name).map_err(|_| format!("bad segment name {name:?}"))?;
+        // SAFETY: cname is a valid NUL-terminated string.
+        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                return Ok(None);
+            }
+            return Err(format!("cannot open /dev/shm{name}: {}", errno_msg()));
+        }
+        // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is open; st is a valid out-pointer.
+        let rc = unsafe { libc::fstat(fd, &mut st) };
+        let len = st.st_size as usize;
+        let mapped = if rc != 0 {
+            Err(errno_msg())
+        } else if len < HEADER_BYTES {
+            Err(format!("it is only {len} bytes"))
+        } else {
+            map(fd, len)
+        };
+        // SAFETY: fd is ours; the mapping stays valid after close.
+        unsafe { libc::close(fd) };
+        let base = mapped.map_err(|e| format!("cannot map /dev/shm{name}: {e}"))?;
+        let mut seg = Segment {
+            base,
+            len,
+            geom: Geometry {
+                ncells: 0,
+                cell_size: 0,
+            },
+            name: cname,
+            owned_linked: false,
+            owner_rank: 0,
+            pid: 0,
+            token: 0,
+        };
+        let h = seg.header();
+        if h.magic.load(Ordering::Acquire) != MAGIC {
+            return Err(format!("/dev/shm{name} is not (yet) a Ferrite segment"));
+        }
+        if h.version != VERSION {
+            return Err(format!(
+                "/dev/shm{name} has layout version {}, this library {VERSION}",
+                h.version
+            ));
+        }
+        let geom = Geometry::new(h.ncells, h.cell_size as usize)
+            .ok()
+            .filter(|g| g.cell_size == h.cell_size && g.ring_cap() == h.ring_cap as usize)
+            .filter(|g| g.total() == len && h.pid > 0)
+            .ok_or_else(|| format!("/dev/shm{name} has an inconsistent header"))?;
+        let (owner_rank, pid, token) = (h.owner_rank, h.pid, h.token);
+        seg.geom = geom;
+        seg.owner_rank = owner_rank;
+        seg.pid = pid;
+        seg.token = token;
+        Ok(Some(seg))
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.geom
+    }
+
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    pub fn header(&self) -> &Header {
+        // SAFETY: the mapping is at least HEADER_BYTES long and page-aligned; Header is
+        // repr(C) of plain integers and atomics, valid for any bit pattern.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    /// Removes the name (peers that mapped it keep their mapping).
+    pub fn unlink(&mut self) {
+        if self.owned_linked {
+            // SAFETY: name is a valid NUL-terminated string.
+            unsafe { libc::shm_unlink(self.name.as_ptr()) };
+            self.owned_linked = false;
+        }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.unlink();
+        // SAFETY: base/len describe a mapping made by `map` and not unmapped before.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+fn map(fd: i32, len: usize) -> Result<*mut u8, String> {
+    // SAFETY: mapping a shared-memory fd; the kernel picks the address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(errno_msg())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// Writes the header and fills the free ring with every cell index; publishes `magic` last.
+///
+/// # Safety
+/// `base` must point at `geom.total()` writable zeroed bytes not yet visible to other users.
+unsafe fn init(base: *mut u8, geom: Geometry, owner_rank: u32, token: u64) {
+    // SAFETY: the caller guarantees the bytes; Header is valid for all-zero bytes.
+    let h = unsafe { &mut *(base as *mut Header) };
+    h.version = VERSION;
+    h.owner_rank = owner_rank;
+    // SAFETY: getpid has no preconditions.
+    h.pid = unsafe { libc::getpid() };
+    h.ncells = geom.ncells;
+    h.cell_size = geom.cell_size;
+    h.ring_cap = geom.ring_cap() as u32;
+    h.token = token;
+    // SAFETY: the rings lie inside the mapping (Geometry computes their offsets).
+    unsafe {
+        super::queue::Ring::at(base, geom, super::queue::FREE).init_full(geom.ncells);
+        super::queue::Ring::at(base, geom, super::queue::READY).init_full(0);
+    }
+    h.magic.store(MAGIC, Ordering::Release);
+}

@@ -1,0 +1,610 @@
+use super::queue::{Queue, Received, Sent};
+use super::segment::{object_name, Geometry, Segment};
+use super::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A job name no other test (or test run) uses.
+pub(crate) fn unique_job(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "test-{}-{tag}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Removes every /dev/shm file of a job when dropped (also when a test fails).
+pub(crate) struct ShmFiles(pub String);
+
+impl Drop for ShmFiles {
+    fn drop(&mut self) {
+        let prefix = format!("ferrite-{}-", segment::sanitize(&self.0));
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for e in dir.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn shm_exists(job: &str, rank: u32) -> bool {
+    std::path::Path::new(&format!("/dev/shm{}", object_name(job, rank))).exists()
+}
+
+fn cfg(ncells: u32, cell: usize, cma: bool) -> ShmConfig {
+    ShmConfig {
+        geom: Geometry::new(ncells, cell).unwrap(),
+        cma,
+    }
+}
+
+fn queue(seg: &Segment) -> Queue {
+    // SAFETY: seg is a live segment laid out by its geometry.
+    unsafe { Queue::at(seg.base(), seg.geometry()) }
+}
+
+/// The packet `seq` of producer `p`: its identity, then bytes derived from both.
+fn packet(p: u32, seq: u32, max: usize) -> Vec<u8> {
+    let len = 8 + (seq as usize * 7 + p as usize) % (max - 7);
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(&p.to_le_bytes());
+    v.extend_from_slice(&seq.to_le_bytes());
+    v.extend((8..len).map(|i| (i as u32 ^ seq ^ p) as u8));
+    v
+}
+
+#[test]
+fn cell_count_follows_k_log2_n_plus_b() {
+    assert_eq!(segment::cell_count(1, 16, 64), 64);
+    assert_eq!(segment::cell_count(2, 16, 64), 80);
+    assert_eq!(segment::cell_count(5, 16, 64), 16 * 3 + 64);
+    assert_eq!(segment::cell_count(4096, 16, 64), 16 * 12 + 64);
+    assert!(Geometry::new(1, 8192).is_err());
+    assert!(Geometry::new(8, 10).is_err());
+    assert_eq!(Geometry::new(8, 100).unwrap().cell_size, 128);
+}
+
+#[test]
+fn many_producers_every_packet_once_and_in_order() {
+    const PRODUCERS: u32 = 6;
+    const EACH: u32 = 3000;
+    let job = unique_job("mp");
+    let _files = ShmFiles(job.clone());
+    let geom = Geometry::new(4, 128).unwrap();
+    let seg = Arc::new(Segment::create(&object_name(&job, 0), geom, 0, 1).unwrap());
+    let max = queue(&seg).max_packet();
+    let no_room = Arc::new(AtomicU32::new(0));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (seg, no_room) = (seg.clone(), no_room.clone());
+            std::thread::spawn(move || {
+                let q = queue(&seg);
+                let deadline = Instant::now() + Duration::from_secs(120);
+                for seq in 0..EACH {
+                    let pk = packet(p, seq, max);
+                    let (a, b) = pk.split_at(pk.len() / 2);
+                    while q.send(p, &[a, b]) == Sent::NoRoom {
+                        no_room.fetch_add(1, Ordering::Relaxed);
+                        assert!(Instant::now() < deadline, "producer {p} starved");
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        })
+        .collect();
+    let q = queue(&seg);
+    let mut next = vec![0u32; PRODUCERS as usize];
+    let mut unfreed = Vec::new();
+    let mut total = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while total < PRODUCERS * EACH {
+        let r = q.recv(PRODUCERS, &mut unfreed, &mut |from, pk| {
+            let p = u32::from_le_bytes(pk[0..4].try_into().unwrap());
+            let seq = u32::from_le_bytes(pk[4..8].try_into().unwrap());
+            assert_eq!(p, from, "sender rank in the cell header");
+            assert_eq!(seq, next[p as usize], "producer {p} out of order");
+            assert_eq!(pk, packet(p, seq, max).as_slice(), "content of {p}/{seq}");
+            next[p as usize] += 1;
+        });
+        match r {
+            Received::Delivered => total += 1,
+            Received::Empty => {
+                assert!(Instant::now() < deadline, "only {total} packets arrived");
+                std::thread::yield_now();
+            }
+            Received::Corrupt => panic!("a valid cell was judged corrupt"),
+        }
+    }
+    for t in producers {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        q.recv(PRODUCERS, &mut unfreed, &mut |_, _| panic!("extra packet")),
+        Received::Empty
+    );
+    assert!(next.iter().all(|&n| n == EACH));
+    q.retry_free(&mut unfreed);
+    assert!(unfreed.is_empty(), "no sender is mid-pop any more");
+    // Every credit came back: the queue takes exactly ncells packets again.
+    for i in 0..4 {
+        assert!(matches!(q.send(0, &[&[i]]), Sent::Published { .. }));
+    }
+    assert_eq!(q.send(0, &[&[9]]), Sent::NoRoom);
+}
+
+#[test]
+fn corrupt_cells_are_counted_and_dropped_without_losing_credits() {
+    let job = unique_job("bad");
+    let _files = ShmFiles(job.clone());
+    let geom = Geometry::new(4, 64).unwrap();
+    let seg = Segment::create(&object_name(&job, 0), geom, 0, 1).unwrap();
+    let q = queue(&seg);
+    assert!(q.corrupt_next(7, 4)); // rank 7 in a job of 2
+    assert!(q.corrupt_next(1, 100_000)); // longer than a cell
+    assert!(matches!(q.send(1, &[b"ok"]), Sent::Published { .. }));
+    let mut got = Vec::new();
+    let mut unfreed = Vec::new();
+    let mut deliver = |f: u32, p: &[u8]| got.push((f, p.to_vec()));
+    assert_eq!(q.recv(2, &mut unfreed, &mut deliver), Received::Corrupt);
+    assert_eq!(q.recv(2, &mut unfreed, &mut deliver), Received::Corrupt);
+    assert_eq!(q.recv(2, &mut unfreed, &mut deliver), Received::Delivered);
+    assert_eq!(q.recv(2, &mut unfreed, &mut deliver), Received::Empty);
+    assert_eq!(got, vec![(1, b"ok".to_vec())]);
+    for _ in 0..4 {
+        assert!(matches!(q.send(0, &[b"x"]), Sent::Published { .. }));
+    }
+}
+
+#[test]
+fn a_peer_rejects_a_segment_that_is_not_ferrites() {
+    let job = unique_job("junk");
+    let _files = ShmFiles(job.clone());
+    std::fs::write(format!("/dev/shm{}", object_name(&job, 0)), vec![0u8; 4096]).unwrap();
+    let err = Segment::open(&object_name(&job, 0)).err().unwrap();
+    assert!(err.contains("not (yet) a Ferrite segment"), "{err}");
+    assert!(Segment::open(&object_name(&job, 1)).unwrap().is_none());
+}
+
+mod interleavings {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Send { from: u32, len: usize },
+        RecvOne,
+        RecvAll,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u32..3, 0usize..=112).prop_map(|(from, len)| Op::Send { from, len }),
+            1 => Just(Op::RecvOne),
+            1 => Just(Op::RecvAll),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn matches_a_fifo_model(ops in proptest::collection::vec(op(), 1..200)) {
+            let job = unique_job("prop");
+            let _files = ShmFiles(job.clone());
+            let geom = Geometry::new(6, 128).unwrap();
+            let seg = Segment::create(&object_name(&job, 0), geom, 0, 1).unwrap();
+            let q = queue(&seg);
+            let mut model: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
+            let mut unfreed = Vec::new();
+            let mut n = 0u8;
+            for op in ops {
+                match op {
+                    Op::Send { from, len } => {
+                        n = n.wrapping_add(1);
+                        let pk: Vec<u8> = (0..len).map(|i| n ^ i as u8).collect();
+                        let r = q.send(from, &[&pk[..len / 3], &pk[len / 3..]]);
+                        if model.len() == 6 {
+                            prop_assert_eq!(r, Sent::NoRoom);
+                        } else {
+                            prop_assert!(matches!(r, Sent::Published { .. }), "send refused with free cells");
+                            model.push_back((from, pk));
+                        }
+                    }
+                    Op::RecvOne | Op::RecvAll => loop {
+                        let mut got = None;
+                        let r = q.recv(3, &mut unfreed, &mut |f, p| got = Some((f, p.to_vec())));
+                        match model.pop_front() {
+                            None => {
+                                prop_assert_eq!(r, Received::Empty);
+                                break;
+                            }
+                            Some(want) => {
+                                prop_assert_eq!(r, Received::Delivered);
+                                prop_assert_eq!(got, Some(want));
+                            }
+                        }
+                        if matches!(op, Op::RecvOne) {
+                            break;
+                        }
+                    },
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn doorbell_wakes_a_blocked_receiver_and_counts_strangers() {
+    let job = unique_job("bell");
+    let _files = ShmFiles(job.clone());
+    let mut rx = crate::transport::Net::init_with(0, 2, &job, "shm").unwrap();
+    let mut tx = crate::transport::Net::init_with(1, 2, &job, "shm").unwrap();
+    let watch = Segment::open(&object_name(&job, 0)).unwrap().unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            // Sleep with no time limit: only the doorbell can end this.
+            rx.block(-1);
+            rx.poll(&mut |f, p| got.push((f, p.to_vec())));
+            done_tx.send(got.len()).unwrap();
+        }
+        (rx, got)
+    });
+    let wait_asleep = || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while watch.header().sleeping.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "receiver never armed");
+            std::thread::yield_now();
+        }
+    };
+    let limit = Duration::from_secs(60);
+    // 1: a stranger's datagram wakes the receiver and is counted, not delivered.
+    wait_asleep();
+    doorbell::send_stranger(&doorbell::bell_addr(&job, 0), b"hello").unwrap();
+    assert_eq!(
+        done_rx.recv_timeout(limit).expect("stranger did not wake"),
+        0
+    );
+    // 2: a packet published while the receiver sleeps rings its doorbell.
+    wait_asleep();
+    assert!(tx.try_send(0, &[b"wake", b" up"]).unwrap());
+    assert_eq!(done_rx.recv_timeout(limit).expect("sender did not wake"), 1);
+    let (rx, got) = receiver.join().unwrap();
+    assert_eq!(got, vec![(1, b"wake up".to_vec())]);
+    let s = rx.stats().transports[0].1;
+    assert_eq!((s.strangers_dropped, s.packets_received), (1, 1));
+    assert_eq!(rx.stats().blocks, 2);
+    assert_eq!(tx.stats().transports[0].1.doorbells_rung, 1);
+}
+
+#[test]
+fn block_returns_at_once_when_a_packet_is_waiting() {
+    let job = unique_job("nosleep");
+    let _files = ShmFiles(job.clone());
+    let mut a = crate::transport::Net::init_with(0, 2, &job, "shm").unwrap();
+    let mut b = crate::transport::Net::init_with(1, 2, &job, "shm").unwrap();
+    assert!(b.try_send(0, &[b"x"]).unwrap());
+    a.block(60_000); // would sleep (and count a block) if the re-check missed the packet
+    assert_eq!(a.stats().blocks, 0);
+    assert_eq!(a.poll(&mut |_, _| {}), 1);
+}
+
+#[test]
+fn cma_reads_memory_and_can_be_disabled() {
+    let job = unique_job("cma");
+    let _files = ShmFiles(job.clone());
+    let mut on = Shm::new(0, 2, &job, cfg(4, 256, true)).unwrap();
+    let _peer = Shm::new(1, 2, &job, cfg(4, 256, false)).unwrap();
+    let src: Vec<u8> = (0..300_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let mut dst = vec![0u8; src.len()];
+    // Rank 1 is this very process, so its memory holds `src`.
+    assert!(on.read_remote(1, src.as_ptr() as u64, &mut dst).unwrap());
+    assert_eq!(dst, src);
+    assert_eq!(on.stats().remote_read_bytes, src.len() as u64);
+    let err = on.read_remote(1, 8, &mut dst[..16]).unwrap_err();
+    assert!(err.msg.contains("from rank 1"), "{}", err.msg);
+    let mut off = Shm::new(0, 2, &unique_job("cma-off"), cfg(4, 256, false)).unwrap();
+    assert!(!off.read_remote(1, src.as_ptr() as u64, &mut dst).unwrap());
+}
+
+#[test]
+fn segments_are_mapped_on_first_contact_only() {
+    let job = unique_job("lazy");
+    let _files = ShmFiles(job.clone());
+    let mut a = Shm::new(0, 4, &job, cfg(4, 128, false)).unwrap();
+    let _b = Shm::new(1, 4, &job, cfg(4, 128, false)).unwrap();
+    let _c = Shm::new(2, 4, &job, cfg(4, 128, false)).unwrap();
+    assert_eq!(a.stats().segments_mapped, 0);
+    for _ in 0..3 {
+        assert!(a.try_send(1, &[b"a"]).unwrap());
+    }
+    assert_eq!(a.stats().segments_mapped, 1);
+    // Rank 3 never started: the error names it.
+    let err = a.try_send(3, &[b"a"]).unwrap_err();
+    assert!(err.msg.contains("rank 3"), "{}", err.msg);
+    let mut small = Shm::new(3, 4, &job, cfg(4, 64, false)).unwrap();
+    let err = small.try_send(1, &[b"a"]).unwrap_err();
+    assert!(err.msg.contains("FERRITE_SHM_CELL_SIZE"), "{}", err.msg);
+    let err = a.try_send(1, &[&[0u8; 200]]).unwrap_err();
+    assert!(err.msg.contains("exceeds"), "{}", err.msg);
+}
+
+// ---- two real processes: this test binary re-runs itself as rank 1 ----
+
+const CHILD_ENV: &str = "FERRITE_TEST_SHM_CHILD_JOB";
+const DONE: &[u8] = b"done";
+
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+fn pattern(len: usize, salt: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(2654435761) ^ salt) as u8)
+        .collect()
+}
+
+fn wait_segment(job: &str, rank: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Segment::open(&object_name(job, rank))
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "rank {rank} never created its segment"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Sends with retries (progress in between), failing instead of hanging.
+fn send(net: &mut Shm, to: u32, parts: &[&[u8]], inbox: &mut Vec<(u32, Vec<u8>)>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !net.try_send(to, parts).unwrap() {
+        net.poll(&mut |f, p| inbox.push((f, p.to_vec())));
+        assert!(Instant::now() < deadline, "no credits for 60 s");
+        std::thread::yield_now();
+    }
+}
+
+/// Waits (sleeping on the doorbell) until a packet is in `inbox`.
+fn next(net: &mut Shm, inbox: &mut Vec<(u32, Vec<u8>)>) -> (u32, Vec<u8>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if !inbox.is_empty() {
+            return inbox.remove(0);
+        }
+        if net.poll(&mut |f, p| inbox.push((f, p.to_vec()))) == 0 {
+            assert!(Instant::now() < deadline, "no packet for 60 s");
+            if net.arm() {
+                let mut pfd = libc::pollfd {
+                    fd: net.wake_fd().unwrap(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut pfd, 1, 1000) };
+            }
+            net.disarm();
+        }
+    }
+}
+
+/// Rank 1 of [`two_processes_exchange_packets_and_read_each_other`]; does nothing when run
+/// on its own.
+#[test]
+#[ignore]
+fn child_process() {
+    let Ok(job) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut net = Shm::new(1, 2, &job, cfg(4, 256, true)).unwrap();
+    let mine = pattern(200_000, 1);
+    let mut inbox = Vec::new();
+    wait_segment(&job, 0);
+    // Announce our buffer, then echo everything until told to stop.
+    let addr = (mine.as_ptr() as u64).to_le_bytes();
+    send(&mut net, 0, &[b"buf ", &addr], &mut inbox);
+    loop {
+        let (from, p) = next(&mut net, &mut inbox);
+        assert_eq!(from, 0);
+        if p == DONE {
+            break;
+        }
+        if let Some(rest) = p.strip_prefix(b"read") {
+            let addr = u64::from_le_bytes(rest[0..8].try_into().unwrap());
+            let len = u64::from_le_bytes(rest[8..16].try_into().unwrap()) as usize;
+            let mut buf = vec![0u8; len];
+            let ok = net.read_remote(0, addr, &mut buf).unwrap();
+            let sum = if ok { fnv(&buf) } else { 0 };
+            send(&mut net, 0, &[b"sum ", &sum.to_le_bytes()], &mut inbox);
+            continue;
+        }
+        send(&mut net, 0, &[&p], &mut inbox);
+    }
+    std::hint::black_box(&mine);
+}
+
+#[test]
+fn two_processes_exchange_packets_and_read_each_other() {
+    let job = unique_job("2proc");
+    let _files = ShmFiles(job.clone());
+    let mut net = Shm::new(0, 2, &job, cfg(4, 256, true)).unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "transport::shm::tests::child_process"])
+        .args(["--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &job)
+        .spawn()
+        .unwrap();
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if self.0.try_wait().ok().flatten().is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+    let mut reap = Reap(child);
+    let mut inbox = Vec::new();
+    wait_segment(&job, 1);
+
+    let (from, p) = next(&mut net, &mut inbox);
+    assert_eq!(from, 1);
+    assert_eq!(&p[..4], b"buf ");
+    let theirs = u64::from_le_bytes(p[4..12].try_into().unwrap());
+
+    // Many more packets than cells, so credits run out and come back.
+    const N: u32 = 2000;
+    let mut echoed = 0;
+    for seq in 0..N {
+        let pk = packet(0, seq, net.max_packet());
+        send(&mut net, 1, &[&pk], &mut inbox);
+        while let Some(pos) = inbox.iter().position(|(f, _)| *f == 1) {
+            let (_, e) = inbox.remove(pos);
+            assert_eq!(e, packet(0, echoed, net.max_packet()), "echo {echoed}");
+            echoed += 1;
+        }
+    }
+    while echoed < N {
+        let (_, e) = next(&mut net, &mut inbox);
+        assert_eq!(e, packet(0, echoed, net.max_packet()), "echo {echoed}");
+        echoed += 1;
+    }
+
+    // The child reads our buffer with one copy...
+    let mine = pattern(1 << 20, 2);
+    let (a, l) = (
+        (mine.as_ptr() as u64).to_le_bytes(),
+        (mine.len() as u64).to_le_bytes(),
+    );
+    send(&mut net, 1, &[b"read", &a, &l], &mut inbox);
+    let (_, p) = next(&mut net, &mut inbox);
+    assert_eq!(p[..4], *b"sum ");
+    assert_eq!(u64::from_le_bytes(p[4..12].try_into().unwrap()), fnv(&mine));
+    // ...and we read the child's.
+    let mut buf = vec![0u8; 200_000];
+    assert!(net.read_remote(1, theirs, &mut buf).unwrap());
+    assert_eq!(buf, pattern(200_000, 1));
+
+    send(&mut net, 1, &[DONE], &mut inbox);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = reap.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "child did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "child failed: {status}");
+    assert_eq!(net.stats().segments_mapped, 1);
+    assert_eq!(net.stats().packets_sent, N as u64 + 2);
+}
+
+// ---- measurement, not a test: raw queue round trip between two processes ----
+// cargo test --release -p ferrite measure_round_trip -- --ignored --nocapture
+
+const PONG_ENV: &str = "FERRITE_TEST_SHM_PONG_JOB";
+
+/// Rank 1 of [`measure_round_trip`]: echoes by busy polling until told to stop.
+#[test]
+#[ignore]
+fn pong_process() {
+    let Ok(job) = std::env::var(PONG_ENV) else {
+        return;
+    };
+    let mut net = Shm::new(1, 2, &job, ShmConfig::from_knobs(2).unwrap()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let sleep = std::env::var("FERRITE_TEST_SHM_PONG_SLEEP").is_ok();
+    let mut inbox = Vec::new();
+    loop {
+        if net.poll(&mut |f, p| inbox.push((f, p.to_vec()))) == 0 && sleep {
+            sleep_on_doorbell(&mut net);
+        }
+        for (_, p) in inbox.drain(..) {
+            if p == DONE {
+                return;
+            }
+            while !net.try_send(0, &[&p]).unwrap() {}
+        }
+        assert!(Instant::now() < deadline, "pong ran for 120 s");
+    }
+}
+
+/// Arms, sleeps on the doorbell (up to 1 s), disarms.
+fn sleep_on_doorbell(net: &mut Shm) {
+    if net.arm() {
+        let mut pfd = libc::pollfd {
+            fd: net.wake_fd().unwrap(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 1000) };
+    }
+    net.disarm();
+}
+
+#[test]
+#[ignore]
+fn measure_round_trip() {
+    for sleep in [false, true] {
+        round_trips(sleep);
+    }
+}
+
+fn round_trips(sleep: bool) {
+    let job = unique_job("rtt");
+    let _files = ShmFiles(job.clone());
+    let mut net = Shm::new(0, 2, &job, ShmConfig::from_knobs(2).unwrap()).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "transport::shm::tests::pong_process"])
+        .args(["--ignored", "--nocapture", "--test-threads=1"])
+        .env(PONG_ENV, &job)
+        .envs(sleep.then_some(("FERRITE_TEST_SHM_PONG_SLEEP", "1")))
+        .spawn()
+        .unwrap();
+    wait_segment(&job, 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for &(len, iters) in &[(8usize, 20_000u32), (1024, 20_000), (8000, 10_000)] {
+        let mut times = Vec::with_capacity(iters as usize);
+        let mut pk = vec![0u8; len];
+        for i in 0..iters + 1000 {
+            pk[..4].copy_from_slice(&i.to_le_bytes());
+            let t = Instant::now();
+            assert!(net.try_send(1, &[&pk]).unwrap());
+            let mut got = None;
+            while got.is_none() {
+                let n = net
+                    .poll(&mut |_, p| got = Some(u32::from_le_bytes(p[..4].try_into().unwrap())));
+                if n == 0 && sleep {
+                    sleep_on_doorbell(&mut net);
+                }
+                assert!(Instant::now() < deadline, "no echo");
+            }
+            assert_eq!(got, Some(i));
+            if i >= 1000 {
+                times.push(t.elapsed().as_nanos() as u64);
+            }
+        }
+        times.sort_unstable();
+        let mean = times.iter().sum::<u64>() / times.len() as u64;
+        println!(
+            "shm round trip{}, {len:>5}-byte packets: median {} ns, mean {mean} ns, p99 {} ns ({iters} iterations)",
+            if sleep { " (both sleep on doorbells)" } else { " (busy polling)" },
+            times[times.len() / 2],
+            times[times.len() * 99 / 100]
+        );
+    }
+    assert!(net.try_send(1, &[DONE]).unwrap());
+    assert!(child.wait().unwrap().success());
+}

@@ -1,0 +1,105 @@
+use super::shm::tests::{shm_exists, unique_job, ShmFiles};
+use super::*;
+
+fn drain(net: &mut Net) -> Vec<(Proc, Vec<u8>)> {
+    let mut got = Vec::new();
+    net.poll(&mut |f, p| got.push((f, p.to_vec())));
+    got
+}
+
+#[test]
+fn transport_list_is_checked() {
+    assert_eq!(
+        parse_transports(" shm, self ,shm").unwrap(),
+        vec!["shm", "self"]
+    );
+    let err = parse_transports("self,tpc").unwrap_err();
+    assert!(
+        err.msg.contains("\"tpc\"") && err.msg.contains("known: self, shm"),
+        "{}",
+        err.msg
+    );
+    assert!(parse_transports(" , ").is_err());
+    assert!(Net::init_with(0, 1, "x", "self,bogus").is_err());
+}
+
+#[test]
+fn a_single_process_uses_self_and_creates_no_segment() {
+    let job = unique_job("one");
+    let _files = ShmFiles(job.clone());
+    let mut net = Net::init_with(0, 1, &job, "self,shm").unwrap();
+    assert!(!shm_exists(&job, 0));
+    assert!(net.max_packet(0) > 0);
+    assert!(net.try_send(0, &[b"ab", b"c"]).unwrap());
+    assert!(net.try_send(0, &[b"d"]).unwrap());
+    net.block(60_000); // a queued packet: must not sleep
+    assert_eq!(net.stats().blocks, 0);
+    assert_eq!(
+        drain(&mut net),
+        vec![(0, b"abc".to_vec()), (0, b"d".to_vec())]
+    );
+    let src = [7u8; 100];
+    let mut dst = [0u8; 100];
+    assert!(net.read_remote(0, src.as_ptr() as u64, &mut dst).unwrap());
+    assert_eq!(src, dst);
+    let err = net.try_send(1, &[b"x"]).unwrap_err();
+    assert!(err.msg.contains("rank 1"), "{}", err.msg);
+    assert_eq!(net.max_packet(1), 0);
+}
+
+#[test]
+fn a_peer_no_allowed_transport_reaches_is_an_error_naming_it() {
+    let job = unique_job("none");
+    let _files = ShmFiles(job.clone());
+    let mut net = Net::init_with(0, 1, &job, "shm").unwrap();
+    let err = net.try_send(0, &[b"x"]).unwrap_err();
+    assert_eq!(err.class, crate::abi::consts::MPI_ERR_OTHER);
+    assert!(
+        err.msg.contains("no transport reaches rank 0"),
+        "{}",
+        err.msg
+    );
+    let mut net = Net::init_with(0, 2, &job, "self").unwrap();
+    let err = net.try_send(1, &[b"x"]).unwrap_err();
+    assert!(
+        err.msg.contains("rank 1") && err.msg.contains("\"self\""),
+        "{}",
+        err.msg
+    );
+}
+
+#[test]
+fn ranks_in_one_process_talk_over_shm_and_shutdown_unlinks() {
+    let job = unique_job("net");
+    let _files = ShmFiles(job.clone());
+    let mut a = Net::init_with(0, 2, &job, "self,shm").unwrap();
+    let mut b = Net::init_with(1, 2, &job, "shm").unwrap();
+    assert!(shm_exists(&job, 0) && shm_exists(&job, 1));
+    assert!(a.try_send(1, &[b"to b"]).unwrap());
+    assert!(a.try_send(0, &[b"to a"]).unwrap());
+    // Without `self`, a process reaches itself through its own queue.
+    assert!(b.try_send(1, &[b"b to b"]).unwrap());
+    assert!(b.try_send(0, &[b"from b"]).unwrap());
+    assert_eq!(
+        drain(&mut a),
+        vec![(0, b"to a".to_vec()), (1, b"from b".to_vec())]
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![(0, b"to b".to_vec()), (1, b"b to b".to_vec())]
+    );
+    let names: Vec<_> = a.stats().transports.iter().map(|t| t.0).collect();
+    assert_eq!(names, vec!["self", "shm"]);
+    let shm = a.stats().transports[1].1;
+    assert_eq!(
+        (shm.packets_sent, shm.bytes_sent, shm.segments_mapped),
+        (1, 4, 1)
+    );
+    a.shutdown();
+    assert!(!shm_exists(&job, 0) && shm_exists(&job, 1));
+    // Already-mapped peers still reach the unlinked segment.
+    assert!(b.try_send(0, &[b"late"]).unwrap());
+    assert_eq!(drain(&mut a), vec![(1, b"late".to_vec())]);
+    drop(b);
+    assert!(!shm_exists(&job, 1));
+}

@@ -1,0 +1,592 @@
+//! One job: start the ranks, serve PMI, forward I/O, and end everything when a rank fails.
+//!
+//! Everything happens in one poll loop over a signalfd (child exits, Ctrl-C, SIGTERM), each
+//! rank's PMI socket, stdout and stderr pipes, mpirun's stdin and rank 0's stdin pipe. It
+//! blocks in poll when nothing happens; the only timers are the SIGTERM-to-SIGKILL grace
+//! while tearing down and a bounded wait for output after the last rank exited.
+
+use crate::cli::Options;
+use crate::output::LineForwarder;
+use crate::sys::{self, Exit};
+use ferrite_pmi::{Event, LineBuffer, Server};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// SIGTERM first; ranks still alive after this get SIGKILL.
+const KILL_GRACE: Duration = Duration::from_millis(500);
+/// After the last rank exited, how long to keep forwarding output its children still write.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
+
+struct Stream {
+    fd: OwnedFd,
+    fwd: LineForwarder,
+    to_stderr: bool,
+}
+
+struct Rank {
+    pid: libc::pid_t,
+    pmi: Option<OwnedFd>,
+    pmi_in: LineBuffer,
+    pmi_out: Vec<u8>,
+    stdout: Option<Stream>,
+    stderr: Option<Stream>,
+    exited: bool,
+}
+
+/// What ended the job early; the first one wins.
+struct Failure {
+    code: i32,
+}
+
+pub struct Job {
+    opts: Options,
+    kvsname: String,
+    host: String,
+    ranks: Vec<Rank>,
+    server: Server,
+    sigfd: OwnedFd,
+    stdin_open: bool,
+    rank0_stdin: Option<OwnedFd>,
+    stdin_buf: Vec<u8>,
+    failure: Option<Failure>,
+    kill_at: Option<Instant>,
+    killed_hard: bool,
+    last_exit: Option<Instant>,
+}
+
+fn report(msg: &str) {
+    let _ = writeln!(io::stderr(), "mpirun: {msg}");
+}
+
+fn write_out(to_stderr: bool, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    // A closed stdout (e.g. `mpirun ... | head`) must not stop the job: drop what can't go.
+    if to_stderr {
+        let mut e = io::stderr().lock();
+        let _ = e.write_all(bytes).and_then(|_| e.flush());
+    } else {
+        let mut o = io::stdout().lock();
+        let _ = o.write_all(bytes).and_then(|_| o.flush());
+    }
+}
+
+impl Job {
+    /// Makes the job's name and signal handling; starts no process yet.
+    pub fn new(opts: Options) -> io::Result<Job> {
+        let kvsname = format!("kvs_{}_{}", std::process::id(), sys::random_hex(8));
+        let sigfd = sys::signalfd()?;
+        Ok(Job {
+            server: Server::new(&kvsname, opts.np),
+            opts,
+            kvsname,
+            host: sys::hostname(),
+            ranks: Vec::new(),
+            sigfd,
+            stdin_open: false,
+            rank0_stdin: None,
+            stdin_buf: Vec::new(),
+            failure: None,
+            kill_at: None,
+            killed_hard: false,
+            last_exit: None,
+        })
+    }
+
+    fn spawn(&mut self, r: u32) -> io::Result<Rank> {
+        let (ours, theirs) = sys::socketpair()?;
+        let theirs = sys::above_stdio(theirs)?;
+        let child_fd = theirs.as_raw_fd();
+        let n = self.opts.np;
+        let mut cmd = Command::new(&self.opts.program);
+        cmd.args(&self.opts.args)
+            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
+            .env("PMI_FD", child_fd.to_string())
+            .env("PMI_RANK", r.to_string())
+            .env("PMI_SIZE", n.to_string())
+            .env("MPI_LOCALRANKID", r.to_string())
+            .env("MPI_LOCALNRANKS", n.to_string())
+            .stdin(if r == 0 {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so a teardown also reaches the rank's children.
+            .process_group(0);
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the closure only makes async-signal-safe calls (see sys::child_setup).
+        unsafe { cmd.pre_exec(move || sys::child_setup(parent, child_fd)) };
+        let mut child = cmd.spawn()?;
+        drop(theirs);
+        sys::set_nonblocking(ours.as_raw_fd())?;
+        let pipe = |p: Option<OwnedFd>, stream: &str, to_stderr: bool| -> io::Result<Stream> {
+            let fd = p.ok_or_else(|| io::Error::other("missing pipe"))?;
+            sys::set_nonblocking(fd.as_raw_fd())?;
+            Ok(Stream {
+                fd,
+                fwd: LineForwarder::new(r, stream, self.opts.tag_output, n > 1),
+                to_stderr,
+            })
+        };
+        let stdout = pipe(child.stdout.take().map(OwnedFd::from), "stdout", false)?;
+        let stderr = pipe(child.stderr.take().map(OwnedFd::from), "stderr", true)?;
+        if let Some(stdin) = child.stdin.take() {
+            let fd = OwnedFd::from(stdin);
+            sys::set_nonblocking(fd.as_raw_fd())?;
+            self.rank0_stdin = Some(fd);
+        }
+        self.server.add_client(r as usize, Some(r));
+        Ok(Rank {
+            pid: child.id() as libc::pid_t,
+            pmi: Some(ours),
+            pmi_in: LineBuffer::new(),
+            pmi_out: Vec::new(),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            exited: false,
+        })
+    }
+
+    fn who(&self, r: usize) -> String {
+        format!("rank {r} (pid {}) on {}", self.ranks[r].pid, self.host)
+    }
+
+    /// Records the first failure and starts tearing the job down.
+    fn fail(&mut self, code: i32, msg: &str) {
+        if self.failure.is_none() {
+            report(msg);
+            self.failure = Some(Failure { code });
+        }
+        self.teardown();
+    }
+
+    fn teardown(&mut self) {
+        if self.kill_at.is_some() {
+            return;
+        }
+        self.kill_at = Some(Instant::now() + KILL_GRACE);
+        for rank in self.ranks.iter().filter(|r| !r.exited) {
+            sys::kill_rank(rank.pid, libc::SIGTERM, true);
+        }
+        self.stdin_open = false;
+        self.rank0_stdin = None;
+    }
+
+    fn kill_hard(&mut self) {
+        self.killed_hard = true;
+        // Exited ranks too: their process groups may still hold their children.
+        for rank in &self.ranks {
+            sys::kill_rank(rank.pid, libc::SIGKILL, !rank.exited);
+        }
+    }
+
+    /// Runs the job to its end; returns mpirun's exit code.
+    pub fn run(mut self) -> i32 {
+        for r in 0..self.opts.np {
+            match self.spawn(r) {
+                Ok(rank) => self.ranks.push(rank),
+                Err(e) => {
+                    let code = match e.kind() {
+                        io::ErrorKind::NotFound => 127,
+                        io::ErrorKind::PermissionDenied => 126,
+                        _ => 1,
+                    };
+                    self.fail(
+                        code,
+                        &format!("cannot start rank {r}: {:?}: {e}", self.opts.program),
+                    );
+                    break;
+                }
+            }
+        }
+        self.stdin_open = self.rank0_stdin.is_some() && sys::stdin_usable();
+        if !self.stdin_open {
+            self.rank0_stdin = None;
+        }
+        self.event_loop();
+        for r in 0..self.ranks.len() {
+            for mut s in [self.ranks[r].stdout.take(), self.ranks[r].stderr.take()]
+                .into_iter()
+                .flatten()
+            {
+                write_out(s.to_stderr, &s.fwd.finish());
+            }
+        }
+        // Whatever happened, the job's shared-memory segments go with it.
+        if self.failure.is_some() || self.ranks.iter().any(|r| !r.exited) {
+            self.kill_hard();
+        }
+        remove_shm_segments(&self.kvsname);
+        self.failure.map_or(0, |f| f.code)
+    }
+
+    fn done(&self) -> bool {
+        if !self.ranks.iter().all(|r| r.exited) {
+            return false;
+        }
+        let open = self
+            .ranks
+            .iter()
+            .any(|r| r.stdout.is_some() || r.stderr.is_some());
+        !open
+            || self
+                .last_exit
+                .is_some_and(|t| t.elapsed() >= DRAIN_AFTER_EXIT)
+    }
+
+    fn event_loop(&mut self) {
+        #[derive(Clone, Copy)]
+        enum Src {
+            Signals,
+            Pmi(usize),
+            Out(usize, bool),
+            Stdin,
+            Rank0Stdin,
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        while !self.done() {
+            let mut fds = Vec::new();
+            let mut srcs = Vec::new();
+            let mut add = |fd: RawFd, events: i16, src: Src| {
+                fds.push(libc::pollfd {
+                    fd,
+                    events,
+                    revents: 0,
+                });
+                srcs.push(src);
+            };
+            add(self.sigfd.as_raw_fd(), libc::POLLIN, Src::Signals);
+            for (r, rank) in self.ranks.iter().enumerate() {
+                if let Some(p) = &rank.pmi {
+                    let ev = if rank.pmi_out.is_empty() {
+                        libc::POLLIN
+                    } else {
+                        libc::POLLIN | libc::POLLOUT
+                    };
+                    add(p.as_raw_fd(), ev, Src::Pmi(r));
+                }
+                if let Some(s) = &rank.stdout {
+                    add(s.fd.as_raw_fd(), libc::POLLIN, Src::Out(r, false));
+                }
+                if let Some(s) = &rank.stderr {
+                    add(s.fd.as_raw_fd(), libc::POLLIN, Src::Out(r, true));
+                }
+            }
+            if self.stdin_open && self.stdin_buf.len() < 64 * 1024 {
+                add(0, libc::POLLIN, Src::Stdin);
+            }
+            if let (Some(fd), false) = (&self.rank0_stdin, self.stdin_buf.is_empty()) {
+                add(fd.as_raw_fd(), libc::POLLOUT, Src::Rank0Stdin);
+            }
+            let now = Instant::now();
+            let mut deadline = None;
+            if let (Some(t), false) = (self.kill_at, self.killed_hard) {
+                deadline = Some(t);
+            }
+            if let (Some(t), true) = (self.last_exit, self.ranks.iter().all(|r| r.exited)) {
+                let t = t + DRAIN_AFTER_EXIT;
+                deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
+            }
+            let timeout = deadline.map_or(-1, |d| {
+                d.saturating_duration_since(now).as_millis().min(60_000) as i32 + 1
+            });
+            if let Err(e) = sys::poll(&mut fds, timeout) {
+                report(&format!("poll failed: {e}"));
+                self.fail(1, "ending the job");
+                self.kill_hard();
+                return;
+            }
+            if let (Some(t), false) = (self.kill_at, self.killed_hard) {
+                if Instant::now() >= t {
+                    self.kill_hard();
+                }
+            }
+            for (pfd, src) in fds.iter().zip(srcs) {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                match src {
+                    Src::Signals => self.on_signals(),
+                    Src::Pmi(r) => {
+                        if pfd.revents & libc::POLLOUT != 0 {
+                            self.flush_pmi(r);
+                        }
+                        if pfd.revents & !libc::POLLOUT != 0 {
+                            self.read_pmi(r, &mut buf);
+                        }
+                    }
+                    Src::Out(r, err) => self.read_output(r, err, &mut buf),
+                    Src::Stdin => self.read_stdin(&mut buf),
+                    Src::Rank0Stdin => self.flush_stdin(),
+                }
+            }
+        }
+    }
+
+    fn on_signals(&mut self) {
+        for sig in sys::read_signals(self.sigfd.as_raw_fd()) {
+            if sig == libc::SIGCHLD {
+                self.reap_all();
+            } else if self.kill_at.is_some() && sig != libc::SIGHUP {
+                // Asked twice: no more grace.
+                self.kill_hard();
+            } else {
+                self.fail(
+                    128 + sig,
+                    &format!(
+                        "received {}, ending the job (ranks get SIGTERM, then SIGKILL)",
+                        sys::signal_name(sig)
+                    ),
+                );
+            }
+        }
+    }
+
+    fn reap_all(&mut self) {
+        while let Some((pid, exit)) = sys::reap() {
+            let Some(r) = self.ranks.iter().position(|k| k.pid == pid) else {
+                continue;
+            };
+            // Whatever it told PMI before exiting (an abort, a finalize) counts first.
+            let mut buf = vec![0u8; 4096];
+            while self.ranks[r].pmi.is_some() && self.read_pmi(r, &mut buf) {}
+            self.ranks[r].exited = true;
+            self.last_exit = Some(Instant::now());
+            if self.kill_at.is_some() {
+                continue; // tearing down: exits are expected
+            }
+            let inited = self.server.is_initialized(r);
+            let finalized = self.server.is_finalized(r);
+            match exit {
+                Exit::Signal(sig) => self.fail(
+                    128 + sig,
+                    &format!(
+                        "{} was killed by {} (signal {sig}); ending the job",
+                        self.who(r),
+                        sys::signal_name(sig)
+                    ),
+                ),
+                Exit::Code(code) if code != 0 => self.fail(
+                    code,
+                    &format!("{} exited with code {code}; ending the job", self.who(r)),
+                ),
+                Exit::Code(_) if inited && !finalized => self.fail(
+                    1,
+                    &format!(
+                        "{} exited with code 0 after PMI init without PMI finalize \
+                         (MPI_Finalize not called?); ending the job",
+                        self.who(r)
+                    ),
+                ),
+                Exit::Code(_) => {}
+            }
+        }
+        self.check_barrier_deadlock();
+    }
+
+    /// A PMI barrier that waits for a rank which already exited can never complete: end
+    /// the job instead of hanging.
+    fn check_barrier_deadlock(&mut self) {
+        if self.kill_at.is_some() || self.server.barrier_waiting() == 0 {
+            return;
+        }
+        let gone =
+            (0..self.ranks.len()).find(|&r| self.ranks[r].exited && !self.server.in_barrier(r));
+        if let Some(r) = gone {
+            let msg = format!(
+                "{} exited while {} rank(s) wait for it in a PMI barrier; ending the job",
+                self.who(r),
+                self.server.barrier_waiting()
+            );
+            self.fail(1, &msg);
+        }
+    }
+
+    /// Reads what the rank's PMI socket holds and serves it; false when nothing more is
+    /// there for now (or the socket closed).
+    fn read_pmi(&mut self, r: usize, buf: &mut [u8]) -> bool {
+        let Some(fd) = self.ranks[r].pmi.as_ref().map(|f| f.as_raw_fd()) else {
+            return false;
+        };
+        let n = match sys::read(fd, buf) {
+            Ok(0) => {
+                self.ranks[r].pmi = None;
+                return false;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return true,
+            Err(_) => {
+                self.ranks[r].pmi = None;
+                return false;
+            }
+        };
+        self.ranks[r].pmi_in.push(&buf[..n]);
+        loop {
+            let line = match self.ranks[r].pmi_in.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => {
+                    self.ranks[r].pmi = None;
+                    let msg = format!(
+                        "{} broke the PMI protocol: {e}; ending the job",
+                        self.who(r)
+                    );
+                    self.fail(1, &msg);
+                    return false;
+                }
+            };
+            let out = self.server.handle_line(r, &line);
+            for (to, m) in out.replies {
+                if let Ok(s) = m.format() {
+                    self.ranks[to].pmi_out.extend_from_slice(s.as_bytes());
+                    self.flush_pmi(to);
+                }
+            }
+            for ev in out.events {
+                self.on_event(r, ev);
+            }
+        }
+        self.check_barrier_deadlock();
+        true
+    }
+
+    fn on_event(&mut self, from: usize, ev: Event) {
+        match ev {
+            Event::Abort { code, message, .. } => {
+                let code = if code & 0xff == 0 { 1 } else { code & 0xff };
+                let msg = format!(
+                    "{} aborted the job with code {code}: {}",
+                    self.who(from),
+                    if message.is_empty() {
+                        "(no message)"
+                    } else {
+                        &message
+                    }
+                );
+                self.fail(code, &msg);
+            }
+            Event::ProtocolError { reason, .. } => {
+                let msg = format!(
+                    "{} broke the PMI protocol: {reason}; ending the job",
+                    self.who(from)
+                );
+                self.fail(1, &msg);
+            }
+            Event::Initialized { .. } | Event::BarrierReleased { .. } | Event::Finalized { .. } => {
+            }
+        }
+    }
+
+    fn flush_pmi(&mut self, r: usize) {
+        let rank = &mut self.ranks[r];
+        let Some(fd) = rank.pmi.as_ref().map(|f| f.as_raw_fd()) else {
+            rank.pmi_out.clear();
+            return;
+        };
+        while !rank.pmi_out.is_empty() {
+            match sys::write(fd, &rank.pmi_out) {
+                Ok(n) => {
+                    rank.pmi_out.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    rank.pmi_out.clear();
+                    rank.pmi = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read_output(&mut self, r: usize, err: bool, buf: &mut [u8]) {
+        let rank = &mut self.ranks[r];
+        let slot = if err {
+            &mut rank.stderr
+        } else {
+            &mut rank.stdout
+        };
+        let Some(s) = slot else { return };
+        match sys::read(s.fd.as_raw_fd(), buf) {
+            Ok(0) => {
+                write_out(s.to_stderr, &s.fwd.finish());
+                *slot = None;
+            }
+            Ok(n) => write_out(s.to_stderr, &s.fwd.feed(&buf[..n])),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => {
+                write_out(s.to_stderr, &s.fwd.finish());
+                *slot = None;
+            }
+        }
+    }
+
+    fn read_stdin(&mut self, buf: &mut [u8]) {
+        let room = 64 * 1024 - self.stdin_buf.len();
+        let want = room.min(buf.len());
+        match sys::read(0, &mut buf[..want]) {
+            Ok(0) | Err(_) => {
+                self.stdin_open = false;
+                if self.stdin_buf.is_empty() {
+                    self.rank0_stdin = None; // EOF for rank 0
+                }
+            }
+            Ok(n) => {
+                self.stdin_buf.extend_from_slice(&buf[..n]);
+                self.flush_stdin();
+            }
+        }
+    }
+
+    fn flush_stdin(&mut self) {
+        let Some(fd) = self.rank0_stdin.as_ref().map(|f| f.as_raw_fd()) else {
+            self.stdin_buf.clear();
+            self.stdin_open = false;
+            return;
+        };
+        while !self.stdin_buf.is_empty() {
+            match sys::write(fd, &self.stdin_buf) {
+                Ok(n) => {
+                    self.stdin_buf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    // Rank 0 closed its stdin or exited: stop reading ours.
+                    self.stdin_buf.clear();
+                    self.rank0_stdin = None;
+                    self.stdin_open = false;
+                    return;
+                }
+            }
+        }
+        if !self.stdin_open {
+            self.rank0_stdin = None;
+        }
+    }
+}
+
+/// Removes /dev/shm/ferrite-<kvsname>-*, the segments the job's shm transport made.
+pub fn remove_shm_segments(kvsname: &str) {
+    let prefix = format!("ferrite-{kvsname}-");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The few system calls the launcher needs, wrapped once so the rest is safe code.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A connected pair of Unix stream sockets, both close-on-exec.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid array of two ints for socketpair to fill.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Moves `fd` to a number >= 3 (so the child's stdio set-up cannot overwrite it).
+pub fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() >= 3 {
+        return Ok(fd);
+    }
+    // SAFETY: fd is open; F_DUPFD_CLOEXEC makes a new descriptor we then own.
+    let new = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: new was just created by fcntl and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL on an open descriptor only change its status flags.
+    unsafe {
+        let fl = check(libc::fcntl(fd, libc::F_GETFL))?;
+        check(libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK))?;
+    }
+    Ok(())
+}
+
+/// read(2); `Ok(0)` is end of file.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is valid for writes of buf.len() bytes.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: buf is valid for reads of buf.len() bytes.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// The signals the launcher handles through a signalfd instead of handlers.
+pub const HANDLED: [libc::c_int; 5] = [
+    libc::SIGCHLD,
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+];
+
+/// Blocks [`HANDLED`] and returns a signalfd that reports them.
+pub fn signalfd() -> io::Result<OwnedFd> {
+    // SAFETY: sigset_t is plain data; sigemptyset initializes it before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid sigset_t; the launcher is single-threaded when this runs, so
+    // blocking with sigprocmask affects the only thread.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for s in HANDLED {
+            libc::sigaddset(&mut set, s);
+        }
+        check(libc::sigprocmask(
+            libc::SIG_BLOCK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
+        let fd = check(libc::signalfd(
+            -1,
+            &set,
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+        ))?;
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Signals waiting on the signalfd.
+pub fn read_signals(fd: RawFd) -> Vec<libc::c_int> {
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: signalfd_siginfo is plain data.
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: info is valid for writes of `size` bytes.
+        let n = unsafe { libc::read(fd, (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+        if n != size as isize {
+            return out;
+        }
+        out.push(info.ssi_signo as libc::c_int);
+    }
+}
+
+/// In the child between fork and exec (async-signal-safe calls only): die with the
+/// launcher, unblock signals, restore SIGPIPE, and let `keep` survive exec.
+pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
+    // SAFETY: only async-signal-safe calls on plain data; we are in a freshly forked child.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+        // The launcher may have died before prctl took effect.
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        check(libc::fcntl(keep, libc::F_SETFD, 0))?;
+    }
+    Ok(())
+}
+
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Reaps one exited child, if any has exited.
+pub fn reap() -> Option<(libc::pid_t, Exit)> {
+    let mut status = 0;
+    // SAFETY: status is a valid int for waitpid to fill.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid <= 0 {
+        return None;
+    }
+    let exit = if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    };
+    Some((pid, exit))
+}
+
+/// Sends `sig` to the process group a rank leads (its children included) and, if it has
+/// not been reaped (so its pid cannot have been reused), to the rank itself.
+pub fn kill_rank(pid: libc::pid_t, sig: libc::c_int, alive: bool) {
+    // SAFETY: kill has no memory effects; a group with no members left just yields ESRCH
+    // (the kernel does not reuse a pid while it names a live process group).
+    unsafe {
+        libc::kill(-pid, sig);
+        if alive {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    loop {
+        // SAFETY: fds is a valid array of fds.len() pollfd structures.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Whether reading our stdin would not stop us: not a terminal, or we are its foreground.
+pub fn stdin_usable() -> bool {
+    // SAFETY: isatty/tcgetpgrp/getpgrp only query process and terminal state.
+    unsafe {
+        if libc::fcntl(0, libc::F_GETFD) < 0 {
+            return false;
+        }
+        libc::isatty(0) == 0 || libc::tcgetpgrp(0) == libc::getpgrp()
+    }
+}
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into a valid, owned buffer.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {sig}"),
+    };
+    name.into()
+}
+
+/// `n` random bytes as hex, from the kernel.
+pub fn random_hex(n: usize) -> String {
+    let mut bytes = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        // SAFETY: the buffer tail is valid for writes of n - got bytes.
+        let r = unsafe { libc::getrandom(bytes[got..].as_mut_ptr().cast(), n - got, 0) };
+        if r <= 0 {
+            // No entropy source: fall back on time and pid, still unique enough per host.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            return format!("{:0width$x}", t ^ std::process::id() as u128, width = 2 * n)[..2 * n]
+                .to_string();
+        }
+        got += r as usize;
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
