@@ -716,8 +716,9 @@ typedef void(MPI_T_event_dropped_cb_function)(MPI_Count count,
 
 /* ============================================================================================ */
 /* Functions. Each line declares MPI_X and PMPI_X. Names ending in _c are the MPI-4 large-count */
-/* variants of the function of the same name.                                                  */
+/* variants of the function of the same name. Those marked MPI-4.1 are not in MPICH 4.0.        */
 /* ============================================================================================ */
+
 /* -------------------------------------------------------------------------------------------- */
 /* Environment: errors, memory, timers, start-up (chapter 9, 11)                                */
 /* -------------------------------------------------------------------------------------------- */
@@ -742,7 +743,7 @@ FERRITE_API(int, MPI_File_set_errhandler, (MPI_File file, MPI_Errhandler errhand
 FERRITE_API(int, MPI_Finalize, (void));
 FERRITE_API(int, MPI_Finalized, (int *flag));
 FERRITE_API(int, MPI_Free_mem, (void *base));
-FERRITE_API(int, MPI_Get_hw_resource_info, (MPI_Info *hw_info));
+FERRITE_API(int, MPI_Get_hw_resource_info, (MPI_Info *hw_info)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Get_library_version, (char *version, int *resultlen));
 FERRITE_API(int, MPI_Get_processor_name, (char *name, int *resultlen));
 FERRITE_API(int, MPI_Get_version, (int *version, int *subversion));
@@ -752,9 +753,9 @@ FERRITE_API(int, MPI_Initialized, (int *flag));
 FERRITE_API(int, MPI_Is_thread_main, (int *flag));
 FERRITE_API(int, MPI_Pcontrol, (const int level, ...));
 FERRITE_API(int, MPI_Query_thread, (int *provided));
-FERRITE_API(int, MPI_Remove_error_class, (int errorclass));
-FERRITE_API(int, MPI_Remove_error_code, (int errorcode));
-FERRITE_API(int, MPI_Remove_error_string, (int errorcode));
+FERRITE_API(int, MPI_Remove_error_class, (int errorclass)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Remove_error_code, (int errorcode)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Remove_error_string, (int errorcode)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Session_call_errhandler, (MPI_Session session, int errorcode));
 FERRITE_API(int, MPI_Session_create_errhandler, (MPI_Session_errhandler_function
             *session_errhandler_fn, MPI_Errhandler *errhandler));
@@ -783,15 +784,15 @@ FERRITE_API(int, MPI_Buffer_attach, (void *buffer, int size));
 FERRITE_API(int, MPI_Buffer_attach_c, (void *buffer, MPI_Count size));
 FERRITE_API(int, MPI_Buffer_detach, (void *buffer_addr, int *size));
 FERRITE_API(int, MPI_Buffer_detach_c, (void *buffer_addr, MPI_Count *size));
-FERRITE_API(int, MPI_Buffer_flush, (void));
-FERRITE_API(int, MPI_Buffer_iflush, (MPI_Request *request));
+FERRITE_API(int, MPI_Buffer_flush, (void)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Buffer_iflush, (MPI_Request *request)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Cancel, (MPI_Request *request));
-FERRITE_API(int, MPI_Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size));
-FERRITE_API(int, MPI_Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size));
-FERRITE_API(int, MPI_Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *size));
-FERRITE_API(int, MPI_Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size));
-FERRITE_API(int, MPI_Comm_flush_buffer, (MPI_Comm comm));
-FERRITE_API(int, MPI_Comm_iflush_buffer, (MPI_Comm comm, MPI_Request *request));
+FERRITE_API(int, MPI_Comm_attach_buffer, (MPI_Comm comm, void *buffer, int size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Comm_attach_buffer_c, (MPI_Comm comm, void *buffer, MPI_Count size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Comm_detach_buffer, (MPI_Comm comm, void *buffer_addr, int *size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Comm_detach_buffer_c, (MPI_Comm comm, void *buffer_addr, MPI_Count *size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Comm_flush_buffer, (MPI_Comm comm)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Comm_iflush_buffer, (MPI_Comm comm, MPI_Request *request)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Get_count, (const MPI_Status *status, MPI_Datatype datatype, int *count));
 FERRITE_API(int, MPI_Get_count_c, (const MPI_Status *status, MPI_Datatype datatype, MPI_Count
             *count));
@@ -850,11 +851,11 @@ FERRITE_API(int, MPI_Recv_init_c, (void *buf, MPI_Count count, MPI_Datatype data
 FERRITE_API(int, MPI_Request_free, (MPI_Request *request));
 FERRITE_API(int, MPI_Request_get_status, (MPI_Request request, int *flag, MPI_Status *status));
 FERRITE_API(int, MPI_Request_get_status_all, (int count, MPI_Request array_of_requests[], int *flag,
-            MPI_Status array_of_statuses[]));
+            MPI_Status array_of_statuses[])); /* MPI-4.1 */
 FERRITE_API(int, MPI_Request_get_status_any, (int count, MPI_Request array_of_requests[], int *indx,
-            int *flag, MPI_Status *status));
+            int *flag, MPI_Status *status)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Request_get_status_some, (int incount, MPI_Request array_of_requests[], int
-            *outcount, int array_of_indices[], MPI_Status array_of_statuses[]));
+            *outcount, int array_of_indices[], MPI_Status array_of_statuses[])); /* MPI-4.1 */
 FERRITE_API(int, MPI_Rsend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
             MPI_Comm comm));
 FERRITE_API(int, MPI_Rsend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
@@ -881,13 +882,14 @@ FERRITE_API(int, MPI_Sendrecv_replace, (void *buf, int count, MPI_Datatype datat
             sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status));
 FERRITE_API(int, MPI_Sendrecv_replace_c, (void *buf, MPI_Count count, MPI_Datatype datatype, int
             dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status));
-FERRITE_API(int, MPI_Session_attach_buffer, (MPI_Session session, void *buffer, int size));
-FERRITE_API(int, MPI_Session_attach_buffer_c, (MPI_Session session, void *buffer, MPI_Count size));
-FERRITE_API(int, MPI_Session_detach_buffer, (MPI_Session session, void *buffer_addr, int *size));
+FERRITE_API(int, MPI_Session_attach_buffer, (MPI_Session session, void *buffer, int size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Session_attach_buffer_c, (MPI_Session session, void *buffer,
+            MPI_Count size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Session_detach_buffer, (MPI_Session session, void *buffer_addr, int *size)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Session_detach_buffer_c, (MPI_Session session, void *buffer_addr, MPI_Count
-            *size));
-FERRITE_API(int, MPI_Session_flush_buffer, (MPI_Session session));
-FERRITE_API(int, MPI_Session_iflush_buffer, (MPI_Session session, MPI_Request *request));
+            *size)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Session_flush_buffer, (MPI_Session session)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Session_iflush_buffer, (MPI_Session session, MPI_Request *request)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Ssend, (const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
             MPI_Comm comm));
 FERRITE_API(int, MPI_Ssend_c, (const void *buf, MPI_Count count, MPI_Datatype datatype, int dest,
@@ -1020,7 +1022,7 @@ FERRITE_API(int, MPI_Type_get_true_extent_c, (MPI_Datatype datatype, MPI_Count *
 FERRITE_API(int, MPI_Type_get_true_extent_x, (MPI_Datatype datatype, MPI_Count *true_lb, MPI_Count
             *true_extent));
 FERRITE_API(int, MPI_Type_get_value_index, (MPI_Datatype value_type, MPI_Datatype index_type,
-            MPI_Datatype *pair_type));
+            MPI_Datatype *pair_type)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Type_indexed, (int count, const int array_of_blocklengths[], const int
             array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype));
 FERRITE_API(int, MPI_Type_indexed_c, (MPI_Count count, const MPI_Count array_of_blocklengths[],
@@ -1665,15 +1667,15 @@ FERRITE_API(int, MPI_Grequest_complete, (MPI_Request request));
 FERRITE_API(int, MPI_Grequest_start, (MPI_Grequest_query_function *query_fn,
             MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void
             *extra_state, MPI_Request *request));
-FERRITE_API(int, MPI_Status_get_error, (const MPI_Status *status, int *error));
-FERRITE_API(int, MPI_Status_get_source, (const MPI_Status *status, int *source));
-FERRITE_API(int, MPI_Status_get_tag, (const MPI_Status *status, int *tag));
+FERRITE_API(int, MPI_Status_get_error, (const MPI_Status *status, int *error)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Status_get_source, (const MPI_Status *status, int *source)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Status_get_tag, (const MPI_Status *status, int *tag)); /* MPI-4.1 */
 FERRITE_API(int, MPI_Status_set_elements, (MPI_Status *status, MPI_Datatype datatype, int count));
 FERRITE_API(int, MPI_Status_set_elements_x, (MPI_Status *status, MPI_Datatype datatype, MPI_Count
             count));
-FERRITE_API(int, MPI_Status_set_error, (MPI_Status *status, int error));
-FERRITE_API(int, MPI_Status_set_source, (MPI_Status *status, int source));
-FERRITE_API(int, MPI_Status_set_tag, (MPI_Status *status, int tag));
+FERRITE_API(int, MPI_Status_set_error, (MPI_Status *status, int error)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Status_set_source, (MPI_Status *status, int source)); /* MPI-4.1 */
+FERRITE_API(int, MPI_Status_set_tag, (MPI_Status *status, int tag)); /* MPI-4.1 */
 
 /* -------------------------------------------------------------------------------------------- */
 /* I/O (chapter 14)                                                                             */
