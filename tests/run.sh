@@ -44,7 +44,8 @@ if [ "$rust_rc" -ne 0 ] && [ "$rf" -eq 0 ]; then rf=1; fi
 echo "rust: $rp passed, $rf failed"
 record rust "$rp" "$rf"
 
-for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/c/run.sh \
+for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/check-wrappers.sh \
+             tests/abi/check-stubs.sh tests/c/run.sh \
              tests/pmpi/run.sh tests/mpich-binary/run.sh; do
     if [ -x "$suite" ]; then
         run_suite "$(echo "$suite" | sed 's|tests/||; s|/run.sh||; s|\.sh$||; s|/|-|g')" "$suite"
