@@ -95,7 +95,7 @@ check_job_failure() { # name np bin log
             report_fail "$name" "$np" "no line naming the failing rank $last" "$log"; return
         fi
     fi
-    echo "PASS $name -n $np (exit $rc after ${elapsed%???????}s)"
+    echo "PASS $name -n $np (exit $rc after $(printf "%.1f" "$elapsed") s)"
     pass=$((pass + 1))
 }
 
