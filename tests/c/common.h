@@ -13,7 +13,8 @@
 static int t_rank = -1;
 static int t_size = -1;
 
-static void t_fail(const char *file, int line, const char *fmt, ...)
+static __attribute__((unused, noreturn, format(printf, 3, 4))) void
+t_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "FAILED: rank %d at %s:%d: ", t_rank, file, line);
@@ -34,7 +35,7 @@ static void t_fail(const char *file, int line, const char *fmt, ...)
         if (!(cond)) t_fail(__FILE__, __LINE__, __VA_ARGS__);                                 \
     } while (0)
 
-static const char *t_errstr(int code)
+static __attribute__((unused)) const char *t_errstr(int code)
 {
     static char buf[MPI_MAX_ERROR_STRING + 1];
     int len = 0;
@@ -43,7 +44,7 @@ static const char *t_errstr(int code)
     return buf;
 }
 
-static int t_class(int code)
+static __attribute__((unused)) int t_class(int code)
 {
     int cls = -1;
     if (MPI_Error_class(code, &cls) != MPI_SUCCESS) return -1;
@@ -63,21 +64,21 @@ static int t_class(int code)
  * string of the returned code must not be empty. */
 #define EXPECT_CLASS(call, cls)                                                               \
     do {                                                                                      \
-        int rc_ = (call);                                                                     \
-        int got_ = t_class(rc_);                                                              \
-        if (rc_ == MPI_SUCCESS || got_ != (cls))                                              \
+        int ec_ = (call);                                                                     \
+        int got_ = t_class(ec_);                                                              \
+        if (ec_ == MPI_SUCCESS || got_ != (cls))                                              \
             t_fail(__FILE__, __LINE__, "%s returned %d (class %d), expected class %s (%d)",   \
-                   #call, rc_, got_, #cls, (int)(cls));                                       \
+                   #call, ec_, got_, #cls, (int)(cls));                                       \
         char s_[MPI_MAX_ERROR_STRING + 1];                                                    \
         int l_ = -1;                                                                          \
         s_[0] = 0;                                                                            \
-        MPI_CHECK(MPI_Error_string(rc_, s_, &l_));                                            \
+        MPI_CHECK(MPI_Error_string(ec_, s_, &l_));                                            \
         if (l_ <= 0 || (int)strlen(s_) != l_)                                                 \
             t_fail(__FILE__, __LINE__, "%s: error string for code %d is empty or its length " \
-                   "%d is wrong", #call, rc_, l_);                                            \
+                   "%d is wrong", #call, ec_, l_);                                            \
     } while (0)
 
-static void t_init(int *argc, char ***argv)
+static __attribute__((unused)) void t_init(int *argc, char ***argv)
 {
     MPI_CHECK(MPI_Init(argc, argv));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
@@ -85,7 +86,7 @@ static void t_init(int *argc, char ***argv)
 }
 
 /* Whether the library is Ferrite (from its version string). */
-static int t_is_ferrite(void)
+static __attribute__((unused)) int t_is_ferrite(void)
 {
     char v[MPI_MAX_LIBRARY_VERSION_STRING + 1];
     int len = 0;
@@ -96,7 +97,7 @@ static int t_is_ferrite(void)
 
 /* The runner sets FERRITE_TESTS_EXPECT=ferrite when it tests Ferrite, so a library that
  * does not say it is Ferrite cannot silently skip the Ferrite-only checks. */
-static int t_expect_ferrite(void)
+static __attribute__((unused)) int t_expect_ferrite(void)
 {
     const char *e = getenv("FERRITE_TESTS_EXPECT");
     int expected = e && strcmp(e, "ferrite") == 0;
@@ -108,13 +109,13 @@ static int t_expect_ferrite(void)
 
 /* Partner for pairwise tests: 0<->1, 2<->3, ...; the odd last rank (and rank 0 of a
  * one-rank job) talks to itself. */
-static int t_partner(void)
+static __attribute__((unused)) int t_partner(void)
 {
     int p = t_rank ^ 1;
     return p < t_size ? p : t_rank;
 }
 
-static void t_finish(const char *name)
+static __attribute__((unused)) void t_finish(const char *name)
 {
     MPI_CHECK(MPI_Finalize());
     if (t_rank == 0) {

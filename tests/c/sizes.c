@@ -72,13 +72,13 @@ int main(int argc, char **argv)
         int tag = 1000 + k;
         if (peer == t_rank) {
             MPI_CHECK(MPI_Isend(sbuf, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &rq[1]));
-            MPI_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st[0]));
+            MPI_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD, st));
             MPI_CHECK(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
         } else if (t_rank < peer) {
             MPI_CHECK(MPI_Send(sbuf, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
-            MPI_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st[0]));
+            MPI_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD, st));
         } else {
-            MPI_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st[0]));
+            MPI_CHECK(MPI_Recv(rbuf, (int)(n + GUARD), MPI_BYTE, peer, tag, MPI_COMM_WORLD, st));
             MPI_CHECK(MPI_Send(sbuf, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD));
         }
         check_recv(rbuf, n, theirs, &st[0], peer, tag);
