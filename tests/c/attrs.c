@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     get(MPI_WTIME_IS_GLOBAL, "MPI_WTIME_IS_GLOBAL", 1, &v);
     CHECK(v == 0 || v == 1, "MPI_WTIME_IS_GLOBAL is %d", v);
     if (get(MPI_UNIVERSE_SIZE, "MPI_UNIVERSE_SIZE", ferrite, &v))
-        CHECK(v >= n, "MPI_UNIVERSE_SIZE %d is below the job size %d", v, n);
+        CHECK(v >= 1, "MPI_UNIVERSE_SIZE is %d", v); /* may be below n when oversubscribed */
     if (get(MPI_APPNUM, "MPI_APPNUM", ferrite, &v))
         CHECK(v == 0, "MPI_APPNUM is %d for a single-program job", v);
     /* The same values on a dup. */

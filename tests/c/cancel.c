@@ -23,6 +23,11 @@ int main(int argc, char **argv)
         CHECK(flag, "Test_cancelled false for a cancelled receive nothing could match");
         CHECK(a[0] == -1 && a[3] == -1, "cancelled receive changed its buffer");
     }
+    /* The partner sends on tag 999 only once we have told it our receives are cancelled
+     * (else its message could legitimately match one of them). */
+    int ready = 1, pready = 0;
+    MPI_CHECK(MPI_Sendrecv(&ready, 1, MPI_INT, peer, 1, &pready, 1, MPI_INT, peer, 1,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     /* The same source/tag now goes to a fresh receive. */
     for (int i = 0; i < 4; i++) s[i] = t_rank * 10 + i;
     MPI_Request sr;
@@ -59,6 +64,8 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Test_cancelled(&ms[i], &flag));
         CHECK(flag, "receive %d of 100 not cancelled", i);
     }
+    MPI_CHECK(MPI_Sendrecv(&ready, 1, MPI_INT, peer, 2, &pready, 1, MPI_INT, peer, 2,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     MPI_CHECK(MPI_Sendrecv(s, 4, MPI_INT, peer, 7, b, 4, MPI_INT, peer, 7, MPI_COMM_WORLD, &st));
     for (int i = 0; i < 4; i++) CHECK(b[i] == peer * 10 + i, "after cancels: element %d", i);
     CHECK(a[0] == -1, "a cancelled receive got data");
