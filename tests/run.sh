@@ -25,8 +25,8 @@ run_suite() { # name command...
     local line
     line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     local p f
-    p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-    f=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
     p=${p:-0}; f=${f:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$name: exited with status $rc"; fi
     if [ -z "$line" ] && [ "$rc" -eq 0 ]; then f=1; echo "$name: printed no summary line"; fi
