@@ -8,6 +8,8 @@
 pub mod macros;
 pub mod consts;
 pub mod init;
+pub mod p2p;
+pub mod request;
 pub mod status;
 pub mod types;
 

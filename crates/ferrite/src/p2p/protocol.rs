@@ -190,6 +190,7 @@ impl P2p {
     // ----- sends -----
 
     /// Starts the send `spec` on request `h` (new or a persistent one being started).
+    #[allow(clippy::too_many_arguments)]
     pub fn start_send<W: Wire + ?Sized>(
         &mut self,
         wire: &mut W,
