@@ -388,3 +388,7 @@ mpi_fn! {
         unsafe { out(size, len) }
     }
 }
+
+#[cfg(test)]
+#[path = "p2p_tests.rs"]
+mod tests;
