@@ -30,10 +30,15 @@ fn status_result(s: &Status, comm: MPI_Comm) -> MpiResult<()> {
     }
 }
 
+/// A count argument of either width (int or MPI_Count) as i64.
+fn cnt(c: impl Into<i64>) -> i64 {
+    c.into()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn send(
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     dt: MPI_Datatype,
     dest: c_int,
     tag: c_int,
@@ -57,27 +62,28 @@ fn send(
     }
 }
 
+/// Blocking, nonblocking and persistent forms of one send mode, for one count type.
 macro_rules! send_fns {
-    ($($blocking:ident, $nonblocking:ident, $init:ident => $mode:expr;)*) => {$(
+    ($(fn $blocking:ident, fn $nonblocking:ident, fn $init:ident, $count:ty => $mode:expr;)*) => {$(
         mpi_fn! {
-            fn $blocking(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int,
+            fn $blocking(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
                          tag: c_int, comm: MPI_Comm) on ErrObj::Comm(comm) => {
-                send(buf, count, datatype, dest, tag, comm, $mode, None)
+                send(buf, cnt(count), datatype, dest, tag, comm, $mode, None)
             }
         }
         mpi_fn! {
-            fn $nonblocking(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int,
+            fn $nonblocking(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
                             tag: c_int, comm: MPI_Comm, request: *mut MPI_Request)
                 on ErrObj::Comm(comm) => {
-                send(buf, count, datatype, dest, tag, comm, $mode, Some(request))
+                send(buf, cnt(count), datatype, dest, tag, comm, $mode, Some(request))
             }
         }
         mpi_fn! {
-            fn $init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int,
+            fn $init(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
                      tag: c_int, comm: MPI_Comm, request: *mut MPI_Request)
                 on ErrObj::Comm(comm) => {
                 let h = state::with(|st| {
-                    let spec = st.send_spec(buf.cast(), count, datatype, dest, tag, comm, $mode)?;
+                    let spec = st.send_spec(buf.cast(), cnt(count), datatype, dest, tag, comm, $mode)?;
                     Ok(st.persistent(comm, spec))
                 })?;
                 // SAFETY: `request` is the caller's MPI_Request*.
@@ -88,108 +94,183 @@ macro_rules! send_fns {
 }
 
 send_fns! {
-    MPI_Send, MPI_Isend, MPI_Send_init => Mode::Standard;
-    MPI_Ssend, MPI_Issend, MPI_Ssend_init => Mode::Sync;
-    MPI_Rsend, MPI_Irsend, MPI_Rsend_init => Mode::Ready;
-    MPI_Bsend, MPI_Ibsend, MPI_Bsend_init => Mode::Buffered;
+    fn MPI_Send, fn MPI_Isend, fn MPI_Send_init, c_int => Mode::Standard;
+    fn MPI_Ssend, fn MPI_Issend, fn MPI_Ssend_init, c_int => Mode::Sync;
+    fn MPI_Rsend, fn MPI_Irsend, fn MPI_Rsend_init, c_int => Mode::Ready;
+    fn MPI_Bsend, fn MPI_Ibsend, fn MPI_Bsend_init, c_int => Mode::Buffered;
+    fn MPI_Send_c, fn MPI_Isend_c, fn MPI_Send_init_c, MPI_Count => Mode::Standard;
+    fn MPI_Ssend_c, fn MPI_Issend_c, fn MPI_Ssend_init_c, MPI_Count => Mode::Sync;
+    fn MPI_Rsend_c, fn MPI_Irsend_c, fn MPI_Rsend_init_c, MPI_Count => Mode::Ready;
+    fn MPI_Bsend_c, fn MPI_Ibsend_c, fn MPI_Bsend_init_c, MPI_Count => Mode::Buffered;
 }
 
-mpi_fn! {
-    fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int,
-                comm: MPI_Comm, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
-        let s = state::with(|st| {
-            let spec = st.recv_spec(buf.cast(), count, datatype, source, tag, comm)?;
-            let h = st.start_new(comm, &spec)?;
-            wait_status(st, h, comm)
-        })?;
-        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { store(status, &s) };
-        status_result(&s, comm)
+/// The send half of Sendrecv_replace: the data is packed first, since the receive
+/// overwrites the buffer.
+fn packed(mut send: Spec) -> Spec {
+    if let Spec::Send { src, .. } = &mut send {
+        if let Source::User { buf, count, dt } = src {
+            let mut v = Vec::new();
+            // SAFETY: `buf` holds `count` elements of `dt` (the caller's checked buffer);
+            // pack only reads it.
+            unsafe { dt.pack(buf.0, *count, &mut v) };
+            *src = Source::Owned(v.into());
+        }
     }
+    send
 }
 
-mpi_fn! {
-    fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int,
-                 comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
-        let h = state::with(|st| {
-            let spec = st.recv_spec(buf.cast(), count, datatype, source, tag, comm)?;
-            st.start_new(comm, &spec)
-        })?;
-        // SAFETY: `request` is the caller's MPI_Request*.
-        unsafe { out(request, h) }
-    }
-}
+/// Receive, matched receive and send-receive calls for one count type.
+macro_rules! recv_fns {
+    (fn $recv:ident, fn $irecv:ident, fn $init:ident, fn $mrecv:ident, fn $imrecv:ident,
+     fn $sr:ident, fn $isr:ident, fn $srr:ident, fn $isrr:ident, $count:ty) => {
+        mpi_fn! {
+            fn $recv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
+                     tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+                let s = state::with(|st| {
+                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
+                    let h = st.start_new(comm, &spec)?;
+                    wait_status(st, h, comm)
+                })?;
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
 
-mpi_fn! {
-    fn MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int,
+        mpi_fn! {
+            fn $irecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
+                      tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
+                    st.start_new(comm, &spec)
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $init(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
                      tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
-        let h = state::with(|st| {
-            let spec = st.recv_spec(buf.cast(), count, datatype, source, tag, comm)?;
-            Ok(st.persistent(comm, spec))
-        })?;
-        // SAFETY: `request` is the caller's MPI_Request*.
-        unsafe { out(request, h) }
-    }
-}
+                let h = state::with(|st| {
+                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
+                    Ok(st.persistent(comm, spec))
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
 
-/// Receive first, then send, then wait for both: no deadlock with a matching Sendrecv.
-fn sendrecv(st: &mut Ferrite, send: Spec, recv: Spec, comm: MPI_Comm) -> MpiResult<Status> {
-    let r = st.start_new(comm, &recv)?;
-    let s = match st.start_new(comm, &send) {
-        Ok(s) => s,
-        Err(e) => {
-            st.p2p.cancel(r);
-            st.p2p.reqs.remove(r);
-            return Err(e);
+        mpi_fn! {
+            fn $mrecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype,
+                      message: *mut MPI_Message, status: *mut MPI_Status) on ErrObj::NoObject => {
+                let (s, comm) = match mrecv_start(buf, cnt(count), datatype, message)? {
+                    None => (proc_null_status(), MPI_COMM_NULL),
+                    Some((h, comm)) => (state::with(|st| wait_status(st, h, comm))?, comm),
+                };
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $imrecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype,
+                       message: *mut MPI_Message, request: *mut MPI_Request) on ErrObj::NoObject => {
+                let h = match mrecv_start(buf, cnt(count), datatype, message)? {
+                    Some((h, _)) => h,
+                    // A receive from MPI_PROC_NULL: a request that is already complete.
+                    None => state::with(|st| {
+                        let spec = Spec::Recv {
+                            ctx: 0,
+                            src: MPI_PROC_NULL,
+                            tag: MPI_ANY_TAG,
+                            target: Target::Owned(Vec::new()),
+                        };
+                        st.start_new(MPI_COMM_WORLD, &spec)
+                    })?,
+                };
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $sr(sendbuf: *const c_void, sendcount: $count, sendtype: MPI_Datatype, dest: c_int,
+                   sendtag: c_int, recvbuf: *mut c_void, recvcount: $count, recvtype: MPI_Datatype,
+                   source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
+                on ErrObj::Comm(comm) => {
+                let s = state::with(|st| {
+                    let send = st.send_spec(sendbuf.cast(), cnt(sendcount), sendtype, dest, sendtag,
+                                            comm, Mode::Standard)?;
+                    let recv = st.recv_spec(recvbuf.cast(), cnt(recvcount), recvtype, source,
+                                            recvtag, comm)?;
+                    let h = st.start_pair(comm, &send, &recv)?;
+                    wait_status(st, h, comm)
+                })?;
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $isr(sendbuf: *const c_void, sendcount: $count, sendtype: MPI_Datatype, dest: c_int,
+                    sendtag: c_int, recvbuf: *mut c_void, recvcount: $count, recvtype: MPI_Datatype,
+                    source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request)
+                on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let send = st.send_spec(sendbuf.cast(), cnt(sendcount), sendtype, dest, sendtag,
+                                            comm, Mode::Standard)?;
+                    let recv = st.recv_spec(recvbuf.cast(), cnt(recvcount), recvtype, source,
+                                            recvtag, comm)?;
+                    st.start_pair(comm, &send, &recv)
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $srr(buf: *mut c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                    sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
+                    status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+                let s = state::with(|st| {
+                    let send = st.send_spec(buf.cast(), cnt(count), datatype, dest, sendtag, comm,
+                                            Mode::Standard)?;
+                    let recv = st.recv_spec(buf.cast(), cnt(count), datatype, source, recvtag, comm)?;
+                    let h = st.start_pair(comm, &packed(send), &recv)?;
+                    wait_status(st, h, comm)
+                })?;
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $isrr(buf: *mut c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                     sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
+                     request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let send = st.send_spec(buf.cast(), cnt(count), datatype, dest, sendtag, comm,
+                                            Mode::Standard)?;
+                    let recv = st.recv_spec(buf.cast(), cnt(count), datatype, source, recvtag, comm)?;
+                    st.start_pair(comm, &packed(send), &recv)
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
         }
     };
-    st.wait_until(|st| st.p2p.is_done(r) && st.p2p.is_done(s))?;
-    st.check_net(comm)?;
-    let (ss, _, _) = st.release(s);
-    status_result(&ss, comm)?;
-    Ok(st.release(r).0)
 }
 
-mpi_fn! {
-    fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int,
-                    sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype,
-                    source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
-        on ErrObj::Comm(comm) => {
-        let s = state::with(|st| {
-            let send = st.send_spec(sendbuf.cast(), sendcount, sendtype, dest, sendtag, comm, Mode::Standard)?;
-            let recv = st.recv_spec(recvbuf.cast(), recvcount, recvtype, source, recvtag, comm)?;
-            sendrecv(st, send, recv, comm)
-        })?;
-        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { store(status, &s) };
-        status_result(&s, comm)
-    }
-}
-
-mpi_fn! {
-    fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int,
-                            sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
-                            status: *mut MPI_Status) on ErrObj::Comm(comm) => {
-        let s = state::with(|st| {
-            let mut send = st.send_spec(buf.cast(), count, datatype, dest, sendtag, comm, Mode::Standard)?;
-            let recv = st.recv_spec(buf.cast(), count, datatype, source, recvtag, comm)?;
-            // The outgoing data is packed first: the receive overwrites the buffer.
-            if let Spec::Send { src, .. } = &mut send {
-                if let Source::User { buf, count, dt } = src {
-                    let mut v = Vec::new();
-                    // SAFETY: `buf` holds `count` elements of `dt` (checked arguments of
-                    // the caller's buffer); pack only reads it.
-                    unsafe { dt.pack(buf.0, *count, &mut v) };
-                    *src = Source::Owned(v.into());
-                }
-            }
-            sendrecv(st, send, recv, comm)
-        })?;
-        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { store(status, &s) };
-        status_result(&s, comm)
-    }
-}
+recv_fns!(fn MPI_Recv, fn MPI_Irecv, fn MPI_Recv_init, fn MPI_Mrecv, fn MPI_Imrecv,
+          fn MPI_Sendrecv, fn MPI_Isendrecv, fn MPI_Sendrecv_replace, fn MPI_Isendrecv_replace,
+          c_int);
+recv_fns!(fn MPI_Recv_c, fn MPI_Irecv_c, fn MPI_Recv_init_c, fn MPI_Mrecv_c, fn MPI_Imrecv_c,
+          fn MPI_Sendrecv_c, fn MPI_Isendrecv_c, fn MPI_Sendrecv_replace_c,
+          fn MPI_Isendrecv_replace_c, MPI_Count);
 
 // ----- probes -----
 
@@ -282,7 +363,7 @@ mpi_fn! {
 /// Turns `*message` into a receive request; MPI_MESSAGE_NO_PROC gives None.
 fn mrecv_start(
     buf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: MPI_Datatype,
     message: *mut MPI_Message,
 ) -> MpiResult<Option<(MPI_Request, MPI_Comm)>> {
@@ -319,73 +400,67 @@ fn mrecv_start(
     })
 }
 
-mpi_fn! {
-    fn MPI_Mrecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, message: *mut MPI_Message,
-                 status: *mut MPI_Status) on ErrObj::NoObject => {
-        let (s, comm) = match mrecv_start(buf, count, datatype, message)? {
-            None => (proc_null_status(), MPI_COMM_NULL),
-            Some((h, comm)) => (state::with(|st| wait_status(st, h, comm))?, comm),
-        };
-        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { store(status, &s) };
-        status_result(&s, comm)
-    }
-}
-
-mpi_fn! {
-    fn MPI_Imrecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, message: *mut MPI_Message,
-                  request: *mut MPI_Request) on ErrObj::NoObject => {
-        let h = match mrecv_start(buf, count, datatype, message)? {
-            Some((h, _)) => h,
-            // A receive from MPI_PROC_NULL: a request that is already complete.
-            None => state::with(|st| {
-                let spec = Spec::Recv { ctx: 0, src: MPI_PROC_NULL, tag: MPI_ANY_TAG, target: Target::Owned(Vec::new()) };
-                st.start_new(MPI_COMM_WORLD, &spec)
-            })?,
-        };
-        // SAFETY: `request` is the caller's MPI_Request*.
-        unsafe { out(request, h) }
-    }
-}
-
 // ----- the Bsend buffer -----
+
+fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
+    if size < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_ARG, "negative buffer size {size}"));
+    }
+    if buffer.is_null() && size > 0 {
+        return Err(MpiError::new(MPI_ERR_BUFFER, "null buffer"));
+    }
+    state::with(|st| {
+        if st.p2p.attached.is_some() {
+            return Err(MpiError::new(
+                MPI_ERR_BUFFER,
+                "a buffer is already attached (detach it first)",
+            ));
+        }
+        st.p2p.attached = Some(Attached::new(Ptr(buffer.cast()), size as usize));
+        Ok(())
+    })
+}
+
+/// Detaches the buffer once every buffered message has left it: (address, size).
+fn buffer_detach(buffer_addr: *mut c_void) -> MpiResult<usize> {
+    let (base, len) = state::with(|st| {
+        st.wait_until(|st| !st.p2p.bsend_busy())?;
+        Ok(st
+            .p2p
+            .attached
+            .take()
+            .map_or((std::ptr::null_mut(), 0), |a| (a.base.0, a.size)))
+    })?;
+    // SAFETY: `buffer_addr` is, per the standard, the caller's `void **`.
+    unsafe { out(buffer_addr.cast::<*mut c_void>(), base.cast()) }?;
+    Ok(len)
+}
 
 mpi_fn! {
     fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) on ErrObj::NoObject => {
-        if size < 0 {
-            return Err(crate::mpi_err!(MPI_ERR_ARG, "negative buffer size {size}"));
-        }
-        if buffer.is_null() && size > 0 {
-            return Err(MpiError::new(MPI_ERR_BUFFER, "null buffer"));
-        }
-        state::with(|st| {
-            if st.p2p.attached.is_some() {
-                return Err(MpiError::new(
-                    MPI_ERR_BUFFER,
-                    "a buffer is already attached (detach it first)",
-                ));
-            }
-            st.p2p.attached = Some(Attached::new(Ptr(buffer.cast()), size as usize));
-            Ok(())
-        })
+        buffer_attach(buffer, cnt(size))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) on ErrObj::NoObject => {
+        buffer_attach(buffer, cnt(size))
     }
 }
 
 mpi_fn! {
     fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on ErrObj::NoObject => {
-        let (base, len) = state::with(|st| {
-            // Detach blocks until every buffered message has left the buffer.
-            st.wait_until(|st| !st.p2p.bsend_busy())?;
-            Ok(st
-                .p2p
-                .attached
-                .take()
-                .map_or((std::ptr::null_mut(), 0), |a| (a.base.0, a.size as c_int)))
-        })?;
-        // SAFETY: `buffer_addr` is, per the standard, the caller's `void **`.
-        unsafe { out(buffer_addr.cast::<*mut c_void>(), base.cast()) }?;
-        // SAFETY: `size` is the caller's int*.
-        unsafe { out(size, len) }
+        let n = buffer_detach(buffer_addr)?;
+        // SAFETY: `size` is the caller's int* (the size was attached as an int).
+        unsafe { out(size, n as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) on ErrObj::NoObject => {
+        let n = buffer_detach(buffer_addr)?;
+        // SAFETY: `size` is the caller's MPI_Count*.
+        unsafe { out(size, n as MPI_Count) }
     }
 }
 

@@ -450,3 +450,82 @@ fn buffer_attach_and_detach() {
         );
     }
 }
+
+#[test]
+fn isendrecv_and_large_count_forms() {
+    let _g = state::for_tests();
+    // SAFETY: (whole test) every pointer passed is a live local of the right type.
+    unsafe {
+        let out_data = [5i32; 2];
+        let mut inb = [0i32; 2];
+        let mut req = MPI_REQUEST_NULL;
+        let rc = PMPI_Isendrecv(
+            out_data.as_ptr().cast(),
+            2,
+            MPI_INT,
+            MPI_PROC_NULL,
+            0,
+            inb.as_mut_ptr().cast(),
+            2,
+            MPI_INT,
+            0,
+            21,
+            MPI_COMM_WORLD,
+            &mut req,
+        );
+        assert_eq!(rc, 0);
+        let mut flag = 1;
+        let mut st = MPI_Status::default();
+        PMPI_Test(&mut req, &mut flag, &mut st);
+        assert_eq!(flag, 0, "the receive half is still waiting");
+        arrive(21, &ints(&[8, 9]));
+        assert_eq!(PMPI_Wait(&mut req, &mut st), 0);
+        assert_eq!(
+            (inb, st.MPI_SOURCE, st.MPI_TAG, req),
+            ([8, 9], 0, 21, MPI_REQUEST_NULL)
+        );
+
+        // Sendrecv_replace: the message that arrives replaces the buffer.
+        arrive(22, &ints(&[1, 2]));
+        let mut buf = [7i32; 2];
+        let rc = PMPI_Sendrecv_replace(
+            buf.as_mut_ptr().cast(),
+            2,
+            MPI_INT,
+            MPI_PROC_NULL,
+            0,
+            0,
+            22,
+            MPI_COMM_WORLD,
+            &mut st,
+        );
+        assert_eq!((rc, buf), (0, [1, 2]));
+
+        let mut r = MPI_REQUEST_NULL;
+        PMPI_Irecv_c(
+            inb.as_mut_ptr().cast(),
+            2,
+            MPI_INT,
+            0,
+            23,
+            MPI_COMM_WORLD,
+            &mut r,
+        );
+        arrive(23, &ints(&[4]));
+        PMPI_Wait(&mut r, &mut st);
+        let mut n: MPI_Count = 0;
+        PMPI_Get_count_c(&st, MPI_INT, &mut n);
+        assert_eq!((n, inb[0]), (1, 4));
+        assert_eq!(
+            class(PMPI_Send_c(
+                inb.as_ptr().cast(),
+                -1,
+                MPI_INT,
+                0,
+                0,
+                MPI_COMM_WORLD
+            )),
+            MPI_ERR_COUNT
+        );
+    }
+}

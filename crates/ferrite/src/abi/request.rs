@@ -512,6 +512,25 @@ mpi_fn! {
 }
 
 mpi_fn! {
+    fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
+        on ErrObj::NoObject => {
+        let s = read_status(status)?;
+        let n = whole(s.bytes, type_size(datatype)?);
+        // SAFETY: `count` is the caller's MPI_Count*.
+        unsafe { out(count, n as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
+        on ErrObj::NoObject => {
+        let n = elements(status, datatype)?;
+        // SAFETY: `count` is the caller's MPI_Count*.
+        unsafe { out(count, n as MPI_Count) }
+    }
+}
+
+mpi_fn! {
     fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
         on ErrObj::NoObject => {
         let n = elements(status, datatype)?;

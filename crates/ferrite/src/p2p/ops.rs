@@ -57,7 +57,7 @@ impl Ferrite {
     fn check_buffer(
         &mut self,
         buf: *const u8,
-        count: i32,
+        count: i64,
         dt: MPI_Datatype,
     ) -> MpiResult<Arc<Datatype>> {
         if count < 0 {
@@ -79,7 +79,7 @@ impl Ferrite {
     pub fn send_spec(
         &mut self,
         buf: *const u8,
-        count: i32,
+        count: i64,
         dt: MPI_Datatype,
         dest: i32,
         tag: i32,
@@ -113,7 +113,7 @@ impl Ferrite {
     pub fn recv_spec(
         &mut self,
         buf: *mut u8,
-        count: i32,
+        count: i64,
         dt: MPI_Datatype,
         src: i32,
         tag: i32,
@@ -199,6 +199,32 @@ impl Ferrite {
             return Err(e);
         }
         Ok(h)
+    }
+
+    /// MPI_Isendrecv: one request over a receive and a send (started in that order, so two
+    /// processes exchanging with each other cannot deadlock).
+    pub fn start_pair(
+        &mut self,
+        comm: MPI_Comm,
+        send: &Spec,
+        recv: &Spec,
+    ) -> MpiResult<MPI_Request> {
+        let p = self.p2p.new_pair(comm);
+        let r = self.p2p.new_child(p, true);
+        if let Err(e) = self.start_spec(r, recv) {
+            self.p2p.reqs.remove(r);
+            self.p2p.reqs.remove(p);
+            return Err(e);
+        }
+        let s = self.p2p.new_child(p, false);
+        if let Err(e) = self.start_spec(s, send) {
+            self.p2p.reqs.remove(s);
+            self.p2p.cancel(r);
+            self.p2p.reqs.remove(r);
+            self.p2p.reqs.remove(p);
+            return Err(e);
+        }
+        Ok(p)
     }
 
     /// A persistent request for `spec`, inactive until MPI_Start.

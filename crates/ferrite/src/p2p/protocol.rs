@@ -175,9 +175,51 @@ impl P2p {
                 a.free(off);
             }
         }
+        let (parent, status, is_recv) = (r.parent, r.status, r.is_recv);
         if gone {
             self.reqs.remove(h);
         }
+        if let Some(p) = parent {
+            self.child_done(p, status, is_recv);
+        }
+    }
+
+    /// One half of an MPI_Isendrecv completed: the receive's status is the pair's status;
+    /// the first error of either half is kept.
+    fn child_done(&mut self, p: MPI_Request, st: Status, is_recv: bool) {
+        let Some(r) = self.reqs.get_mut(p) else {
+            return;
+        };
+        let first_error = r.status.error;
+        if is_recv {
+            r.status = st;
+        }
+        if first_error != MPI_SUCCESS {
+            r.status.error = first_error;
+        } else if st.error != MPI_SUCCESS {
+            r.status.error = st.error;
+        }
+        r.children = r.children.saturating_sub(1);
+        if r.children == 0 {
+            self.complete(p);
+        }
+    }
+
+    /// A request for MPI_Isendrecv: completes when both halves (started with
+    /// [`Self::new_child`]) have.
+    pub fn new_pair(&mut self, comm: MPI_Comm) -> MPI_Request {
+        let mut r = Request::new(comm, true);
+        r.children = 2;
+        self.reqs.insert(r)
+    }
+
+    /// A background half of the pair `parent`.
+    pub fn new_child(&mut self, parent: MPI_Request, is_recv: bool) -> MPI_Request {
+        let comm = self.reqs.get(parent).map_or(MPI_COMM_WORLD, |r| r.comm);
+        let mut r = Request::new(comm, is_recv);
+        r.parent = Some(parent);
+        r.background = true;
+        self.reqs.insert(r)
     }
 
     fn complete_with(&mut self, h: MPI_Request, st: Status) {

@@ -7,7 +7,7 @@
 //! peer may still name it.
 
 use super::status::Status;
-use crate::abi::consts::MPI_Comm;
+use crate::abi::consts::{MPI_Comm, MPI_Request};
 use crate::objects::datatype::Datatype;
 use crate::transport::Proc;
 use std::sync::Arc;
@@ -203,6 +203,10 @@ pub struct Request {
     pub background: bool,
     /// What a receive into a library-owned target got (internal receives of collectives).
     pub received: Option<Vec<u8>>,
+    /// MPI_Isendrecv: this request is one half of `parent`, which completes with both.
+    pub parent: Option<MPI_Request>,
+    /// MPI_Isendrecv: halves still running.
+    pub children: u8,
 }
 
 impl Request {
@@ -218,6 +222,8 @@ impl Request {
             is_recv,
             background: false,
             received: None,
+            parent: None,
+            children: 0,
         }
     }
 }
