@@ -452,3 +452,61 @@ fn packets_never_exceed_max_packet() {
     round_trip(&mut sim, 7, true);
     round_trip(&mut sim, 50, false);
 }
+
+#[test]
+fn sync_send_by_fragments_waits_for_the_receiver() {
+    let mut sim = Sim::new(2, 2, false, 16);
+    let data = pattern(5000, 9);
+    let s = sim.send(0, 1, 2, &data, Mode::Sync);
+    sim.settle();
+    assert!(!sim.done(0, s));
+    let mut buf = vec![0u8; 5000];
+    let r = sim.recv(1, 0, 2, &mut buf);
+    sim.run_until(|s2| s2.done(0, s) && s2.done(1, r));
+    assert!(buf == data);
+}
+
+#[test]
+fn exchange_both_ways_under_credit_pressure() {
+    let mut sim = Sim::new(2, 1, false, 0);
+    let a = pattern(20_000, 1);
+    let b = pattern(30_000, 2);
+    let mut ra = vec![0u8; 30_000];
+    let mut rb = vec![0u8; 20_000];
+    let r0 = sim.recv(0, 1, 0, &mut ra);
+    let r1 = sim.recv(1, 0, 0, &mut rb);
+    let s0 = sim.send(0, 1, 0, &a, Mode::Standard);
+    let s1 = sim.send(1, 0, 0, &b, Mode::Standard);
+    sim.run_until(|s| {
+        [(0, s0), (0, r0), (1, s1), (1, r1)]
+            .iter()
+            .all(|&(p, h)| s.done(p, h))
+    });
+    assert!(ra == b && rb == a);
+}
+
+#[test]
+fn freed_requests_leave_the_table_when_their_protocol_ends() {
+    for can_read in [true, false] {
+        let mut sim = Sim::new(2, 4, can_read, 0);
+        let data = pattern(4000, 4);
+        let s = sim.send(0, 1, 0, &data, Mode::Standard);
+        let e = sim.send(0, 1, 0, &data[..10], Mode::Sync);
+        for h in [s, e] {
+            sim.procs[0].reqs.get_mut(h).unwrap().freed = true;
+        }
+        let mut b1 = vec![0u8; 4000];
+        let mut b2 = vec![0u8; 10];
+        let r1 = sim.recv(1, 0, 0, &mut b1);
+        let r2 = sim.recv(1, 0, 0, &mut b2);
+        sim.procs[1].reqs.get_mut(r1).unwrap().freed = true;
+        sim.run_until(|s| s.done(1, r2) && s.procs[0].reqs.is_empty() && s.done(1, r1));
+        assert!(b1 == data && b2 == data[..10]);
+        assert_eq!(
+            sim.procs[1].reqs.len(),
+            1,
+            "only the unfreed receive is left"
+        );
+        assert!(!sim.procs[0].has_backlog() && !sim.procs[1].has_backlog());
+    }
+}
