@@ -464,6 +464,13 @@ mpi_fn! {
     }
 }
 
+mpi_fn! {
+    fn MPI_Buffer_flush() on ErrObj::NoObject => {
+        // MPI 4.1: every buffered message has left the attached buffer when this returns.
+        state::with(|st| st.wait_until(|st| !st.p2p.bsend_busy()))
+    }
+}
+
 #[cfg(test)]
 #[path = "p2p_tests.rs"]
 mod tests;

@@ -529,3 +529,56 @@ fn isendrecv_and_large_count_forms() {
         );
     }
 }
+
+#[test]
+fn get_status_forms_leave_requests_alone() {
+    let _g = state::for_tests();
+    // SAFETY: (whole test) every pointer passed is a live local of the right type.
+    unsafe {
+        let mut b = [0i32; 2];
+        let mut reqs = [MPI_REQUEST_NULL; 2];
+        PMPI_Irecv(
+            b.as_mut_ptr().cast(),
+            1,
+            MPI_INT,
+            0,
+            31,
+            MPI_COMM_WORLD,
+            &mut reqs[0],
+        );
+        PMPI_Irecv(
+            b.as_mut_ptr().add(1).cast(),
+            1,
+            MPI_INT,
+            0,
+            32,
+            MPI_COMM_WORLD,
+            &mut reqs[1],
+        );
+        let (mut flag, mut idx, mut out) = (1, 0, 0);
+        let mut st = MPI_Status::default();
+        PMPI_Request_get_status_all(2, reqs.as_mut_ptr(), &mut flag, IGNORE);
+        assert_eq!(flag, 0);
+        arrive(32, &ints(&[3]));
+        PMPI_Request_get_status_any(2, reqs.as_mut_ptr(), &mut idx, &mut flag, &mut st);
+        assert_eq!((flag, idx, st.MPI_TAG), (1, 1, 32));
+        let mut ind = [9; 2];
+        PMPI_Request_get_status_some(2, reqs.as_mut_ptr(), &mut out, ind.as_mut_ptr(), IGNORE);
+        assert_eq!((out, ind[0]), (1, 1));
+        assert_ne!(reqs[1], MPI_REQUEST_NULL, "peeking frees nothing");
+        PMPI_Testsome(2, reqs.as_mut_ptr(), &mut out, ind.as_mut_ptr(), IGNORE);
+        assert_eq!((out, reqs[1]), (1, MPI_REQUEST_NULL));
+        arrive(31, &ints(&[2]));
+        let mut sts = [MPI_Status::default(); 2];
+        PMPI_Testall(2, reqs.as_mut_ptr(), &mut flag, sts.as_mut_ptr());
+        assert_eq!(
+            (flag, b, sts[0].MPI_TAG, sts[1].MPI_SOURCE),
+            (1, [2, 3], 31, MPI_ANY_SOURCE)
+        );
+        let mut v = 0;
+        PMPI_Status_set_tag(&mut st, 77);
+        PMPI_Status_get_tag(&st, &mut v);
+        assert_eq!(v, 77);
+        assert_eq!(PMPI_Buffer_flush(), 0);
+    }
+}

@@ -40,6 +40,42 @@ fn slot(st: &Ferrite, h: MPI_Request) -> MpiResult<Slot> {
     })
 }
 
+/// How a completion call treats requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Wait*: block until done, then free (or deactivate).
+    Wait,
+    /// Test*: progress once; free (or deactivate) what is done.
+    Test,
+    /// Request_get_status*: progress once; leave every request as it is.
+    Peek,
+}
+
+impl How {
+    /// Progresses the way this call does; `ready` says when a Wait may stop.
+    fn progress(self, st: &mut Ferrite, ready: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+        match self {
+            How::Wait => st.wait_until(ready),
+            How::Test | How::Peek => {
+                st.progress();
+                Ok(())
+            }
+        }
+    }
+
+    /// The status of a completed request, released unless peeking.
+    fn get(self, st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
+        if self == How::Peek {
+            let r = st.p2p.reqs.get(*h);
+            return (
+                r.map_or_else(empty_status, |r| r.status),
+                r.map_or(MPI_COMM_WORLD, |r| r.comm),
+            );
+        }
+        take(st, h)
+    }
+}
+
 /// Hands back the status of a completed request and frees (or deactivates) it, updating the
 /// caller's handle. Returns the status and the communicator errors raise on.
 fn take(st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
@@ -153,6 +189,7 @@ mpi_fn! {
 /// # Safety
 /// `statuses` is MPI_STATUSES_IGNORE or has room for `reqs.len()` statuses.
 unsafe fn finish_all(
+    how: How,
     st: &mut Ferrite,
     reqs: &mut [MPI_Request],
     statuses: *mut MPI_Status,
@@ -162,7 +199,7 @@ unsafe fn finish_all(
     for h in reqs.iter_mut() {
         let (s, comm) = match slot(st, *h)? {
             Slot::Empty => (empty_status(), MPI_COMM_NULL),
-            _ => take(st, h),
+            _ => how.get(st, h),
         };
         if s.error != MPI_SUCCESS && failed.is_none() {
             failed = Some((comm, s.error));
@@ -203,28 +240,66 @@ mpi_fn! {
             st.wait_until(|st| all_done(st, reqs))?;
             st.check_net(MPI_COMM_WORLD)?;
             // SAFETY: statuses are ignored or `count` long.
-            unsafe { finish_all(st, reqs, array_of_statuses) }
+            unsafe { finish_all(How::Wait, st, reqs, array_of_statuses) }
         })
     }
+}
+
+/// Testall/Request_get_status_all: completes (or peeks at) all requests only if all are done.
+fn all(
+    count: c_int,
+    array: *mut MPI_Request,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: How,
+) -> MpiResult<()> {
+    // SAFETY: the caller passes `count` requests.
+    let reqs = unsafe { req_array(count, array) }?;
+    state::with(|st| {
+        validate(st, reqs)?;
+        how.progress(st, |st| all_done(st, reqs))?;
+        let done = all_done(st, reqs);
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, done as c_int) }?;
+        if done {
+            // SAFETY: statuses are ignored or `count` long.
+            unsafe { finish_all(how, st, reqs, statuses) }?;
+        }
+        Ok(())
+    })
 }
 
 mpi_fn! {
     fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int,
                    array_of_statuses: *mut MPI_Status) on ErrObj::NoObject => {
-        // SAFETY: the caller passes `count` requests.
-        let reqs = unsafe { req_array(count, array_of_requests) }?;
-        state::with(|st| {
-            validate(st, reqs)?;
-            poke(st);
-            let done = all_done(st, reqs);
-            // SAFETY: `flag` is the caller's int*.
-            unsafe { out(flag, done as c_int) }?;
-            if done {
-                // SAFETY: statuses are ignored or `count` long.
-                unsafe { finish_all(st, reqs, array_of_statuses) }?;
-            }
-            Ok(())
-        })
+        all(count, array_of_requests, flag, array_of_statuses, How::Test)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_all(count: c_int, array_of_requests: *mut MPI_Request,
+                                  flag: *mut c_int, array_of_statuses: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        all(count, array_of_requests, flag, array_of_statuses, How::Peek)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_any(count: c_int, array_of_requests: *mut MPI_Request,
+                                  index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        if flag.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null flag pointer"));
+        }
+        any(count, array_of_requests, index, flag, status, How::Peek)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_some(incount: c_int, array_of_requests: *mut MPI_Request,
+                                   outcount: *mut c_int, array_of_indices: *mut c_int,
+                                   array_of_statuses: *mut MPI_Status) on ErrObj::NoObject => {
+        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Peek)
     }
 }
 
@@ -245,29 +320,25 @@ fn first_done(st: &Ferrite, reqs: &[MPI_Request]) -> Result<Option<usize>, ()> {
     }
 }
 
-/// Waitany/Testany: `block` waits for one.
+/// Waitany/Testany/Request_get_status_any.
 fn any(
     count: c_int,
     array: *mut MPI_Request,
     index: *mut c_int,
     flag: *mut c_int,
     status: *mut MPI_Status,
-    block: bool,
+    how: How,
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `count` requests.
     let reqs = unsafe { req_array(count, array) }?;
     let r = state::with(|st| {
         validate(st, reqs)?;
-        if block {
-            st.wait_until(|st| !matches!(first_done(st, reqs), Ok(None)))?;
-        } else {
-            poke(st);
-        }
+        how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
         match first_done(st, reqs) {
             Err(()) => Ok(Some((MPI_UNDEFINED, empty_status(), MPI_COMM_NULL))),
             Ok(None) => Ok(None),
             Ok(Some(i)) => {
-                let (s, comm) = take(st, &mut reqs[i]);
+                let (s, comm) = how.get(st, &mut reqs[i]);
                 Ok(Some((i as c_int, s, comm)))
             }
         }
@@ -289,7 +360,7 @@ fn any(
 mpi_fn! {
     fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int,
                    status: *mut MPI_Status) on ErrObj::NoObject => {
-        any(count, array_of_requests, index, std::ptr::null_mut(), status, true)
+        any(count, array_of_requests, index, std::ptr::null_mut(), status, How::Wait)
     }
 }
 
@@ -299,28 +370,24 @@ mpi_fn! {
         if flag.is_null() {
             return Err(MpiError::new(MPI_ERR_ARG, "null flag pointer"));
         }
-        any(count, array_of_requests, index, flag, status, false)
+        any(count, array_of_requests, index, flag, status, How::Test)
     }
 }
 
-/// Waitsome/Testsome.
+/// Waitsome/Testsome/Request_get_status_some.
 fn some(
     incount: c_int,
     array: *mut MPI_Request,
     outcount: *mut c_int,
     indices: *mut c_int,
     statuses: *mut MPI_Status,
-    block: bool,
+    how: How,
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `incount` requests.
     let reqs = unsafe { req_array(incount, array) }?;
     state::with(|st| {
         validate(st, reqs)?;
-        if block {
-            st.wait_until(|st| !matches!(first_done(st, reqs), Ok(None)))?;
-        } else {
-            poke(st);
-        }
+        how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
         if first_done(st, reqs).is_err() {
             // SAFETY: `outcount` is the caller's int*.
             return unsafe { out(outcount, MPI_UNDEFINED) };
@@ -331,7 +398,7 @@ fn some(
             if !matches!(slot(st, *h)?, Slot::Done) {
                 continue;
             }
-            let (s, comm) = take(st, h);
+            let (s, comm) = how.get(st, h);
             if s.error != MPI_SUCCESS && failed.is_none() {
                 failed = Some((comm, s.error));
             }
@@ -361,7 +428,7 @@ mpi_fn! {
     fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int,
                     array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status)
         on ErrObj::NoObject => {
-        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true)
+        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Wait)
     }
 }
 
@@ -369,7 +436,7 @@ mpi_fn! {
     fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int,
                     array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status)
         on ErrObj::NoObject => {
-        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false)
+        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Test)
     }
 }
 
@@ -572,4 +639,32 @@ mpi_fn! {
         unsafe { store(status, &s) };
         Ok(())
     }
+}
+
+/// MPI 4.1 status field accessors.
+macro_rules! status_field {
+    ($(fn $get:ident, fn $set:ident, $field:ident;)*) => {$(
+        mpi_fn! {
+            fn $get(status: *const MPI_Status, value: *mut c_int) on ErrObj::NoObject => {
+                let s = read_status(status)?;
+                // SAFETY: `value` is the caller's int*.
+                unsafe { out(value, s.$field) }
+            }
+        }
+        mpi_fn! {
+            fn $set(status: *mut MPI_Status, value: c_int) on ErrObj::NoObject => {
+                let mut s = read_status(status)?;
+                s.$field = value;
+                // SAFETY: a real, writable status from the caller.
+                unsafe { store(status, &s) };
+                Ok(())
+            }
+        }
+    )*};
+}
+
+status_field! {
+    fn MPI_Status_get_source, fn MPI_Status_set_source, source;
+    fn MPI_Status_get_tag, fn MPI_Status_set_tag, tag;
+    fn MPI_Status_get_error, fn MPI_Status_set_error, error;
 }
