@@ -24,9 +24,6 @@ impl Comm {
     }
 }
 
-/// The largest tag a message may carry (the MPI_TAG_UB attribute).
-pub const TAG_UB: i32 = i32::MAX;
-
 /// Context ids of the builtins; user communicators get ids from 4 upwards.
 pub const WORLD_CONTEXT: u32 = 0;
 pub const SELF_CONTEXT: u32 = 2;
@@ -101,7 +98,8 @@ impl Ferrite {
         mine.extend_from_slice(&key.to_le_bytes());
         mine.extend_from_slice(&self.objects.comms.next_context.to_le_bytes());
         let all = self.allgather_fixed(comm, &mine)?;
-        let field = |r: &[u8], i: usize| u32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap());
+        let field =
+            |r: &[u8], i: usize| u32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap());
         let records: Vec<&[u8]> = all.chunks_exact(12).collect();
         let context = records.iter().map(|r| field(r, 2)).max().unwrap_or(0);
         self.objects.comms.next_context = context + 2;
