@@ -8,6 +8,7 @@
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 pub mod abi;
+pub mod conn;
 pub mod error;
 pub mod objects;
 pub mod p2p;
