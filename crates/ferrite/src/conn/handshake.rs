@@ -120,7 +120,10 @@ pub struct Transmit {
 enum UdState {
     Idle,
     /// We sent `Req` (gen, us) and wait for the `Reply`.
-    Requesting { sends: u32, rto: Micros },
+    Requesting {
+        sends: u32,
+        rto: Micros,
+    },
     /// We answered the peer's `Req` `id` and wait for its `Confirm`.
     Replied {
         id: AttemptId,
@@ -128,7 +131,9 @@ enum UdState {
         sends: u32,
         rto: Micros,
     },
-    Connected { id: AttemptId },
+    Connected {
+        id: AttemptId,
+    },
 }
 
 struct UdPeer {
@@ -202,7 +207,10 @@ impl Ud {
 
     /// Starts connecting to `peer` unless connected or an attempt (ours or its) is under way.
     pub fn connect(&mut self, peer: Proc, now: Micros) {
-        assert!(peer != self.rank && peer < self.cfg.job_size, "connect to {peer}");
+        assert!(
+            peer != self.rank && peer < self.cfg.job_size,
+            "connect to {peer}"
+        );
         let rto = self.cfg.rto_initial;
         let p = self.peer(peer);
         if !matches!(p.state, UdState::Idle) {
@@ -362,7 +370,9 @@ impl Ud {
                 });
             }
             // Our Confirm was lost and the peer repeats its Reply: confirm again.
-            UdState::Connected { id: cur } if cur == id => self.send(from, Kind::Confirm, gen, false),
+            UdState::Connected { id: cur } if cur == id => {
+                self.send(from, Kind::Confirm, gen, false)
+            }
             _ => self.stats.stale += 1,
         }
     }
@@ -403,13 +413,9 @@ impl Ud {
             p.deadline = None;
             let gen = p.gen;
             let (kind, gen, sends, rto, id) = match &mut p.state {
-                UdState::Requesting { sends, rto } => (
-                    Kind::Req,
-                    gen,
-                    sends,
-                    rto,
-                    AttemptId { gen, initiator: me },
-                ),
+                UdState::Requesting { sends, rto } => {
+                    (Kind::Req, gen, sends, rto, AttemptId { gen, initiator: me })
+                }
                 UdState::Replied { id, sends, rto, .. } => (Kind::Reply, id.gen, sends, rto, *id),
                 _ => continue,
             };
@@ -494,7 +500,10 @@ enum Key {
 enum CmState {
     Idle,
     /// A failed dial; dial again (a newer attempt) when the timer fires.
-    Backoff { tries: u32, rto: Micros },
+    Backoff {
+        tries: u32,
+        rto: Micros,
+    },
     /// Our socket for attempt (gen, us) is opening or has sent its hello.
     Dialing {
         sock: SockId,
@@ -503,8 +512,14 @@ enum CmState {
     },
     /// Our attempt was refused for the peer's greater one, whose socket should arrive; if it
     /// does not before the timer, dial again.
-    Yielded { tries: u32, rto: Micros },
-    Connected { sock: SockId, id: AttemptId },
+    Yielded {
+        tries: u32,
+        rto: Micros,
+    },
+    Connected {
+        sock: SockId,
+        id: AttemptId,
+    },
 }
 
 struct CmPeer {
@@ -612,7 +627,10 @@ impl Cm {
 
     /// Starts connecting to `peer` unless connected or an attempt is under way.
     pub fn connect(&mut self, peer: Proc, _now: Micros) {
-        assert!(peer != self.rank && peer < self.cfg.job_size, "connect to {peer}");
+        assert!(
+            peer != self.rank && peer < self.cfg.job_size,
+            "connect to {peer}"
+        );
         if matches!(self.peer(peer).state, CmState::Idle) {
             self.dial(peer, 0, self.cfg.rto_initial);
         }
@@ -831,7 +849,12 @@ impl Cm {
         self.forget_sock(sock);
         let (max, rto_max, me) = (self.cfg.max_retries, self.cfg.rto_max, self.rank);
         let p = self.peer(peer);
-        let CmState::Dialing { sock: s, tries, rto } = p.state else {
+        let CmState::Dialing {
+            sock: s,
+            tries,
+            rto,
+        } = p.state
+        else {
             return;
         };
         if s != sock {

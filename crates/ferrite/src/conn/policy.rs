@@ -50,8 +50,8 @@ impl FromStr for Kind {
             "adaptive" => Kind::Adaptive,
             _ => {
                 return Err(format!(
-                    "FERRITE_CONN={s:?}: unknown policy (known: static, ondemand, partial, adaptive)"
-                ))
+                "FERRITE_CONN={s:?}: unknown policy (known: static, ondemand, partial, adaptive)"
+            ))
             }
         })
     }
@@ -185,11 +185,7 @@ pub enum Action<M> {
     /// Close the connection to `peer` once what was sent on it is out; report `closed`.
     Close { peer: Proc, cause: CloseCause },
     /// Send these queued messages to `peer`, in order, before any later one, by `via`.
-    Flush {
-        peer: Proc,
-        via: Via,
-        msgs: Vec<M>,
-    },
+    Flush { peer: Proc, via: Via, msgs: Vec<M> },
     /// The connection to `peer` could not be set up: complete these with an error.
     Failed { peer: Proc, msgs: Vec<M> },
 }
@@ -208,7 +204,9 @@ enum State {
     Wanted(OpenCause),
     Opening(OpenCause),
     /// Up. `switched` is false while adaptive traffic still drains from the datagram channel.
-    Open { switched: bool },
+    Open {
+        switched: bool,
+    },
     Closing,
 }
 
@@ -339,9 +337,7 @@ impl<M> Policy<M> {
                 }
                 Route::Datagram(msg)
             }
-            State::Opening(_) | State::Wanted(_) if adaptive && queue_empty => {
-                Route::Datagram(msg)
-            }
+            State::Opening(_) | State::Wanted(_) if adaptive && queue_empty => Route::Datagram(msg),
             State::None => {
                 self.want(peer, OpenCause::FirstMessage, now);
                 self.peer(peer).queue.push_back(msg);
@@ -501,7 +497,9 @@ impl<M> Policy<M> {
             .peers
             .iter()
             .filter(|(_, s)| {
-                matches!(s.state, State::Open { .. }) && s.queue.is_empty() && s.last_used + idle <= now
+                matches!(s.state, State::Open { .. })
+                    && s.queue.is_empty()
+                    && s.last_used + idle <= now
             })
             .map(|(&q, _)| q)
             .collect();
@@ -626,7 +624,10 @@ mod tests {
         for m in 0..15 {
             assert_eq!(p.send(1, m, 100, m as u64), Route::Datagram(m));
         }
-        assert!(actions(&mut p).is_empty(), "15 messages stay below the threshold of 16");
+        assert!(
+            actions(&mut p).is_empty(),
+            "15 messages stay below the threshold of 16"
+        );
         assert_eq!(p.send(1, 15, 100, 15), Route::Datagram(15));
         assert_eq!(
             actions(&mut p),
@@ -656,10 +657,14 @@ mod tests {
         assert_eq!((c.datagram_msgs, c.queued, c.connection_msgs), (17, 2, 1));
         assert_eq!(c.opened(OpenCause::Threshold), 1);
         // A byte threshold opens too.
-        let mut b: Policy<u32> = Policy::new(0, 4, Config {
-            threshold_bytes: 1000,
-            ..cfg(Kind::Adaptive)
-        });
+        let mut b: Policy<u32> = Policy::new(
+            0,
+            4,
+            Config {
+                threshold_bytes: 1000,
+                ..cfg(Kind::Adaptive)
+            },
+        );
         assert_eq!(b.send(2, 0, 999, 0), Route::Datagram(0));
         assert!(actions(&mut b).is_empty());
         assert_eq!(b.send(2, 1, 1, 0), Route::Datagram(1));
@@ -702,10 +707,14 @@ mod tests {
 
     #[test]
     fn a_budget_evicts_the_least_recently_used_connection() {
-        let mut p: Policy<u32> = Policy::new(0, 8, Config {
-            max_open: 2,
-            ..cfg(Kind::OnDemand)
-        });
+        let mut p: Policy<u32> = Policy::new(
+            0,
+            8,
+            Config {
+                max_open: 2,
+                ..cfg(Kind::OnDemand)
+            },
+        );
         for (t, peer) in [(0, 1), (1, 2)] {
             assert_eq!(p.send(peer, peer, 1, t), Route::Queued);
             p.connected(peer, 0, t);
@@ -776,11 +785,17 @@ mod tests {
         const N: u32 = 16;
         for kind in [Kind::OnDemand, Kind::Adaptive] {
             let mut ps: Vec<Policy<u32>> = (0..N)
-                .map(|r| Policy::new(r, N, Config {
-                    max_open: 4,
-                    threshold_msgs: 2,
-                    ..cfg(kind)
-                }))
+                .map(|r| {
+                    Policy::new(
+                        r,
+                        N,
+                        Config {
+                            max_open: 4,
+                            threshold_msgs: 2,
+                            ..cfg(kind)
+                        },
+                    )
+                })
                 .collect();
             let mut got: BTreeMap<(Proc, Proc), Vec<u32>> = BTreeMap::new();
             let mut pending: VecDeque<(Proc, Action<u32>)> = VecDeque::new();
@@ -826,11 +841,18 @@ mod tests {
             }
             for a in 0..N {
                 for b in (0..N).filter(|&b| b != a) {
-                    assert_eq!(got.get(&(a, b)), Some(&(0..5).collect()), "{kind:?} {a}->{b}");
+                    assert_eq!(
+                        got.get(&(a, b)),
+                        Some(&(0..5).collect()),
+                        "{kind:?} {a}->{b}"
+                    );
                 }
                 assert!(ps[a as usize].counters().open_peak <= 5);
             }
-            let ev: u64 = ps.iter().map(|p| p.counters().closed(CloseCause::Eviction)).sum();
+            let ev: u64 = ps
+                .iter()
+                .map(|p| p.counters().closed(CloseCause::Eviction))
+                .sum();
             assert!(ev > 0, "{kind:?}: the budget was never exercised");
         }
     }

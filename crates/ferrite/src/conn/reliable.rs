@@ -213,7 +213,10 @@ impl Reliable {
     /// Takes a whole message for `to`. `Ok(false)`: no room now (window full), nothing taken;
     /// the caller keeps it, in order, and tries again after feeding acknowledgements in.
     pub fn send(&mut self, to: Proc, msg: &[u8], now: Micros) -> Result<bool, PeerUnreachable> {
-        assert!(to != self.rank && to < self.cfg.job_size, "send to rank {to}");
+        assert!(
+            to != self.rank && to < self.cfg.job_size,
+            "send to rank {to}"
+        );
         let window = self.cfg.window as u64;
         let max_payload = self.cfg.max_payload();
         let link = Self::link(&mut self.links, to, self.cfg.rto_initial);
@@ -296,7 +299,11 @@ impl Reliable {
         if b.len() < HEADER_LEN {
             return Err(Drop::Truncated);
         }
-        let (seq, ack, sack) = (wire::u32_at(b, 16), wire::u32_at(b, 20), wire::u64_at(b, 24));
+        let (seq, ack, sack) = (
+            wire::u32_at(b, 16),
+            wire::u32_at(b, 20),
+            wire::u64_at(b, 24),
+        );
         let payload = &b[HEADER_LEN..];
         let flags_ok = match p.kind {
             Kind::Data => p.flags & !(FIRST | LAST) == 0,
@@ -513,7 +520,10 @@ mod tests {
 
     #[test]
     fn a_large_message_is_segmented_and_reassembled() {
-        let (mut a, mut b) = (Reliable::new(0, SECRET, cfg()), Reliable::new(1, SECRET, cfg()));
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
         let msg: Vec<u8> = (0..35u8).collect();
         assert_eq!(a.send(1, &msg, 0), Ok(true));
         let dgs = drain(&mut a);
@@ -529,7 +539,10 @@ mod tests {
 
     #[test]
     fn a_full_window_is_no_room_and_acks_open_it() {
-        let (mut a, mut b) = (Reliable::new(0, SECRET, cfg()), Reliable::new(1, SECRET, cfg()));
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
         for i in 0..4u8 {
             assert_eq!(a.send(1, &[i], 0), Ok(true));
         }
@@ -575,7 +588,10 @@ mod tests {
 
     #[test]
     fn duplicates_are_delivered_once_and_reacknowledged() {
-        let (mut a, mut b) = (Reliable::new(0, SECRET, cfg()), Reliable::new(1, SECRET, cfg()));
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
         a.send(1, b"once", 0).unwrap();
         let d = drain(&mut a).remove(0);
         b.handle_datagram(&d, 0);
@@ -587,7 +603,10 @@ mod tests {
 
     #[test]
     fn selective_acks_spare_received_datagrams() {
-        let (mut a, mut b) = (Reliable::new(0, SECRET, cfg()), Reliable::new(1, SECRET, cfg()));
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
         for i in 0..3u8 {
             a.send(1, &[i], 0).unwrap();
         }
@@ -608,7 +627,10 @@ mod tests {
 
     #[test]
     fn malformed_and_foreign_datagrams_are_counted_not_acted_on() {
-        let (mut a, mut b) = (Reliable::new(0, SECRET, cfg()), Reliable::new(1, SECRET, cfg()));
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
         a.send(1, b"hi", 0).unwrap();
         let d = drain(&mut a).remove(0);
         let mut wrong = d.clone();
@@ -623,7 +645,12 @@ mod tests {
         b.handle_datagram(&hs, 0);
         let s = b.stats();
         assert_eq!(
-            (s.drops.secret, s.drops.truncated, s.drops.field, s.drops.kind),
+            (
+                s.drops.secret,
+                s.drops.truncated,
+                s.drops.field,
+                s.drops.kind
+            ),
             (1, 1, 1, 1)
         );
         assert_eq!(s.datagrams_received, 0);

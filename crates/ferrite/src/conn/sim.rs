@@ -65,11 +65,14 @@ impl Faults {
     };
 }
 
+/// A datagram in flight: (arrival time, sending order, destination, bytes).
+type InFlight = Reverse<(Micros, u64, Proc, Vec<u8>)>;
+
 /// Datagrams in flight, by arrival time (ties in sending order).
 pub struct DatagramNet {
     pub rng: Rng,
     pub faults: Faults,
-    queue: BinaryHeap<Reverse<(Micros, u64, Proc, Vec<u8>)>>,
+    queue: BinaryHeap<InFlight>,
     next: u64,
     pub sent: u64,
     pub lost: u64,
@@ -178,7 +181,12 @@ impl<N: Node> World<N> {
             return false;
         }
         self.now = next;
-        while self.net.queue.peek().is_some_and(|Reverse(e)| e.0 <= self.now) {
+        while self
+            .net
+            .queue
+            .peek()
+            .is_some_and(|Reverse(e)| e.0 <= self.now)
+        {
             let Reverse((_, _, to, b)) = self.net.queue.pop().unwrap();
             self.nodes[to as usize].on_datagram(&b, self.now);
             self.touched(to as usize);
@@ -227,7 +235,14 @@ impl SimProc {
     pub fn new(rank: Proc, size: u32, rel: reliable::Config, hs: handshake::Config) -> SimProc {
         SimProc {
             rank,
-            rel: Reliable::new(rank, SECRET, reliable::Config { job_size: size, ..rel }),
+            rel: Reliable::new(
+                rank,
+                SECRET,
+                reliable::Config {
+                    job_size: size,
+                    ..rel
+                },
+            ),
             ud: Ud::new(
                 rank,
                 SECRET,
@@ -374,7 +389,11 @@ pub fn check_one_connection_per_pair(
         assert_eq!(live[b as usize].get(&a), Some(&id));
     }
     let total: usize = live.iter().map(BTreeMap::len).sum();
-    assert_eq!(total, 2 * pairs.len(), "connections outside the pairs asked for");
+    assert_eq!(
+        total,
+        2 * pairs.len(),
+        "connections outside the pairs asked for"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -397,8 +416,15 @@ enum StreamEv {
     Accept(usize),
     Connected(usize),
     Refused(usize),
-    Bytes { conn: usize, to_server: bool, bytes: Vec<u8> },
-    Closed { conn: usize, to_server: bool },
+    Bytes {
+        conn: usize,
+        to_server: bool,
+        bytes: Vec<u8>,
+    },
+    Closed {
+        conn: usize,
+        to_server: bool,
+    },
 }
 
 /// cm machines over simulated stream sockets.

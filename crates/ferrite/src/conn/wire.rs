@@ -194,7 +194,10 @@ mod tests {
         assert_eq!(decode_prefix(&b, 1, 0, 8), Err(Drop::Secret));
         assert_eq!(decode_prefix(&b, 0xfeed_beef, 7, 8), Err(Drop::Rank));
         assert_eq!(decode_prefix(&b, 0xfeed_beef, 0, 7), Err(Drop::Rank));
-        assert_eq!(decode_prefix(&b[..15], 0xfeed_beef, 0, 8), Err(Drop::Truncated));
+        assert_eq!(
+            decode_prefix(&b[..15], 0xfeed_beef, 0, 8),
+            Err(Drop::Truncated)
+        );
         let mut v = b.clone();
         v[0] = 2;
         assert_eq!(decode_prefix(&v, 0xfeed_beef, 0, 8), Err(Drop::Version));
