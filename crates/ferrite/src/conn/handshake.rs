@@ -641,6 +641,7 @@ impl Cm {
         let me = self.rank;
         let p = self.peer(peer);
         let (sock, id) = match std::mem::replace(&mut p.state, CmState::Idle) {
+            CmState::Idle => return,
             CmState::Connected { sock, id } => (Some(sock), id),
             CmState::Dialing { sock, .. } => (
                 Some(sock),
@@ -710,7 +711,7 @@ impl Cm {
                 }
             }
             Ok((src, gen, verdict)) => match want {
-                Kind::Hello => self.on_hello(sock, src, gen, now),
+                Kind::Hello => self.on_hello(sock, src, gen),
                 _ => self.on_hello_ack(sock, src, gen, verdict, now),
             },
         }
@@ -739,7 +740,7 @@ impl Cm {
     }
 
     /// A hello for attempt (gen, from) on the accepted socket `sock`.
-    fn on_hello(&mut self, sock: SockId, from: Proc, gen: u32, now: Micros) {
+    fn on_hello(&mut self, sock: SockId, from: Proc, gen: u32) {
         if let Some(Sock::In { deadline }) = self.socks.get(&sock) {
             self.timers.remove(&(*deadline, Key::Sock(sock)));
         }
@@ -806,7 +807,6 @@ impl Cm {
             attempt: id,
             addr: Vec::new(),
         });
-        let _ = now;
     }
 
     /// The server's answer on our socket `sock`.
@@ -973,5 +973,265 @@ impl Cm {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: u64 = 77;
+
+    fn ud(rank: Proc) -> Ud {
+        Ud::new(rank, SECRET, vec![rank as u8; 3], Config::new(4))
+    }
+
+    fn sent(u: &mut Ud) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| u.poll_transmit().map(|t| t.bytes)).collect()
+    }
+
+    fn events(u: &mut Ud) -> Vec<Event> {
+        std::iter::from_fn(|| u.poll_event()).collect()
+    }
+
+    #[test]
+    fn ud_request_reply_confirm() {
+        let (mut a, mut b) = (ud(0), ud(1));
+        a.connect(1, 0);
+        let req = sent(&mut a).remove(0);
+        assert_eq!((req.len(), req[1]), (UD_HEADER_LEN + 3, Kind::Req as u8));
+        b.handle_datagram(&req, 1);
+        b.handle_datagram(&req, 2); // a duplicate Req: the Reply goes again, nothing else
+        let replies = sent(&mut b);
+        assert_eq!(replies.len(), 2);
+        assert_eq!(b.state(0), PeerState::Connecting);
+        a.handle_datagram(&replies[0], 3);
+        a.handle_datagram(&replies[1], 3); // duplicate Reply: Confirm again
+        let id = AttemptId {
+            gen: 1,
+            initiator: 0,
+        };
+        assert_eq!(
+            events(&mut a),
+            vec![Event::Connected {
+                peer: 1,
+                attempt: id,
+                addr: vec![1; 3]
+            }]
+        );
+        let confirms = sent(&mut a);
+        assert_eq!(confirms.len(), 2);
+        b.handle_datagram(&confirms[0], 4);
+        b.handle_datagram(&confirms[1], 4);
+        assert_eq!(
+            events(&mut b),
+            vec![Event::Connected {
+                peer: 0,
+                attempt: id,
+                addr: vec![0; 3]
+            }]
+        );
+        assert_eq!(b.stats().stale, 1);
+        assert_eq!((a.poll_timeout(), b.poll_timeout()), (None, None));
+        // After a close, the old attempt's late Req cannot reopen anything.
+        b.close(0);
+        b.handle_datagram(&req, 5);
+        assert!(sent(&mut b).is_empty() && b.state(0) == PeerState::Idle);
+        // A new attempt is newer and goes through.
+        a.close(1);
+        a.connect(1, 6);
+        let req2 = sent(&mut a).remove(0);
+        assert_eq!(wire::u32_at(&req2, 20), 2);
+        b.handle_datagram(&req2, 7);
+        assert_eq!(sent(&mut b).len(), 1);
+    }
+
+    #[test]
+    fn ud_gives_up_after_max_retries_with_backoff() {
+        let mut a = ud(2);
+        a.connect(3, 0);
+        let mut times = vec![0];
+        while let Some(t) = a.poll_timeout() {
+            a.handle_timeout(t);
+            times.push(t);
+        }
+        assert_eq!(sent(&mut a).len(), 11); // the Req and 10 retransmissions
+        let c = Config::new(4);
+        assert_eq!(times[1], c.rto_initial);
+        assert_eq!(times[2] - times[1], 2 * c.rto_initial);
+        assert!(times.windows(2).all(|w| w[1] - w[0] <= c.rto_max));
+        assert_eq!(
+            events(&mut a),
+            vec![Event::Failed {
+                peer: 3,
+                retries: 10
+            }]
+        );
+        assert_eq!(a.stats().retries, 10);
+        assert_eq!(a.state(3), PeerState::Idle);
+    }
+
+    #[test]
+    fn ud_a_newer_request_supersedes_a_live_connection() {
+        let (mut a, mut b) = (ud(0), ud(1));
+        a.connect(1, 0);
+        b.handle_datagram(&sent(&mut a)[0], 0);
+        a.handle_datagram(&sent(&mut b)[0], 0);
+        b.handle_datagram(&sent(&mut a)[0], 0);
+        events(&mut a);
+        events(&mut b);
+        // a lost its connection (say the socket broke) and starts again; b has not noticed.
+        a.close(1);
+        a.connect(1, 10);
+        b.handle_datagram(&sent(&mut a)[0], 10);
+        let old = AttemptId {
+            gen: 1,
+            initiator: 0,
+        };
+        assert_eq!(events(&mut b), vec![Event::Superseded { peer: 0, old }]);
+        a.handle_datagram(&sent(&mut b)[0], 11);
+        b.handle_datagram(&sent(&mut a)[0], 12);
+        let new = AttemptId {
+            gen: 2,
+            initiator: 0,
+        };
+        assert_eq!(b.state(0), PeerState::Connected(new));
+        assert_eq!(a.state(1), PeerState::Connected(new));
+    }
+
+    #[test]
+    fn ud_rejects_what_is_not_a_well_formed_handshake() {
+        let (mut a, mut b) = (ud(0), ud(1));
+        a.connect(1, 0);
+        let req = sent(&mut a).remove(0);
+        let mut to_other = req.clone();
+        to_other[16] = 2; // addressed to rank 2
+        let mut long_addr = req.clone();
+        long_addr[24] = 200; // claims more address than there is
+        let mut trailing = req.clone();
+        trailing.push(0);
+        let mut foreign = req.clone();
+        foreign[15] ^= 0x80;
+        for bad in [
+            &to_other,
+            &long_addr,
+            &trailing,
+            &foreign,
+            &req[..20].to_vec(),
+        ] {
+            b.handle_datagram(bad, 0);
+        }
+        let d = b.stats().drops;
+        assert_eq!((d.rank, d.truncated, d.field, d.secret), (1, 2, 1, 1));
+        assert!(sent(&mut b).is_empty());
+    }
+
+    fn actions(c: &mut Cm) -> Vec<Action> {
+        std::iter::from_fn(|| c.poll_action()).collect()
+    }
+
+    fn cm(rank: Proc) -> Cm {
+        Cm::new(rank, SECRET, Config::new(4))
+    }
+
+    #[test]
+    fn cm_hello_and_the_race_rule() {
+        let (mut lo, mut hi) = (cm(1), cm(2));
+        lo.connect(2, 0);
+        hi.connect(1, 0);
+        let (Action::Connect { sock: lo_out, .. }, Action::Connect { sock: hi_out, .. }) =
+            (actions(&mut lo).remove(0), actions(&mut hi).remove(0))
+        else {
+            panic!("no Connect");
+        };
+        lo.socket_connected(lo_out, 1);
+        hi.socket_connected(hi_out, 1);
+        let Action::Send {
+            bytes: lo_hello, ..
+        } = actions(&mut lo).remove(0)
+        else {
+            panic!()
+        };
+        let Action::Send {
+            bytes: hi_hello, ..
+        } = actions(&mut hi).remove(0)
+        else {
+            panic!()
+        };
+        assert_eq!(lo_hello.len(), HELLO_LEN);
+        // hi accepts lo's socket and refuses it: its own attempt is greater.
+        let s = hi.accepted(2);
+        hi.received(s, &lo_hello, 2);
+        let refuse = match &actions(&mut hi)[..] {
+            [Action::Send { bytes, .. }, Action::Close { sock }] if *sock == s => bytes.clone(),
+            a => panic!("{a:?}"),
+        };
+        assert_eq!(refuse[24], REFUSED);
+        // lo accepts hi's socket: hi's attempt wins, lo drops its own socket.
+        let s2 = lo.accepted(2);
+        lo.received(s2, &hi_hello, 2);
+        let acts = actions(&mut lo);
+        assert!(acts.contains(&Action::Close { sock: lo_out }), "{acts:?}");
+        let Some(Action::Send { bytes: ack, .. }) = acts.last().cloned() else {
+            panic!("{acts:?}")
+        };
+        assert_eq!(ack[24], ACCEPTED);
+        hi.received(hi_out, &ack, 3);
+        let id = AttemptId {
+            gen: 1,
+            initiator: 2,
+        };
+        assert_eq!(lo.state(2), PeerState::Connected(id));
+        assert_eq!(hi.state(1), PeerState::Connected(id));
+        assert_eq!((lo.socket_of(2), hi.socket_of(1)), (Some(s2), Some(hi_out)));
+        // The refusal reaches lo on a socket it already closed: ignored.
+        lo.received(lo_out, &refuse, 4);
+        assert_eq!(lo.state(2), PeerState::Connected(id));
+        // The connection closes under hi: reported once.
+        hi.socket_closed(hi_out, 5);
+        assert!(std::iter::from_fn(|| hi.poll_event()).any(|e| e
+            == Event::Closed {
+                peer: 1,
+                attempt: id
+            }));
+        assert_eq!(hi.state(1), PeerState::Idle);
+    }
+
+    #[test]
+    fn cm_refused_dials_back_off_then_fail_and_silent_sockets_are_closed() {
+        let mut c = Cm::new(
+            0,
+            SECRET,
+            Config {
+                max_retries: 2,
+                ..Config::new(4)
+            },
+        );
+        c.connect(3, 0);
+        let mut dials = 0;
+        loop {
+            for a in actions(&mut c) {
+                if let Action::Connect { sock, .. } = a {
+                    dials += 1;
+                    c.socket_closed(sock, 0); // refused
+                }
+            }
+            match c.poll_timeout() {
+                Some(t) => c.handle_timeout(t),
+                None => break,
+            }
+        }
+        assert_eq!(dials, 3);
+        assert_eq!(
+            c.poll_event(),
+            Some(Event::Failed {
+                peer: 3,
+                retries: 2
+            })
+        );
+        let s = c.accepted(100);
+        assert_eq!(c.poll_timeout(), Some(100 + Config::new(4).rto_max));
+        c.handle_timeout(100 + Config::new(4).rto_max);
+        assert_eq!(actions(&mut c), vec![Action::Close { sock: s }]);
     }
 }
