@@ -241,6 +241,12 @@ impl Ud {
         self.set_timer(peer, None);
     }
 
+    /// Traffic of attempt `id` arrived over the new connection itself: the initiator got our
+    /// `Reply`, so a lost `Confirm` no longer matters. Completes the attempt if we wait for it.
+    pub fn confirm_by_traffic(&mut self, peer: Proc, id: AttemptId) {
+        self.complete(peer, id);
+    }
+
     pub fn state(&self, peer: Proc) -> PeerState {
         match self.peers.get(&peer).map(|p| &p.state) {
             None | Some(UdState::Idle) => PeerState::Idle,
@@ -383,21 +389,32 @@ impl Ud {
             gen,
             initiator: from,
         };
-        let p = self.peer(from);
-        match &mut p.state {
-            UdState::Replied { id: cur, addr, .. } if *cur == id => {
-                let addr = std::mem::take(addr);
-                p.state = UdState::Connected { id };
-                self.stats.connected += 1;
-                self.set_timer(from, None);
-                self.events.push_back(Event::Connected {
-                    peer: from,
-                    attempt: id,
-                    addr,
-                });
-            }
-            _ => self.stats.stale += 1,
+        if !self.complete(from, id) {
+            self.stats.stale += 1;
         }
+    }
+
+    /// Completes the peer's attempt `id` we answered; false if that is not what we wait for.
+    fn complete(&mut self, peer: Proc, id: AttemptId) -> bool {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return false;
+        };
+        let UdState::Replied { id: cur, addr, .. } = &mut p.state else {
+            return false;
+        };
+        if *cur != id {
+            return false;
+        }
+        let addr = std::mem::take(addr);
+        p.state = UdState::Connected { id };
+        self.stats.connected += 1;
+        self.set_timer(peer, None);
+        self.events.push_back(Event::Connected {
+            peer,
+            attempt: id,
+            addr,
+        });
+        true
     }
 
     /// Retransmits what is due at `now` (doubling each peer's timeout up to `rto_max`) and gives

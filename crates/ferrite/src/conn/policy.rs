@@ -422,6 +422,17 @@ impl<M> Policy<M> {
         }
     }
 
+    /// The peer started closing the connection (its close request arrived): stop sending on
+    /// it; later messages wait for [`Policy::closed`].
+    pub fn peer_closing(&mut self, peer: Proc) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            if matches!(p.state, State::Open { .. }) {
+                p.state = State::Closing;
+                self.counters.closed[CloseCause::Peer as usize] += 1;
+            }
+        }
+    }
+
     /// Setting up the connection to `peer` failed.
     pub fn failed(&mut self, peer: Proc, now: Micros) {
         let p = self.peer(peer);
