@@ -219,6 +219,13 @@ struct Peer<M> {
     queue: VecDeque<M>,
 }
 
+impl<M> Peer<M> {
+    /// An open connection with nothing waiting to go on it may be closed for idleness.
+    fn may_idle(&self) -> bool {
+        matches!(self.state, State::Open { .. }) && self.queue.is_empty()
+    }
+}
+
 /// The connection policy of one process.
 pub struct Policy<M> {
     rank: Proc,
@@ -507,11 +514,7 @@ impl<M> Policy<M> {
         let due: Vec<Proc> = self
             .peers
             .iter()
-            .filter(|(_, s)| {
-                matches!(s.state, State::Open { .. })
-                    && s.queue.is_empty()
-                    && s.last_used + idle <= now
-            })
+            .filter(|(_, s)| s.may_idle() && s.last_used + idle <= now)
             .map(|(&q, _)| q)
             .collect();
         for q in due {
@@ -526,7 +529,7 @@ impl<M> Policy<M> {
         }
         self.peers
             .values()
-            .filter(|s| matches!(s.state, State::Open { .. }))
+            .filter(|s| s.may_idle())
             .map(|s| s.last_used + self.cfg.idle)
             .min()
     }
