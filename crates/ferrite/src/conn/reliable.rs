@@ -29,7 +29,7 @@
 use super::wire::{self, Drop, DropCounts, Kind};
 use super::Micros;
 use crate::transport::Proc;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub const HEADER_LEN: usize = 32;
 pub const FIRST: u8 = 1;
@@ -136,6 +136,8 @@ struct Link {
     reorder: BTreeMap<u64, (u8, Vec<u8>)>,
     partial: Option<Vec<u8>>,
     ack_due: Option<Micros>,
+    /// `next_deadline()` as last indexed in `Reliable::timers`.
+    deadline: Option<Micros>,
 }
 
 impl Link {
@@ -151,6 +153,7 @@ impl Link {
             reorder: BTreeMap::new(),
             partial: None,
             ack_due: None,
+            deadline: None,
         }
     }
 
@@ -186,6 +189,8 @@ pub struct Reliable {
     secret: u64,
     cfg: Config,
     links: BTreeMap<Proc, Link>,
+    /// Each link's next deadline, `(deadline, peer)`, kept equal to `Link::deadline`.
+    timers: BTreeSet<(Micros, Proc)>,
     out: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -199,6 +204,7 @@ impl Reliable {
             secret,
             cfg,
             links: BTreeMap::new(),
+            timers: BTreeSet::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -240,6 +246,7 @@ impl Reliable {
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.len() as u64;
         self.pump(to, now);
+        self.retime(to);
         Ok(true)
     }
 
@@ -255,7 +262,9 @@ impl Reliable {
     /// Forgets a peer entirely (after it was reported unreachable and the job decided what to
     /// do, or when a connection replaces the datagram path for good).
     pub fn reset(&mut self, peer: Proc) {
-        self.links.remove(&peer);
+        if let Some(Some(t)) = self.links.remove(&peer).map(|l| l.deadline) {
+            self.timers.remove(&(t, peer));
+        }
     }
 
     /// Moves staged segments into the window and sends them.
@@ -318,6 +327,7 @@ impl Reliable {
             self.on_data(p.src, seq, p.flags, payload, now);
         }
         self.pump(p.src, now);
+        self.retime(p.src);
         Ok(())
     }
 
@@ -396,14 +406,32 @@ impl Reliable {
 
     /// Fires what is due at `now`: retransmissions (with backoff) and delayed acknowledgements.
     pub fn handle_timeout(&mut self, now: Micros) {
-        let peers: Vec<Proc> = self
-            .links
+        let due: Vec<Proc> = self
+            .timers
             .iter()
-            .filter(|(_, l)| l.next_deadline().is_some_and(|d| d <= now))
-            .map(|(&p, _)| p)
+            .take_while(|&&(t, _)| t <= now)
+            .map(|&(_, p)| p)
             .collect();
-        for peer in peers {
+        for peer in due {
             self.timeout_link(peer, now);
+            self.retime(peer);
+        }
+    }
+
+    /// Re-indexes `peer`'s deadline after its link changed.
+    fn retime(&mut self, peer: Proc) {
+        let Some(link) = self.links.get_mut(&peer) else {
+            return;
+        };
+        let new = link.next_deadline();
+        let old = std::mem::replace(&mut link.deadline, new);
+        if old != new {
+            if let Some(t) = old {
+                self.timers.remove(&(t, peer));
+            }
+            if let Some(t) = new {
+                self.timers.insert((t, peer));
+            }
         }
     }
 
@@ -458,7 +486,7 @@ impl Reliable {
 
     /// When [`Reliable::handle_timeout`] must next be called, if anything is pending.
     pub fn poll_timeout(&self) -> Option<Micros> {
-        self.links.values().filter_map(Link::next_deadline).min()
+        self.timers.first().map(|&(t, _)| t)
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
