@@ -267,6 +267,14 @@ impl Reliable {
         }
     }
 
+    /// Test hook: both directions of the link to `peer` start at sequence number `seq` (the
+    /// peer must do the same), to exercise the 32-bit wrap on the wire.
+    #[cfg(test)]
+    fn start_at(&mut self, peer: Proc, seq: u64) {
+        let l = Self::link(&mut self.links, peer, self.cfg.rto_initial);
+        (l.send_base, l.next_seq, l.recv_next) = (seq, seq, seq);
+    }
+
     /// Moves staged segments into the window and sends them.
     fn pump(&mut self, peer: Proc, now: Micros) {
         let window = self.cfg.window as u64;
@@ -651,6 +659,38 @@ mod tests {
         assert_eq!(re.len(), 1, "only datagram 0 goes again");
         b.handle_datagram(&re[0], 30_000);
         assert_eq!(delivered(&mut b), vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_on_the_wire() {
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
+        let start = (1u64 << 32) - 5;
+        a.start_at(1, start);
+        b.start_at(0, start);
+        let mut got = Vec::new();
+        for i in 0..40u8 {
+            assert_eq!(a.send(1, &[i; 15], u64::from(i)), Ok(true)); // two segments each
+            let mut dgs = drain(&mut a);
+            dgs.reverse(); // each message's segments out of order
+            for d in dgs {
+                b.handle_datagram(&d, u64::from(i));
+            }
+            b.handle_timeout(u64::from(i) + cfg().ack_delay);
+            for d in drain(&mut b) {
+                a.handle_datagram(&d, u64::from(i) + cfg().ack_delay);
+            }
+            assert_eq!(
+                a.in_flight(1),
+                0,
+                "message {i} acknowledged across the wrap"
+            );
+            got.extend(delivered(&mut b));
+        }
+        assert_eq!(got, (0..40u8).map(|i| vec![i; 15]).collect::<Vec<_>>());
+        assert_eq!(b.stats().duplicates + b.stats().beyond_window, 0);
     }
 
     #[test]
