@@ -41,7 +41,8 @@ pub struct Config {
     pub job_size: u32,
     /// Largest datagram, header included (1472: UDP over a 1500-byte Ethernet MTU).
     pub max_datagram: usize,
-    /// Most unacknowledged datagrams per peer (at most 2^20).
+    /// Most unacknowledged datagrams per peer (at most 2^20); also how far ahead a receiver
+    /// keeps out-of-order datagrams, so both ends use the same value.
     pub window: u32,
     pub rto_initial: Micros,
     pub rto_max: Micros,
@@ -216,8 +217,9 @@ impl Reliable {
         links.entry(peer).or_insert_with(|| Link::new(rto))
     }
 
-    /// Takes a whole message for `to`. `Ok(false)`: no room now (window full), nothing taken;
-    /// the caller keeps it, in order, and tries again after feeding acknowledgements in.
+    /// Takes a whole message for `to`. `Ok(false)`: no room now (the window is full, or the
+    /// previous message is not wholly in it yet), nothing taken; the caller keeps the message,
+    /// in order, and tries again after feeding acknowledgements in.
     pub fn send(&mut self, to: Proc, msg: &[u8], now: Micros) -> Result<bool, PeerUnreachable> {
         assert!(
             to != self.rank && to < self.cfg.job_size,
@@ -259,8 +261,8 @@ impl Reliable {
             .map_or(0, |l| l.inflight.len() + l.staged.len())
     }
 
-    /// Forgets a peer entirely (after it was reported unreachable and the job decided what to
-    /// do, or when a connection replaces the datagram path for good).
+    /// Forgets a peer entirely, after it was reported unreachable. (Sequence numbers restart
+    /// at 0, so a live peer would have to reset its side too.)
     pub fn reset(&mut self, peer: Proc) {
         if let Some(Some(t)) = self.links.remove(&peer).map(|l| l.deadline) {
             self.timers.remove(&(t, peer));
