@@ -12,10 +12,13 @@
 //!   that peer is acknowledged ([`Policy::datagrams_drained`]), so nothing sent over the
 //!   connection can overtake them. A connection unused for `idle` is closed.
 //!
-//! Under every policy at most `max_open` connections exist (open, opening or closing): asking
-//! for one more closes the least recently used open one first (eviction). A connection being
-//! closed keeps later messages queued until [`Policy::closed`], again so that nothing
-//! overtakes what is still in the old connection.
+//! Under every policy a budget of `max_open` connections (open, opening or closing) holds:
+//! asking for one more first closes the least recently used open one (eviction) and waits for
+//! that close. A connection a peer opens while we are at the budget is taken and evicts at once,
+//! so the budget is exceeded only by peer-opened connections while their evictions are in
+//! flight. A connection being closed keeps later messages queued until [`Policy::closed`], again
+//! so that nothing overtakes what is still in the old connection. Idle closing is adaptive's
+//! only.
 //!
 //! Driving it: after every call, take all of [`Policy::poll_action`] and carry the actions
 //! out before the next [`Policy::send`]; a `Flush` holds messages that must leave before any
