@@ -743,6 +743,10 @@ pub struct ManagedProc {
     pub workload: BTreeMap<(Micros, u64, Proc), Vec<u8>>,
     pub received: BTreeMap<Proc, Vec<Vec<u8>>>,
     pipe_out: Vec<(Proc, Vec<u8>)>,
+    /// Hold back requests for new connections while over budget ([`Policy::may_accept`]).
+    pub gate_incoming: bool,
+    /// Requests held back.
+    pub held: u64,
 }
 
 impl ManagedProc {
@@ -760,6 +764,8 @@ impl ManagedProc {
             workload: BTreeMap::new(),
             received: BTreeMap::new(),
             pipe_out: Vec::new(),
+            gate_incoming: false,
+            held: 0,
         }
     }
 
@@ -932,11 +938,42 @@ impl ManagedProc {
             if self.ud.state(from) == PeerState::Connected(epoch) {
                 self.ud.close(from);
             }
-            self.policy.closed(from, now);
-            if let Some(next) = self.stashed.remove(&from) {
-                self.connected(from, next, now);
+            match self.stashed.remove(&from) {
+                None => self.policy.closed(from, now),
+                Some(next) => {
+                    // The peer's new connection takes over the old one's slot.
+                    self.links.insert(
+                        from,
+                        Link {
+                            epoch: next,
+                            closing: None,
+                        },
+                    );
+                    let waiting =
+                        self.rel.in_flight(from) + self.backlog.get(&from).map_or(0, VecDeque::len);
+                    self.policy.replaced(from, waiting, now);
+                }
             }
         }
+    }
+}
+
+impl ManagedProc {
+    /// A request for a new connection while the policy has no room is dropped (the peer
+    /// repeats it) when the budget is enforced on incoming connections.
+    fn held_back(&mut self, b: &[u8], now: Micros) -> bool {
+        if !self.gate_incoming {
+            return false;
+        }
+        let Ok(p) = wire::decode_prefix(b, SECRET, self.rank, u32::MAX) else {
+            return false;
+        };
+        if p.kind != Kind::Req || self.ud.state(p.src) != PeerState::Idle {
+            return false;
+        }
+        let held = !self.policy.may_accept(p.src, now);
+        self.held += u64::from(held);
+        held
     }
 }
 
@@ -944,6 +981,14 @@ impl Node for ManagedProc {
     fn on_datagram(&mut self, b: &[u8], now: Micros) {
         match wire::kind_of(b) {
             _ if b.first() == Some(&PIPE) => self.on_pipe(b, now),
+            Some(Kind::Req) if self.held_back(b, now) => {}
+            Some(Kind::Req) if self.gate_incoming => {
+                let src = wire::u32_at(b, 4);
+                self.ud.handle_datagram(b, now);
+                if self.ud.state(src) == PeerState::Idle {
+                    self.policy.release(src, now); // not a live request after all
+                }
+            }
             Some(Kind::Data | Kind::Ack) => self.rel.handle_datagram(b, now),
             Some(Kind::Req | Kind::Reply | Kind::Confirm) => self.ud.handle_datagram(b, now),
             _ => panic!("garbage in the simulation"),
