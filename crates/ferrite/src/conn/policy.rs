@@ -14,9 +14,9 @@
 //!
 //! Under every policy a budget of `max_open` connections (open, opening or closing) holds:
 //! asking for one more first closes the least recently used open one (eviction) and waits for
-//! that close. A connection a peer opens while we are at the budget is taken and evicts at once,
-//! so the budget is exceeded only by peer-opened connections while their evictions are in
-//! flight. A connection being closed keeps later messages queued until [`Policy::closed`], again
+//! that close. Peers' requests go through [`Policy::may_accept`], which holds them back while
+//! room is made (within limits that rule out deadlock and starvation); a transport that takes
+//! them anyway gets a soft budget (a peer-opened connection over budget evicts at once). A connection being closed keeps later messages queued until [`Policy::closed`], again
 //! so that nothing overtakes what is still in the old connection. Idle closing is adaptive's
 //! only.
 //!
