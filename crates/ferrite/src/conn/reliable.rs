@@ -1,7 +1,7 @@
 //! Reliable, ordered, exactly-once messages over an unreliable datagram channel (the `udp`
 //! transport's reliability, also what the adaptive policy's datagram path runs on).
 //!
-//! One [`Reliable`] per process; it keeps a [`Link`] per peer it has talked to (memory grows with
+//! One [`Reliable`] per process; it keeps a `Link` per peer it has talked to (memory grows with
 //! peers contacted, not with the job). Per link and direction:
 //!
 //! - the sender numbers datagrams 0, 1, 2, ...; a message larger than a datagram's payload is
