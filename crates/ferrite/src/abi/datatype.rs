@@ -1,11 +1,11 @@
-//! Datatype constructors and queries (MPI 4.1 chapter 5, the part point-to-point needs).
+//! Datatype constructors, queries, names and decoding (MPI 4.1 chapter 5).
 
 use super::consts::*;
-use super::{out, slice};
+use super::{out, out_str, slice};
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::objects::datatype::Datatype;
+use crate::objects::datatype::{builtin_name, Datatype, Envelope};
 use crate::state::{self, Ferrite};
-use std::os::raw::c_int;
+use std::os::raw::{c_char, c_int};
 use std::sync::Arc;
 
 fn count_arg(n: c_int, what: &str) -> MpiResult<usize> {
@@ -15,13 +15,23 @@ fn count_arg(n: c_int, what: &str) -> MpiResult<usize> {
     Ok(n as usize)
 }
 
-/// Registers a new (uncommitted) type and writes its handle to `newtype`.
+/// What a constructor produced and was called with.
+struct Made {
+    t: Datatype,
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<isize>,
+    types: Vec<(MPI_Datatype, Arc<Datatype>)>,
+}
+
+/// Registers a new (uncommitted) type, remembering its constructor arguments, and writes
+/// its handle to `newtype`.
 ///
 /// # Safety
 /// `newtype` is null or valid for one write.
 unsafe fn make(
     newtype: *mut MPI_Datatype,
-    f: impl FnOnce(&mut Ferrite) -> MpiResult<Datatype>,
+    f: impl FnOnce(&mut Ferrite) -> MpiResult<Made>,
 ) -> MpiResult<()> {
     if newtype.is_null() {
         return Err(MpiError::new(
@@ -30,7 +40,14 @@ unsafe fn make(
         ));
     }
     let h = state::with(|st| {
-        let t = f(st)?;
+        let m = f(st)?;
+        let mut t = m.t;
+        t.envelope = Some(Arc::new(Envelope {
+            combiner: m.combiner,
+            ints: m.ints,
+            aints: m.aints,
+            types: m.types,
+        }));
         Ok(st.objects.datatypes.user.insert(Arc::new(t)))
     })?;
     // SAFETY: checked non-null above; the caller passes an MPI_Datatype*.
@@ -41,6 +58,22 @@ fn old(st: &mut Ferrite, h: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
     st.objects.datatypes.lookup(h)
 }
 
+fn made(
+    t: Datatype,
+    combiner: c_int,
+    ints: Vec<c_int>,
+    aints: Vec<isize>,
+    types: Vec<(MPI_Datatype, Arc<Datatype>)>,
+) -> MpiResult<Made> {
+    Ok(Made {
+        t,
+        combiner,
+        ints,
+        aints,
+        types,
+    })
+}
+
 mpi_fn! {
     fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype)
         on ErrObj::NoObject => {
@@ -49,7 +82,8 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                Ok(Datatype::hvector(1, n, 0, &o))
+                let t = Datatype::hvector(1, n, 0, &o);
+                made(t, MPI_COMBINER_CONTIGUOUS, vec![count], vec![], vec![(oldtype, o)])
             })
         }
     }
@@ -64,7 +98,9 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                Ok(Datatype::hvector(n, b, stride as isize * o.extent, &o))
+                let t = Datatype::hvector(n, b, stride as isize * o.extent, &o);
+                made(t, MPI_COMBINER_VECTOR, vec![count, blocklength, stride], vec![],
+                    vec![(oldtype, o)])
             })
         }
     }
@@ -79,24 +115,28 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                Ok(Datatype::hvector(n, b, stride as isize, &o))
+                let t = Datatype::hvector(n, b, stride as isize, &o);
+                made(t, MPI_COMBINER_HVECTOR, vec![count, blocklength], vec![stride as isize],
+                    vec![(oldtype, o)])
             })
         }
     }
 }
 
 /// (displacement in bytes, block length) pairs from C arrays; `scale` converts element
-/// displacements to bytes (1 for the h- forms).
+/// displacements to bytes (1 for the h- forms). Also returns the raw lengths and
+/// displacements for the envelope.
 ///
 /// # Safety
 /// `lens` (if given) and `disps` are valid for `count` reads.
+#[allow(clippy::type_complexity)]
 unsafe fn blocks<D: Copy + Into<i64>>(
     count: c_int,
     lens: Option<*const c_int>,
     same_len: c_int,
     disps: *const D,
     scale: isize,
-) -> MpiResult<Vec<(isize, usize)>> {
+) -> MpiResult<(Vec<(isize, usize)>, Vec<c_int>, Vec<i64>)> {
     count_arg(count, "count")?;
     // SAFETY: per this function's contract.
     let d = unsafe { slice(disps, count, "array_of_displacements") }?;
@@ -105,10 +145,12 @@ unsafe fn blocks<D: Copy + Into<i64>>(
         Some(p) => unsafe { slice(p, count, "array_of_blocklengths") }?.to_vec(),
         None => vec![same_len; count as usize],
     };
-    d.iter()
-        .zip(l)
-        .map(|(&disp, len)| Ok((disp.into() as isize * scale, count_arg(len, "blocklength")?)))
-        .collect()
+    let b = d
+        .iter()
+        .zip(&l)
+        .map(|(&disp, &len)| Ok((disp.into() as isize * scale, count_arg(len, "blocklength")?)))
+        .collect::<MpiResult<_>>()?;
+    Ok((b, l, d.iter().map(|&x| x.into()).collect()))
 }
 
 mpi_fn! {
@@ -119,8 +161,11 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                let b = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, o.extent)?;
-                Ok(Datatype::hindexed(&b, &o))
+                let (b, l, d) = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, o.extent)?;
+                let mut ints = vec![count];
+                ints.extend(l);
+                ints.extend(d.iter().map(|&x| x as c_int));
+                made(Datatype::hindexed(&b, &o), MPI_COMBINER_INDEXED, ints, vec![], vec![(oldtype, o)])
             })
         }
     }
@@ -134,8 +179,11 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                let b = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, 1)?;
-                Ok(Datatype::hindexed(&b, &o))
+                let (b, l, d) = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, 1)?;
+                let mut ints = vec![count];
+                ints.extend(l);
+                made(Datatype::hindexed(&b, &o), MPI_COMBINER_HINDEXED, ints,
+                    d.iter().map(|&x| x as isize).collect(), vec![(oldtype, o)])
             })
         }
     }
@@ -149,8 +197,11 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                let b = blocks(count, None, blocklength, array_of_displacements, o.extent)?;
-                Ok(Datatype::hindexed(&b, &o))
+                let (b, _, d) = blocks(count, None, blocklength, array_of_displacements, o.extent)?;
+                let mut ints = vec![count, blocklength];
+                ints.extend(d.iter().map(|&x| x as c_int));
+                made(Datatype::hindexed(&b, &o), MPI_COMBINER_INDEXED_BLOCK, ints, vec![],
+                    vec![(oldtype, o)])
             })
         }
     }
@@ -164,8 +215,10 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                let b = blocks(count, None, blocklength, array_of_displacements, 1)?;
-                Ok(Datatype::hindexed(&b, &o))
+                let (b, _, d) = blocks(count, None, blocklength, array_of_displacements, 1)?;
+                made(Datatype::hindexed(&b, &o), MPI_COMBINER_HINDEXED_BLOCK,
+                    vec![count, blocklength], d.iter().map(|&x| x as isize).collect(),
+                    vec![(oldtype, o)])
             })
         }
     }
@@ -178,11 +231,15 @@ mpi_fn! {
         // SAFETY: newtype is the caller's output; arrays hold `count` entries.
         unsafe {
             make(newtype, |st| {
-                let b = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, 1)?;
+                let (b, l, d) = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, 1)?;
                 let types = slice(array_of_types, count, "array_of_types")?;
                 let olds = types.iter().map(|&t| old(st, t)).collect::<MpiResult<Vec<_>>>()?;
                 let parts: Vec<_> = b.iter().zip(&olds).map(|(&(d, l), t)| (d, l, &**t)).collect();
-                Ok(Datatype::structure(&parts))
+                let t = Datatype::structure(&parts);
+                let mut ints = vec![count];
+                ints.extend(l);
+                made(t, MPI_COMBINER_STRUCT, ints, d.iter().map(|&x| x as isize).collect(),
+                    types.iter().copied().zip(olds).collect())
             })
         }
     }
@@ -195,7 +252,102 @@ mpi_fn! {
         unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
-                Ok(Datatype::resized(&o, lb as isize, extent as isize))
+                let t = Datatype::resized(&o, lb as isize, extent as isize);
+                made(t, MPI_COMBINER_RESIZED, vec![], vec![lb as isize, extent as isize],
+                    vec![(oldtype, o)])
+            })
+        }
+    }
+}
+
+/// Checks the array-shape arguments shared by subarray and darray.
+fn order_c(order: c_int) -> MpiResult<bool> {
+    match order {
+        MPI_ORDER_C => Ok(true),
+        MPI_ORDER_FORTRAN => Ok(false),
+        _ => Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "invalid order {order} (MPI_ORDER_C or MPI_ORDER_FORTRAN)"
+        )),
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int,
+        array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        if ndims <= 0 {
+            return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
+        }
+        // SAFETY: the arrays hold `ndims` entries each.
+        let (sizes, subs, starts) = unsafe {
+            (slice(array_of_sizes, ndims, "array_of_sizes")?,
+             slice(array_of_subsizes, ndims, "array_of_subsizes")?,
+             slice(array_of_starts, ndims, "array_of_starts")?)
+        };
+        for d in 0..ndims as usize {
+            if sizes[d] <= 0 || subs[d] <= 0 || starts[d] < 0 || starts[d] + subs[d] > sizes[d] {
+                return Err(crate::mpi_err!(MPI_ERR_ARG,
+                    "dimension {d}: size {}, subsize {} and start {} do not describe a subarray",
+                    sizes[d], subs[d], starts[d]));
+            }
+        }
+        let c = order_c(order)?;
+        let u = |v: &[c_int]| v.iter().map(|&x| x as usize).collect::<Vec<_>>();
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe {
+            make(newtype, |st| {
+                let o = old(st, oldtype)?;
+                let t = Datatype::subarray(&u(sizes), &u(subs), &u(starts), c, &o);
+                let mut ints = vec![ndims];
+                ints.extend(sizes);
+                ints.extend(subs);
+                ints.extend(starts);
+                ints.push(order);
+                made(t, MPI_COMBINER_SUBARRAY, ints, vec![], vec![(oldtype, o)])
+            })
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int,
+        array_of_gsizes: *const c_int, array_of_distribs: *const c_int,
+        array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        if ndims <= 0 {
+            return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
+        }
+        // SAFETY: the arrays hold `ndims` entries each.
+        let (g, dist, darg, p) = unsafe {
+            (slice(array_of_gsizes, ndims, "array_of_gsizes")?,
+             slice(array_of_distribs, ndims, "array_of_distribs")?,
+             slice(array_of_dargs, ndims, "array_of_dargs")?,
+             slice(array_of_psizes, ndims, "array_of_psizes")?)
+        };
+        let procs: i64 = p.iter().map(|&x| x as i64).product();
+        if p.iter().any(|&x| x <= 0) || procs != size as i64 || g.iter().any(|&x| x <= 0) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG,
+                "process grid {p:?} does not match size {size}, or a global size in {g:?} is not positive"));
+        }
+        if rank < 0 || rank >= size {
+            return Err(crate::mpi_err!(MPI_ERR_RANK, "rank {rank} not in a grid of {size} processes"));
+        }
+        let c = order_c(order)?;
+        let u = |v: &[c_int]| v.iter().map(|&x| x as usize).collect::<Vec<_>>();
+        let distribs: Vec<(i32, i32)> = dist.iter().copied().zip(darg.iter().copied()).collect();
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe {
+            make(newtype, |st| {
+                let o = old(st, oldtype)?;
+                let t = Datatype::darray(rank as usize, &u(g), &distribs, &u(p), c, &o)?;
+                let mut ints = vec![size, rank, ndims];
+                ints.extend(g);
+                ints.extend(dist);
+                ints.extend(darg);
+                ints.extend(p);
+                ints.push(order);
+                made(t, MPI_COMBINER_DARRAY, ints, vec![], vec![(oldtype, o)])
             })
         }
     }
@@ -204,13 +356,127 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Type_dup(oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe {
+        let h = unsafe {
             make(newtype, |st| {
                 let o = old(st, oldtype)?;
                 // A duplicate keeps the committed state of the original.
-                Ok((*o).clone())
+                let mut t = (*o).clone();
+                t.name = String::new();
+                made(t, MPI_COMBINER_DUP, vec![], vec![], vec![(oldtype, o)])
             })
+        };
+        h?;
+        // SAFETY: `make` wrote the new handle.
+        let new = unsafe { *newtype };
+        crate::objects::attr::copy_all(crate::objects::attr::Owner::Type, oldtype, new)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: *mut c_int,
+        num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int)
+        on ErrObj::NoObject => {
+        let env = state::with(|st| Ok(st.objects.datatypes.lookup(datatype)?.envelope.clone()))?;
+        let (ni, na, nd, c) = match &env {
+            Some(e) => (e.ints.len(), e.aints.len(), e.types.len(), e.combiner),
+            None => (0, 0, 0, MPI_COMBINER_NAMED),
+        };
+        // SAFETY: the caller passes int* outputs.
+        unsafe {
+            out(num_integers, ni as c_int)?;
+            out(num_addresses, na as c_int)?;
+            out(num_datatypes, nd as c_int)?;
+            out(combiner, c)
         }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int,
+        max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int,
+        array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype)
+        on ErrObj::NoObject => {
+        let types = state::with(|st| {
+            let t = st.objects.datatypes.lookup(datatype)?;
+            let e = t.envelope.clone().ok_or_else(|| MpiError::new(MPI_ERR_ARG,
+                "MPI_Type_get_contents of a predefined datatype (combiner MPI_COMBINER_NAMED)"))?;
+            if (max_integers as usize) < e.ints.len() || (max_addresses as usize) < e.aints.len()
+                || (max_datatypes as usize) < e.types.len() || max_integers < 0
+                || max_addresses < 0 || max_datatypes < 0 {
+                return Err(crate::mpi_err!(MPI_ERR_ARG,
+                    "arrays too small: the envelope has {} integers, {} addresses, {} datatypes",
+                    e.ints.len(), e.aints.len(), e.types.len()));
+            }
+            // SAFETY: the caller's arrays hold at least as many entries as checked above.
+            unsafe {
+                for (i, v) in e.ints.iter().enumerate() {
+                    array_of_integers.add(i).write(*v);
+                }
+                for (i, v) in e.aints.iter().enumerate() {
+                    array_of_addresses.add(i).write(*v as MPI_Aint);
+                }
+            }
+            // Derived constituents come back as new handles the caller frees.
+            let hs: Vec<MPI_Datatype> = e.types.iter().map(|(h, t)| {
+                if st.objects.datatypes.is_builtin(*h) && st.objects.datatypes.lookup(*h).is_ok() {
+                    *h
+                } else {
+                    st.objects.datatypes.user.insert(t.clone())
+                }
+            }).collect();
+            Ok(hs)
+        })?;
+        for (i, h) in types.iter().enumerate() {
+            // SAFETY: checked capacity above.
+            unsafe { array_of_datatypes.add(i).write(*h) };
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_set_name(datatype: MPI_Datatype, type_name: *const c_char) on ErrObj::NoObject => {
+        if type_name.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for type_name"));
+        }
+        // SAFETY: non-null NUL-terminated string from the caller.
+        let name = unsafe { std::ffi::CStr::from_ptr(type_name) }.to_string_lossy();
+        let name: String = name.chars().take(MPI_MAX_OBJECT_NAME as usize - 1).collect();
+        state::with(|st| {
+            let dts = &mut st.objects.datatypes;
+            let t = dts.lookup(datatype)?;
+            let mut t = (*t).clone();
+            t.name = name;
+            dts.set(datatype, Arc::new(t));
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int)
+        on ErrObj::NoObject => {
+        let name = state::with(|st| Ok(st.objects.datatypes.lookup(datatype)?.name.clone()))?;
+        let name = if name.is_empty() { builtin_name(datatype).unwrap_or("").to_string() } else { name };
+        // SAFETY: the caller passes a buffer of MPI_MAX_OBJECT_NAME chars and an int*.
+        unsafe { out_str(type_name, MPI_MAX_OBJECT_NAME, resultlen, &name) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut MPI_Datatype)
+        on ErrObj::NoObject => {
+        let choices: &[MPI_Datatype] = match typeclass {
+            MPI_TYPECLASS_INTEGER => &[MPI_INTEGER1, MPI_INTEGER2, MPI_INTEGER4, MPI_INTEGER8],
+            MPI_TYPECLASS_REAL => &[MPI_REAL4, MPI_REAL8, MPI_REAL16],
+            MPI_TYPECLASS_COMPLEX => &[MPI_COMPLEX8, MPI_COMPLEX16, MPI_COMPLEX32],
+            _ => return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid typeclass {typeclass}")),
+        };
+        let found = choices.iter().copied().find(|&h| (h as u32 >> 8) & 0xff == size as u32)
+            .ok_or_else(|| crate::mpi_err!(MPI_ERR_ARG,
+                "no predefined type of typeclass {typeclass} has size {size}"))?;
+        // SAFETY: the caller passes an MPI_Datatype* output.
+        unsafe { out(datatype, found) }
     }
 }
 

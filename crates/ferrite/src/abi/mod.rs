@@ -12,6 +12,7 @@ pub mod datatype;
 pub mod environment;
 pub mod errhandler;
 pub mod init;
+pub mod pack;
 pub mod status;
 pub mod types;
 
