@@ -188,16 +188,39 @@ pub fn class_string(class: c_int) -> &'static str {
         56 => "Memory cannot be attached (e.g., because of resource exhaustion)",
         57 => "Memory cannot be shared (e.g., some process in the group of the specified communicator cannot expose shared memory)",
         58 => "Passed window has the wrong flavor for the called function",
+        59 => "MPI_T: out of memory",
+        60 => "MPI_T: the tool information interface is not initialized",
+        61 => "MPI_T: the interface cannot be initialized now",
+        62 => "MPI_T: invalid index",
+        63 => "MPI_T: item index out of range",
+        64 => "MPI_T: invalid handle",
+        65 => "MPI_T: no more handles available",
+        66 => "MPI_T: no more sessions available",
+        67 => "MPI_T: invalid session",
+        68 => "MPI_T: control variable cannot be set at this moment",
+        69 => "MPI_T: control variable cannot be set until the end of the execution",
+        70 => "MPI_T: performance variable cannot be started or stopped",
+        71 => "MPI_T: performance variable cannot be written or reset",
+        72 => "MPI_T: performance variable cannot be read and written atomically",
+        73 => "MPI_T: name does not match any variable or category",
         74 => "Invalid MPI_T handle or argument",
         75 => "Invalid session handle",
         76 => "Communication with an aborted or failed process",
         77 => "Value is too large to store",
+        78 => "MPI_T: requested functionality not supported",
         _ => "Unknown error class",
     }
 }
 
 /// The full text for a code: class text, then what was wrong.
 pub fn code_string(code: c_int) -> String {
+    if let Some(s) = crate::objects::errhandler::user_string(code) {
+        return s;
+    }
+    if class_of(code) >= crate::objects::errhandler::FIRST_USER_CLASS {
+        // A user class or code without a string: MPI says the string is empty.
+        return String::new();
+    }
     match message_of(code) {
         Some(m) => format!("{}, {}", class_string(class_of(code)), m),
         None => class_string(class_of(code)).to_string(),

@@ -4,6 +4,7 @@
 use super::consts::*;
 use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::objects::attr::{self, Owner};
 use crate::objects::comm::Comm;
 use crate::runtime::pmi;
 use crate::state;
@@ -100,6 +101,11 @@ mpi_fn! {
                 return Err(crate::mpi_err!(MPI_ERR_COMM, "cannot free a predefined communicator"));
             }
             st.objects.comms.get(h).map_err(|e| e.on(ErrObj::Comm(h)))?;
+            Ok(())
+        })?;
+        // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
+        attr::delete_all(Owner::Comm, h)?;
+        state::with(|st| {
             st.objects.comms.user.remove(h);
             Ok(())
         })?;
@@ -141,42 +147,58 @@ fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
         MPI_WTIME_IS_GLOBAL => return Some(&a.wtime_is_global),
         MPI_UNIVERSE_SIZE => (&a.universe_size, pmi::universe_size().unwrap_or(0) as c_int),
         MPI_APPNUM => (&a.appnum, pmi::appnum().unwrap_or(0) as c_int),
-        MPI_LASTUSEDCODE => return Some(&a.lastusedcode),
+        MPI_LASTUSEDCODE => (
+            &a.lastusedcode,
+            crate::objects::errhandler::last_used_code(),
+        ),
         _ => return None,
     };
     slot.store(value, Ordering::Relaxed);
     Some(slot)
 }
 
-/// MPI_Comm_get_attr for the predefined keyvals (user keyvals come with the object model).
+/// MPI_Comm_get_attr: predefined keyvals, then user keyvals.
 ///
 /// # Safety
 /// `attribute_val` is valid for writing one pointer; `flag` for one int.
-unsafe fn get_attr(
+pub(crate) unsafe fn get_attr(
     comm: MPI_Comm,
     keyval: c_int,
     attribute_val: *mut c_void,
     flag: *mut c_int,
 ) -> MpiResult<()> {
     with_comm(comm, |_| ())?;
-    match predefined(keyval) {
-        Some(v) => {
-            // SAFETY: per this function's contract; the value lives in a static.
-            unsafe {
-                out(attribute_val.cast::<*mut c_int>(), v.as_ptr())?;
-                out(flag, 1)
-            }
-        }
-        None if keyval == MPI_KEYVAL_INVALID => Err(MpiError::new(
-            MPI_ERR_KEYVAL,
-            "MPI_KEYVAL_INVALID is not a keyval",
-        )),
-        None => Err(crate::mpi_err!(
-            MPI_ERR_KEYVAL,
-            "keyval {:#x} is not a predefined attribute (user keyvals are not implemented yet)",
-            keyval as u32
-        )),
+    if let Some(v) = predefined(keyval) {
+        // Predefined attributes are on every communicator (copied by every dup, as MPICH).
+        // SAFETY: per this function's contract; the value lives in a static.
+        return unsafe {
+            out(attribute_val.cast::<*mut c_int>(), v.as_ptr())?;
+            out(flag, 1)
+        };
     }
+    match attr::get(Owner::Comm, comm, keyval)? {
+        // SAFETY: per this function's contract.
+        Some(v) => unsafe {
+            out(attribute_val.cast::<*mut c_void>(), v as *mut c_void)?;
+            out(flag, 1)
+        },
+        // SAFETY: per this function's contract.
+        None => unsafe { out(flag, 0) },
+    }
+}
+
+/// True for the keyvals of predefined attributes (which users cannot set or delete).
+pub(crate) fn is_predefined(keyval: c_int) -> bool {
+    matches!(
+        keyval,
+        MPI_TAG_UB
+            | MPI_HOST
+            | MPI_IO
+            | MPI_WTIME_IS_GLOBAL
+            | MPI_UNIVERSE_SIZE
+            | MPI_APPNUM
+            | MPI_LASTUSEDCODE
+    )
 }
 
 mpi_fn! {

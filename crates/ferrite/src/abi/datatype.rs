@@ -517,6 +517,10 @@ mpi_fn! {
                     h as u32
                 ));
             }
+            Ok(())
+        })?;
+        crate::objects::attr::delete_all(crate::objects::attr::Owner::Type, h)?;
+        state::with(|st| {
             // Requests in flight hold their own Arc, so freeing here is safe.
             st.objects.datatypes.user.remove(h);
             Ok(())
@@ -588,5 +592,75 @@ mpi_fn! {
         on ErrObj::NoObject => {
         // SAFETY: the caller passes an MPI_Aint* output.
         unsafe { out(address, location as MPI_Aint) }
+    }
+}
+
+// MPI-1 names removed from the standard in MPI-3 that MPICH still exports.
+
+mpi_fn! {
+    fn MPI_Address(location: *mut std::ffi::c_void, address: *mut MPI_Aint) on ErrObj::NoObject => {
+        // SAFETY: the caller passes an MPI_Aint* output.
+        unsafe { out(address, location as MPI_Aint) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_extent(datatype: MPI_Datatype, extent: *mut MPI_Aint) on ErrObj::NoObject => {
+        let e = query(datatype, |t| t.extent)?;
+        // SAFETY: the caller passes an MPI_Aint* output.
+        unsafe { out(extent, e as MPI_Aint) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_lb(datatype: MPI_Datatype, displacement: *mut MPI_Aint) on ErrObj::NoObject => {
+        let l = query(datatype, |t| t.lb)?;
+        // SAFETY: the caller passes an MPI_Aint* output.
+        unsafe { out(displacement, l as MPI_Aint) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_ub(datatype: MPI_Datatype, displacement: *mut MPI_Aint) on ErrObj::NoObject => {
+        let u = query(datatype, |t| t.lb + t.extent)?;
+        // SAFETY: the caller passes an MPI_Aint* output.
+        unsafe { out(displacement, u as MPI_Aint) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_create_hvector.
+        code(unsafe { PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int,
+        array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_create_hindexed.
+        code(unsafe { PMPI_Type_create_hindexed(count, array_of_blocklengths,
+            array_of_displacements, oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int,
+        array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_create_struct.
+        code(unsafe { PMPI_Type_create_struct(count, array_of_blocklengths,
+            array_of_displacements, array_of_types, newtype) })
+    }
+}
+
+/// Passes on the outcome of an entry point that already ran its error handler.
+fn code(rc: c_int) -> MpiResult<()> {
+    if rc == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(MpiError::from_code(rc))
     }
 }

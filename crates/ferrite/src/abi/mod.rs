@@ -6,11 +6,14 @@
 
 #[macro_use]
 pub mod macros;
+pub mod attr;
 pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod environment;
 pub mod errhandler;
+pub mod group;
+pub mod info;
 pub mod init;
 pub mod pack;
 pub mod status;
