@@ -25,8 +25,8 @@ run_suite() { # name command...
     local line
     line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     local p f
-    p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-    f=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
     p=${p:-0}; f=${f:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$name: exited with status $rc"; fi
     if [ -z "$line" ] && [ "$rc" -eq 0 ]; then f=1; echo "$name: printed no summary line"; fi
@@ -44,7 +44,8 @@ if [ "$rust_rc" -ne 0 ] && [ "$rf" -eq 0 ]; then rf=1; fi
 echo "rust: $rp passed, $rf failed"
 record rust "$rp" "$rf"
 
-for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/c/run.sh \
+for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/check-wrappers.sh \
+             tests/abi/check-stubs.sh tests/c/run.sh \
              tests/pmpi/run.sh tests/mpich-binary/run.sh; do
     if [ -x "$suite" ]; then
         run_suite "$(echo "$suite" | sed 's|tests/||; s|/run.sh||; s|\.sh$||; s|/|-|g')" "$suite"

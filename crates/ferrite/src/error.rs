@@ -259,13 +259,19 @@ pub fn raise(func: &'static str, err: MpiError, default_obj: impl FnOnce() -> Er
 
 /// Body of every generated stub for a function of mpi.h that Ferrite does not implement.
 pub fn unsupported(func: &'static str) -> c_int {
+    unsupported_on(func, ErrObj::NoObject)
+}
+
+/// Like [`unsupported`], raised on the handler of the call's object (its first communicator,
+/// window or file argument), as a real implementation of `func` would.
+pub fn unsupported_on(func: &'static str, obj: ErrObj) -> c_int {
     raise(
         func,
         MpiError::new(
             MPI_ERR_UNSUPPORTED_OPERATION,
             format!("{func} is not implemented by Ferrite"),
         ),
-        || ErrObj::NoObject,
+        || obj,
     )
 }
 

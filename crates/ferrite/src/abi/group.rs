@@ -8,6 +8,9 @@ use crate::state;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
+/// One (first, last, stride) range of MPI_Group_range_incl/excl.
+type Triplet = [c_int; 3];
+
 fn get(h: MPI_Group) -> MpiResult<Group> {
     state::with(|st| st.objects.groups.get(h))
 }
@@ -161,7 +164,7 @@ mpi_fn! {
 
 /// # Safety
 /// `ranges` holds `n` triplets.
-unsafe fn triplets(n: c_int, ranges: *const [c_int; 3], size: usize) -> MpiResult<Vec<usize>> {
+unsafe fn triplets(n: c_int, ranges: *const Triplet, size: usize) -> MpiResult<Vec<usize>> {
     // SAFETY: per this function's contract.
     let t = unsafe { slice(ranges, n, "ranges") }?;
     let v = group::ranges(size, t)?;
@@ -170,7 +173,7 @@ unsafe fn triplets(n: c_int, ranges: *const [c_int; 3], size: usize) -> MpiResul
 }
 
 mpi_fn! {
-    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *const [c_int; 3],
+    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *const Triplet,
         newgroup: *mut MPI_Group) on ErrObj::NoObject => {
         let g = get(group)?;
         // SAFETY: the caller's array holds `n` triplets.
@@ -181,7 +184,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *const [c_int; 3],
+    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *const Triplet,
         newgroup: *mut MPI_Group) on ErrObj::NoObject => {
         let g = get(group)?;
         // SAFETY: the caller's array holds `n` triplets.

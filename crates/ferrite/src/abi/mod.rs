@@ -17,7 +17,10 @@ pub mod info;
 pub mod init;
 pub mod pack;
 pub mod status;
+pub mod stubs;
+pub mod symbols;
 pub mod types;
+pub mod version;
 
 use crate::error::{MpiError, MpiResult};
 
