@@ -2,6 +2,8 @@
 //! handler. MPI_COMM_WORLD and MPI_COMM_SELF are builtins; the rest live in a handle table.
 
 use super::handles::{kind, HandleTable};
+use super::info::Info;
+use super::topo::Topo;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::sync::Arc;
@@ -15,11 +17,50 @@ pub struct Comm {
     pub group: Arc<[u32]>,
     pub errhandler: MPI_Errhandler,
     pub name: String,
+    /// Intercommunicators only: the remote group and the hidden helper communicators.
+    pub inter: Option<Inter>,
+    pub topo: Option<Arc<Topo>>,
+    /// Hints given by MPI_Comm_set_info / dup_with_info (MPI_Comm_get_info returns them).
+    pub info: Info,
+}
+
+/// What an intercommunicator has besides its local group.
+#[derive(Clone, Debug)]
+pub struct Inter {
+    /// World rank of each remote rank.
+    pub remote: Arc<[u32]>,
+    /// Intracommunicator over the local group (internal exchanges within a side).
+    pub local_comm: MPI_Comm,
+    /// Intracommunicator over both groups, the group of the lower-world-rank leader first
+    /// (internal exchanges across sides: merge, dup).
+    pub union_comm: MPI_Comm,
 }
 
 impl Comm {
+    pub fn new(context_id: u32, rank: u32, group: Arc<[u32]>, errhandler: MPI_Errhandler) -> Self {
+        Comm {
+            context_id,
+            rank,
+            group,
+            errhandler,
+            name: String::new(),
+            inter: None,
+            topo: None,
+            info: Info::default(),
+        }
+    }
+
     pub fn size(&self) -> u32 {
         self.group.len() as u32
+    }
+
+    /// The processes ranks in point-to-point calls refer to: the remote group of an
+    /// intercommunicator, the group otherwise.
+    pub fn peers(&self) -> &Arc<[u32]> {
+        match &self.inter {
+            Some(i) => &i.remote,
+            None => &self.group,
+        }
     }
 }
 
@@ -40,18 +81,22 @@ impl Comms {
     pub fn new(world_rank: u32, world_size: u32) -> Self {
         Comms {
             world: Comm {
-                context_id: WORLD_CONTEXT,
-                rank: world_rank,
-                group: (0..world_size).collect(),
-                errhandler: MPI_ERRORS_ARE_FATAL,
                 name: "MPI_COMM_WORLD".into(),
+                ..Comm::new(
+                    WORLD_CONTEXT,
+                    world_rank,
+                    (0..world_size).collect(),
+                    MPI_ERRORS_ARE_FATAL,
+                )
             },
             self_: Comm {
-                context_id: SELF_CONTEXT,
-                rank: 0,
-                group: Arc::from([world_rank]),
-                errhandler: MPI_ERRORS_ARE_FATAL,
                 name: "MPI_COMM_SELF".into(),
+                ..Comm::new(
+                    SELF_CONTEXT,
+                    0,
+                    Arc::from([world_rank]),
+                    MPI_ERRORS_ARE_FATAL,
+                )
             },
             user: HandleTable::new(kind::COMM),
         }

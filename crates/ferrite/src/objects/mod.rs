@@ -8,6 +8,7 @@ pub mod errhandler;
 pub mod group;
 pub mod handles;
 pub mod info;
+pub mod topo;
 
 use attr::Attrs;
 use comm::Comms;
