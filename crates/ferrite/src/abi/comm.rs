@@ -6,6 +6,7 @@ use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::attr::{self, Owner};
 use crate::objects::comm::Comm;
+use crate::objects::info::Info;
 use crate::runtime::pmi;
 use crate::state;
 use std::ffi::c_void;
@@ -57,10 +58,9 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) on ErrObj::Comm(comm) => {
-        // Intercommunicators come with the object-model work; every comm here is intra.
-        with_comm(comm, |_| ())?;
+        let inter = with_comm(comm, |c| c.inter.is_some())?;
         // SAFETY: the caller passes an int* output.
-        unsafe { out(flag, 0) }
+        unsafe { out(flag, inter as c_int) }
     }
 }
 
@@ -89,6 +89,192 @@ mpi_fn! {
     }
 }
 
+/// MPI_Comm_dup: new context, same group, error handler, topology and hints; attributes
+/// copied through their callbacks (outside the state lock).
+fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
+    let h = state::with(|st| st.comm_dup(comm))?;
+    attr::copy_all(Owner::Comm, comm, h)?;
+    Ok(h)
+}
+
+/// Copies the hints of `info` (MPI_INFO_NULL: none) onto `comm`.
+fn set_info(comm: MPI_Comm, info: MPI_Info) -> MpiResult<()> {
+    state::with(|st| {
+        let hints = if info == MPI_INFO_NULL {
+            Info::default()
+        } else {
+            st.objects.infos.get(info)?.clone()
+        };
+        st.objects.comms.get_mut(comm)?.info = hints;
+        Ok(())
+    })
+}
+
+mpi_fn! {
+    fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        set_info(h, info)?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+/// A request that is already complete (nonblocking calls that finish at once).
+fn completed_request(comm: MPI_Comm) -> MpiResult<MPI_Request> {
+    state::with(|st| {
+        let mut r = crate::p2p::request::Request::new(comm, false);
+        r.done = true;
+        r.status = crate::p2p::protocol::empty_status();
+        Ok(st.p2p.reqs.insert(r))
+    })
+}
+
+mpi_fn! {
+    /// Completes at once: the exchange runs inside the call, the request is already done.
+    fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request)
+        on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        let r = completed_request(comm)?;
+        // SAFETY: the caller passes MPI_Comm* and MPI_Request* outputs.
+        unsafe { out(newcomm, h)?; out(request, r) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm,
+        request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        set_info(h, info)?;
+        let r = completed_request(comm)?;
+        // SAFETY: the caller passes MPI_Comm* and MPI_Request* outputs.
+        unsafe { out(newcomm, h)?; out(request, r) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on ErrObj::Comm(comm) => {
+        set_info(comm, info)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            let hints = st.objects.comms.get(comm)?.info.clone();
+            Ok(st.objects.infos.user.insert(hints))
+        })?;
+        // SAFETY: the caller passes an MPI_Info* output.
+        unsafe { out(info_used, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        let h = state::with(|st| st.comm_split(comm, color, key))?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info,
+        newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            if info != MPI_INFO_NULL {
+                st.objects.infos.get(info)?;
+            }
+            st.comm_split_type(comm, split_type, key)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            let g = st.objects.groups.get(group)?;
+            st.comm_create(comm, &g)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int,
+        newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        if tag < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_TAG, "invalid tag {tag}"));
+        }
+        let h = state::with(|st| {
+            let g = st.objects.groups.get(group)?;
+            st.comm_create_group(comm, &g, tag)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm,
+        remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm)
+        on ErrObj::Comm(local_comm) => {
+        let h = state::with(|st| {
+            st.intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newintercomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm)
+        on ErrObj::Comm(intercomm) => {
+        let h = state::with(|st| st.intercomm_merge(intercomm, high != 0))?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newintracomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) on ErrObj::Comm(comm) => {
+        let n = state::with(|st| {
+            let c = st.objects.comms.get(comm)?;
+            c.inter.as_ref().map(|i| i.remote.len()).ok_or_else(|| {
+                MpiError::new(MPI_ERR_COMM, "MPI_Comm_remote_size needs an intercommunicator")
+            })
+        })?;
+        // SAFETY: the caller passes an int* output.
+        unsafe { out(size, n as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            let c = st.objects.comms.get(comm)?;
+            let g = c.inter.as_ref().map(|i| i.remote.clone()).ok_or_else(|| {
+                MpiError::new(MPI_ERR_COMM, "MPI_Comm_remote_group needs an intercommunicator")
+            })?;
+            Ok(st.objects.groups.insert(g))
+        })?;
+        // SAFETY: the caller passes an MPI_Group* output.
+        unsafe { out(group, h) }
+    }
+}
+
 mpi_fn! {
     fn MPI_Comm_free(comm: *mut MPI_Comm) on ErrObj::NoObject => {
         if comm.is_null() {
@@ -106,7 +292,7 @@ mpi_fn! {
         // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
         attr::delete_all(Owner::Comm, h)?;
         state::with(|st| {
-            st.objects.comms.user.remove(h);
+            st.comm_remove(h);
             Ok(())
         })?;
         // SAFETY: as above.
@@ -141,7 +327,7 @@ static ATTRS: PredefinedAttrs = PredefinedAttrs {
 fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
     let a = &ATTRS;
     let (slot, value) = match keyval {
-        MPI_TAG_UB => (&a.tag_ub, crate::objects::comm::TAG_UB),
+        MPI_TAG_UB => (&a.tag_ub, crate::p2p::ops::TAG_UB),
         MPI_HOST => return Some(&a.host),
         MPI_IO => return Some(&a.io),
         MPI_WTIME_IS_GLOBAL => return Some(&a.wtime_is_global),

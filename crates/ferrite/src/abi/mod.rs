@@ -15,10 +15,13 @@ pub mod errhandler;
 pub mod group;
 pub mod info;
 pub mod init;
+pub mod p2p;
 pub mod pack;
+pub mod request;
 pub mod status;
 pub mod stubs;
 pub mod symbols;
+pub mod topo;
 pub mod types;
 pub mod version;
 

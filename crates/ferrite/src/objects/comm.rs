@@ -64,17 +64,19 @@ impl Comm {
     }
 }
 
-/// The largest tag a message may carry (the MPI_TAG_UB attribute).
-pub const TAG_UB: i32 = i32::MAX;
-
 /// Context ids of the builtins; user communicators get ids from 4 upwards.
 pub const WORLD_CONTEXT: u32 = 0;
 pub const SELF_CONTEXT: u32 = 2;
+const FIRST_USER_CONTEXT: u32 = 4;
 
 pub struct Comms {
     pub world: Comm,
     pub self_: Comm,
     pub user: HandleTable<Comm>,
+    /// The lowest context id this process may give a new communicator. Creation agrees on
+    /// the maximum over the members, and every member moves past it, so an id is never
+    /// reused by a process while communicators are live (ids are not recycled at all).
+    pub next_context: u32,
 }
 
 impl Comms {
@@ -99,6 +101,7 @@ impl Comms {
                 )
             },
             user: HandleTable::new(kind::COMM),
+            next_context: FIRST_USER_CONTEXT,
         }
     }
 

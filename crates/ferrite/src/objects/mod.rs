@@ -2,6 +2,7 @@
 
 pub mod attr;
 pub mod comm;
+pub mod comm_create;
 pub mod datatype;
 pub mod datatype_names;
 pub mod errhandler;

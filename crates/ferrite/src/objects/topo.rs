@@ -24,6 +24,15 @@ pub enum Topo {
     },
 }
 
+/// Neighbours as neighbourhood collectives see them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Neighbors {
+    pub sources: Vec<i32>,
+    pub dests: Vec<i32>,
+    /// (source weights, destination weights) of a weighted distributed graph.
+    pub weights: Option<(Vec<i32>, Vec<i32>)>,
+}
+
 impl Topo {
     /// MPI_Topo_test's answer.
     pub fn kind(&self) -> i32 {
