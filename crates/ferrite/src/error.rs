@@ -111,12 +111,16 @@ pub fn make_code(class: c_int, text: String) -> c_int {
 /// The class of an error code (MPI_Error_class). User codes are resolved by the errhandler
 /// module, which registers them; here they map to their recorded class bits.
 pub fn class_of(code: c_int) -> c_int {
+    if code > MPI_ERR_LASTCODE {
+        // Classes and codes made by MPI_Add_error_class/code live above MPI_ERR_LASTCODE.
+        return crate::objects::errhandler::user_class_of(code);
+    }
     code & 0x7f
 }
 
 /// The message remembered for `code`, if it is still in the ring.
 pub fn message_of(code: c_int) -> Option<String> {
-    if code & !0x7f == 0 || code & USER_CODE_BIT != 0 {
+    if code & !0x7f == 0 || code & USER_CODE_BIT != 0 || code > MPI_ERR_LASTCODE {
         return None;
     }
     let slot = (((code & !USER_CODE_BIT) >> SLOT_SHIFT) as usize - 1) % RING;
@@ -208,6 +212,7 @@ pub fn class_string(class: c_int) -> &'static str {
         76 => "Communication with an aborted or failed process",
         77 => "Value is too large to store",
         78 => "MPI_T: requested functionality not supported",
+        79 => "Invalid error handler",
         _ => "Unknown error class",
     }
 }
@@ -217,7 +222,7 @@ pub fn code_string(code: c_int) -> String {
     if let Some(s) = crate::objects::errhandler::user_string(code) {
         return s;
     }
-    if class_of(code) >= crate::objects::errhandler::FIRST_USER_CLASS {
+    if code > MPI_ERR_LASTCODE {
         // A user class or code without a string: MPI says the string is empty.
         return String::new();
     }

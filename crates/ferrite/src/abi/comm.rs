@@ -83,7 +83,11 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int)
         on ErrObj::Comm(comm) => {
-        let name = with_comm(comm, |c| c.name.clone())?;
+        let name = if comm == MPI_COMM_NULL {
+            "MPI_COMM_NULL".to_string()
+        } else {
+            with_comm(comm, |c| c.name.clone())?
+        };
         // SAFETY: the caller passes a buffer of MPI_MAX_OBJECT_NAME chars and an int*.
         unsafe { out_str(comm_name, MPI_MAX_OBJECT_NAME, resultlen, &name) }
     }
@@ -189,12 +193,33 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info,
         newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
-        let h = state::with(|st| {
-            if info != MPI_INFO_NULL {
-                st.objects.infos.get(info)?;
-            }
-            st.comm_split_type(comm, split_type, key)
+        const RESOURCE: &str = "mpi_hw_resource_type";
+        const SHARED_MEMORY: &str = "mpi_shared_memory";
+        let asked = state::with(|st| {
+            Ok(if info == MPI_INFO_NULL { None } else {
+                st.objects.infos.get(info)?.get(RESOURCE).map(str::to_string)
+            })
         })?;
+        // Shared memory is the one resource we know: guided requests for it (or nothing
+        // else) get the host's processes; an unguided request gets them when that is a
+        // strict subset of `comm`, and says so through `info`.
+        let shared = match split_type {
+            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
+            // 4 is MPICH's value of MPI_COMM_TYPE_RESOURCE_GUIDED (mpi4py's wheel passes it).
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED | 4 => asked.as_deref() == Some(SHARED_MEMORY),
+            MPI_UNDEFINED => false,
+            _ => return Err(crate::mpi_err!(MPI_ERR_ARG, "unknown split_type {split_type}")),
+        };
+        let mut h = state::with(|st| st.comm_split_type(comm, shared, key))?;
+        if split_type == MPI_COMM_TYPE_HW_UNGUIDED && h != MPI_COMM_NULL {
+            let whole = state::with(|st| Ok(st.objects.comms.get(h)?.size() == st.objects.comms.get(comm)?.size()))?;
+            if whole {
+                state::with(|st| { st.comm_remove(h); Ok(()) })?;
+                h = MPI_COMM_NULL;
+            } else if info != MPI_INFO_NULL {
+                state::with(|st| { st.objects.infos.get_mut(info)?.set(RESOURCE, SHARED_MEMORY); Ok(()) })?;
+            }
+        }
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }
     }
@@ -401,5 +426,14 @@ mpi_fn! {
         on ErrObj::Comm(comm) => {
         // SAFETY: the caller passes a void** (as void*) and an int*.
         unsafe { get_attr(comm, keyval, attribute_val, flag) }
+    }
+}
+
+mpi_fn! {
+    /// No process is ever spawned, so no process has a parent.
+    fn MPI_Comm_get_parent(parent: *mut MPI_Comm) on ErrObj::NoObject => {
+        state::with(|_| Ok(()))?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(parent, MPI_COMM_NULL) }
     }
 }

@@ -456,7 +456,11 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Type_get_name(datatype: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int)
         on ErrObj::NoObject => {
-        let name = state::with(|st| Ok(st.objects.datatypes.lookup(datatype)?.name.clone()))?;
+        let name = if datatype == MPI_DATATYPE_NULL {
+            "MPI_DATATYPE_NULL".to_string()
+        } else {
+            state::with(|st| Ok(st.objects.datatypes.lookup(datatype)?.name.clone()))?
+        };
         let name = if name.is_empty() { builtin_name(datatype).unwrap_or("").to_string() } else { name };
         // SAFETY: the caller passes a buffer of MPI_MAX_OBJECT_NAME chars and an int*.
         unsafe { out_str(type_name, MPI_MAX_OBJECT_NAME, resultlen, &name) }
@@ -662,5 +666,296 @@ fn code(rc: c_int) -> MpiResult<()> {
         Ok(())
     } else {
         Err(MpiError::from_code(rc))
+    }
+}
+
+// Large-count (`_c`) forms (MPI 4.1 section 5.1). Counts are converted to the int forms,
+// which hold every type a program can build in memory here; a count beyond an int is
+// refused with MPI_ERR_VALUE_TOO_LARGE rather than silently truncated.
+
+fn small(v: MPI_Count, what: &str) -> MpiResult<c_int> {
+    c_int::try_from(v).map_err(|_| {
+        crate::mpi_err!(
+            MPI_ERR_VALUE_TOO_LARGE,
+            "{what} {v} does not fit in an int (large counts are not supported yet)"
+        )
+    })
+}
+
+/// # Safety
+/// `p` holds `n` counts.
+unsafe fn small_array(p: *const MPI_Count, n: MPI_Count, what: &str) -> MpiResult<Vec<c_int>> {
+    let n = small(n, "count")?;
+    // SAFETY: per this function's contract.
+    unsafe { slice(p, n, what) }?
+        .iter()
+        .map(|&v| small(v, what))
+        .collect()
+}
+
+mpi_fn! {
+    fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
+        let s = query(datatype, |t| t.size)?;
+        // SAFETY: the caller passes an MPI_Count* output.
+        unsafe { out(size, s as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count)
+        on ErrObj::NoObject => {
+        let (l, e) = query(datatype, |t| (t.lb, t.extent))?;
+        // SAFETY: the caller passes MPI_Count* outputs.
+        unsafe { out(lb, l as MPI_Count)?; out(extent, e as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut MPI_Count,
+        true_extent: *mut MPI_Count) on ErrObj::NoObject => {
+        let (l, e) = query(datatype, |t| (t.true_lb, t.true_extent))?;
+        // SAFETY: the caller passes MPI_Count* outputs.
+        unsafe { out(true_lb, l as MPI_Count)?; out(true_extent, e as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype)
+        on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_contiguous.
+        code(unsafe { PMPI_Type_contiguous(small(count, "count")?, oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_vector.
+        code(unsafe { PMPI_Type_vector(small(count, "count")?, small(blocklength, "blocklength")?,
+            small(stride, "stride")?, oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_create_hvector.
+        code(unsafe { PMPI_Type_create_hvector(small(count, "count")?,
+            small(blocklength, "blocklength")?, stride as MPI_Aint, oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
+        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the arrays hold `count` entries.
+        let (l, d) = unsafe { (small_array(array_of_blocklengths, count, "array_of_blocklengths")?,
+            small_array(array_of_displacements, count, "array_of_displacements")?) };
+        // SAFETY: same contract as MPI_Type_indexed, with our own arrays.
+        code(unsafe { PMPI_Type_indexed(small(count, "count")?, l.as_ptr(), d.as_ptr(), oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
+        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the arrays hold `count` entries; MPI_Count and MPI_Aint are both 64-bit.
+        let l = unsafe { small_array(array_of_blocklengths, count, "array_of_blocklengths")? };
+        // SAFETY: same contract as MPI_Type_create_hindexed.
+        code(unsafe { PMPI_Type_create_hindexed(small(count, "count")?, l.as_ptr(),
+            array_of_displacements.cast(), oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count,
+        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the array holds `count` entries.
+        let d = unsafe { small_array(array_of_displacements, count, "array_of_displacements")? };
+        // SAFETY: same contract as MPI_Type_create_indexed_block.
+        code(unsafe { PMPI_Type_create_indexed_block(small(count, "count")?,
+            small(blocklength, "blocklength")?, d.as_ptr(), oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count,
+        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_create_hindexed_block (Count and Aint are 64-bit).
+        code(unsafe { PMPI_Type_create_hindexed_block(small(count, "count")?,
+            small(blocklength, "blocklength")?, array_of_displacements.cast(), oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
+        array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the arrays hold `count` entries.
+        let l = unsafe { small_array(array_of_blocklengths, count, "array_of_blocklengths")? };
+        // SAFETY: same contract as MPI_Type_create_struct (Count and Aint are 64-bit).
+        code(unsafe { PMPI_Type_create_struct(small(count, "count")?, l.as_ptr(),
+            array_of_displacements.cast(), array_of_types, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count,
+        array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        let n = MPI_Count::from(ndims);
+        // SAFETY: the arrays hold `ndims` entries.
+        let (a, b, c) = unsafe { (small_array(array_of_sizes, n, "array_of_sizes")?,
+            small_array(array_of_subsizes, n, "array_of_subsizes")?,
+            small_array(array_of_starts, n, "array_of_starts")?) };
+        // SAFETY: same contract as MPI_Type_create_subarray, with our own arrays.
+        code(unsafe { PMPI_Type_create_subarray(ndims, a.as_ptr(), b.as_ptr(), c.as_ptr(), order,
+            oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int,
+        array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int,
+        array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the array holds `ndims` entries.
+        let g = unsafe { small_array(array_of_gsizes, MPI_Count::from(ndims), "array_of_gsizes")? };
+        // SAFETY: same contract as MPI_Type_create_darray, with our own gsizes array.
+        code(unsafe { PMPI_Type_create_darray(size, rank, ndims, g.as_ptr(), array_of_distribs,
+            array_of_dargs, array_of_psizes, order, oldtype, newtype) })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count,
+        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: same contract as MPI_Type_create_resized.
+        code(unsafe { PMPI_Type_create_resized(oldtype, lb as MPI_Aint, extent as MPI_Aint, newtype) })
+    }
+}
+
+mpi_fn! {
+    /// Envelopes are recorded in the int form, so there are never large counts.
+    fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: *mut MPI_Count,
+        num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count,
+        num_datatypes: *mut MPI_Count, combiner: *mut c_int) on ErrObj::NoObject => {
+        let (mut ni, mut na, mut nd) = (0, 0, 0);
+        // SAFETY: locals for the int form; the caller passes the outputs.
+        unsafe {
+            code(PMPI_Type_get_envelope(datatype, &mut ni, &mut na, &mut nd, combiner))?;
+            out(num_integers, ni.into())?;
+            out(num_addresses, na.into())?;
+            out(num_large_counts, 0)?;
+            out(num_datatypes, nd.into())
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count,
+        max_addresses: MPI_Count, _max_large_counts: MPI_Count, max_datatypes: MPI_Count,
+        array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint,
+        _array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype)
+        on ErrObj::NoObject => {
+        let cap = |v: MPI_Count| c_int::try_from(v).unwrap_or(c_int::MAX);
+        // SAFETY: same contract as MPI_Type_get_contents.
+        code(unsafe { PMPI_Type_get_contents(datatype, cap(max_integers), cap(max_addresses),
+            cap(max_datatypes), array_of_integers, array_of_addresses, array_of_datatypes) })
+    }
+}
+
+/// The predefined Fortran type of `class` that has at least decimal precision `p` and
+/// exponent range `r` (MPI_UNDEFINED: any), as gfortran's kinds.
+fn f90_base(combiner: c_int, p: c_int, r: c_int) -> MpiResult<MPI_Datatype> {
+    let ok = |v: c_int, max: c_int| v == MPI_UNDEFINED || (0..=max).contains(&v);
+    let found = match combiner {
+        MPI_COMBINER_F90_INTEGER => [
+            (2, MPI_INTEGER1),
+            (4, MPI_INTEGER2),
+            (9, MPI_INTEGER4),
+            (18, MPI_INTEGER8),
+        ]
+        .into_iter()
+        .find(|&(max, _)| ok(r, max))
+        .map(|x| x.1),
+        _ => {
+            let kinds = if combiner == MPI_COMBINER_F90_REAL {
+                [
+                    (6, 37, MPI_REAL4),
+                    (15, 307, MPI_REAL8),
+                    (33, 4931, MPI_REAL16),
+                ]
+            } else {
+                [
+                    (6, 37, MPI_COMPLEX8),
+                    (15, 307, MPI_COMPLEX16),
+                    (33, 4931, MPI_COMPLEX32),
+                ]
+            };
+            kinds
+                .into_iter()
+                .find(|&(mp, mr, _)| ok(p, mp) && ok(r, mr))
+                .map(|x| x.2)
+        }
+    };
+    found.ok_or_else(|| {
+        crate::mpi_err!(
+            MPI_ERR_ARG,
+            "no Fortran type has precision {p} and range {r}"
+        )
+    })
+}
+
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn f90(combiner: c_int, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> MpiResult<()> {
+    let base = f90_base(combiner, p, r)?;
+    let h = state::with(|st| st.objects.datatypes.f90(combiner, p, r, base))?;
+    // SAFETY: per this function's contract.
+    unsafe { out(newtype, h) }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the caller passes an MPI_Datatype* output.
+        unsafe { f90(MPI_COMBINER_F90_REAL, p, r, newtype) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the caller passes an MPI_Datatype* output.
+        unsafe { f90(MPI_COMBINER_F90_COMPLEX, p, r, newtype) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the caller passes an MPI_Datatype* output.
+        unsafe { f90(MPI_COMBINER_F90_INTEGER, MPI_UNDEFINED, r, newtype) }
+    }
+}
+
+mpi_fn! {
+    /// The predefined (value, index) pair type, or MPI_DATATYPE_NULL when there is none.
+    fn MPI_Type_get_value_index(value_type: MPI_Datatype, index_type: MPI_Datatype,
+        pair_type: *mut MPI_Datatype) on ErrObj::NoObject => {
+        state::with(|st| { st.objects.datatypes.lookup(value_type)?; st.objects.datatypes.lookup(index_type).map(|_| ()) })?;
+        let pairs = [
+            (MPI_FLOAT, MPI_INT, MPI_FLOAT_INT), (MPI_DOUBLE, MPI_INT, MPI_DOUBLE_INT),
+            (MPI_LONG, MPI_INT, MPI_LONG_INT), (MPI_SHORT, MPI_INT, MPI_SHORT_INT),
+            (MPI_LONG_DOUBLE, MPI_INT, MPI_LONG_DOUBLE_INT), (MPI_INT, MPI_INT, MPI_2INT),
+            (MPI_REAL, MPI_REAL, MPI_2REAL), (MPI_INTEGER, MPI_INTEGER, MPI_2INTEGER),
+            (MPI_DOUBLE_PRECISION, MPI_DOUBLE_PRECISION, MPI_2DOUBLE_PRECISION),
+        ];
+        let h = pairs.iter().find(|p| p.0 == value_type && p.1 == index_type)
+            .map_or(MPI_DATATYPE_NULL, |p| p.2);
+        // SAFETY: the caller passes an MPI_Datatype* output.
+        unsafe { out(pair_type, h) }
     }
 }

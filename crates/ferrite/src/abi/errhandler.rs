@@ -80,7 +80,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int)
         on ErrObj::NoObject => {
-        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) {
+        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) && !errhandler::is_user(errorcode) {
             return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error code {errorcode}"));
         }
         let text = error::code_string(errorcode);
@@ -91,7 +91,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on ErrObj::NoObject => {
-        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) {
+        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) && !errhandler::is_user(errorcode) {
             return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error code {errorcode}"));
         }
         // SAFETY: the caller passes an int* output.
@@ -112,9 +112,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) on ErrObj::NoObject => {
         state::with(|_| Ok(()))?;
-        if errorclass < errhandler::FIRST_USER_CLASS || !errhandler::is_class(errorclass) {
-            return Err(crate::mpi_err!(MPI_ERR_ARG,
-                "{errorclass} is not an error class made by MPI_Add_error_class"));
+        if !errhandler::is_class(errorclass) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorclass} is not an error class"));
         }
         let c = errhandler::add_code(errorclass);
         // SAFETY: the caller passes an int* output.
@@ -168,5 +167,35 @@ mpi_fn! {
         let h = state::with(|st| Ok(st.objects.comms.get(comm)?.errhandler))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
         unsafe { out(errhandler, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Remove_error_class(errorclass: c_int) on ErrObj::NoObject => {
+        if !errhandler::is_user(errorclass) || errhandler::is_user_code(errorclass) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorclass} is not a class made by MPI_Add_error_class"));
+        }
+        errhandler::remove(errorclass)
+            .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error class {errorclass}: {why}"))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Remove_error_code(errorcode: c_int) on ErrObj::NoObject => {
+        if !errhandler::is_user_code(errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorcode} is not a code made by MPI_Add_error_code"));
+        }
+        errhandler::remove(errorcode)
+            .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error code {errorcode}: {why}"))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Remove_error_string(errorcode: c_int) on ErrObj::NoObject => {
+        if !errhandler::is_user(errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorcode} was not made by MPI_Add_error_class/code"));
+        }
+        errhandler::remove_string(errorcode);
+        Ok(())
     }
 }

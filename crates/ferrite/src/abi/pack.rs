@@ -246,3 +246,89 @@ pub extern "C" fn PMPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
 pub extern "C" fn MPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
     PMPI_Aint_diff(addr1, addr2)
 }
+
+mpi_fn! {
+    fn MPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype,
+        outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
+        if position.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
+        }
+        // SAFETY: the caller's buffers and position follow MPI_Pack_c's contract.
+        unsafe {
+            let p = pack_into(inbuf, incount, datatype, outbuf, outsize, *position, false)?;
+            out(position, p)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count,
+        outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
+        if position.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
+        }
+        // SAFETY: the caller's buffers and position follow MPI_Unpack_c's contract.
+        unsafe {
+            let p = unpack_from(inbuf, insize, *position, outbuf, outcount, datatype, false)?;
+            out(position, p)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Pack_size_c(incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm,
+        size: *mut MPI_Count) on ErrObj::Comm(comm) => {
+        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
+        let n = count_arg(incount)?;
+        let s = datatype_size(datatype)? * n;
+        // SAFETY: the caller passes an MPI_Count* output.
+        unsafe { out(size, s as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count,
+        datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count,
+        position: *mut MPI_Count) on ErrObj::NoObject => {
+        check_datarep(datarep)?;
+        if position.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
+        }
+        // SAFETY: the caller's buffers and position follow MPI_Pack_external_c's contract.
+        unsafe {
+            let p = pack_into(inbuf, incount, datatype, outbuf, outsize, *position, true)?;
+            out(position, p)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count,
+        position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count,
+        datatype: MPI_Datatype) on ErrObj::NoObject => {
+        check_datarep(datarep)?;
+        if position.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
+        }
+        // SAFETY: the caller's buffers and position follow MPI_Unpack_external_c's contract.
+        unsafe {
+            let p = unpack_from(inbuf, insize, *position, outbuf, outcount, datatype, true)?;
+            out(position, p)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count,
+        datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
+        check_datarep(datarep)?;
+        let n = count_arg(incount)?;
+        let s = datatype_size(datatype)? * n;
+        // SAFETY: the caller passes an MPI_Count* output.
+        unsafe { out(size, s as MPI_Count) }
+    }
+}

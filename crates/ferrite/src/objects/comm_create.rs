@@ -185,25 +185,14 @@ impl Ferrite {
         )))
     }
 
-    /// MPI_Comm_split_type: MPI_COMM_TYPE_SHARED (and the hardware types, treated the same)
-    /// groups the processes of one host.
+    /// MPI_Comm_split_type by shared memory: `shared` members get a communicator of the
+    /// processes on their host, the others MPI_COMM_NULL (collective over `comm` either way).
     pub fn comm_split_type(
         &mut self,
         comm: MPI_Comm,
-        split_type: i32,
+        shared: bool,
         key: i32,
     ) -> MpiResult<MPI_Comm> {
-        let known = [
-            MPI_COMM_TYPE_SHARED,
-            MPI_COMM_TYPE_HW_GUIDED,
-            MPI_COMM_TYPE_HW_UNGUIDED,
-        ];
-        if split_type != MPI_UNDEFINED && !known.contains(&split_type) {
-            return Err(crate::mpi_err!(
-                MPI_ERR_ARG,
-                "unknown split_type {split_type}"
-            ));
-        }
         self.intra_only(comm, "MPI_Comm_split_type")?;
         let mut host = [0u8; 256];
         let name = crate::runtime::hostname();
@@ -215,11 +204,7 @@ impl Ferrite {
             .chunks_exact(host.len())
             .position(|h| h == host)
             .unwrap_or(0) as i32;
-        let color = if split_type == MPI_UNDEFINED {
-            MPI_UNDEFINED
-        } else {
-            color
-        };
+        let color = if shared { color } else { MPI_UNDEFINED };
         self.comm_split(comm, color, key)
     }
 

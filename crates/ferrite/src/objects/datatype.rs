@@ -695,6 +695,7 @@ const RESERVED_DIRECT: u32 = 8;
 
 pub struct Datatypes {
     pub user: HandleTable<Arc<Datatype>>,
+    f90: std::collections::HashMap<(i32, i32, i32), MPI_Datatype>,
     builtin: Vec<Option<Arc<Datatype>>>,
     pairs: Vec<Arc<Datatype>>,
 }
@@ -748,6 +749,7 @@ impl Datatypes {
     pub fn new() -> Self {
         Datatypes {
             user: HandleTable::with_reserved(kind::DATATYPE, RESERVED_DIRECT),
+            f90: std::collections::HashMap::new(),
             builtin: vec![None; 256],
             // In handle order: FLOAT_INT, DOUBLE_INT, LONG_INT, SHORT_INT, LONG_DOUBLE_INT.
             pairs: vec![
@@ -764,7 +766,7 @@ impl Datatypes {
     pub fn lookup(&mut self, h: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
         let u = h as u32;
         // MPICH builtins: 0x4c00SSII, SS = size in bytes, II = index (MPI_LB/UB have size 0).
-        if u & 0xffff_0000 == 0x4c00_0000 && builtin_name(h).is_some() {
+        if u & 0xffff_0000 == 0x4c00_0000 && (builtin_name(h).is_some() || (u >> 8) & 0xff != 0) {
             let slot = &mut self.builtin[(u & 0xff) as usize];
             return Ok(slot
                 .get_or_insert_with(|| {
@@ -777,7 +779,11 @@ impl Datatypes {
                         t.committed = true;
                         t
                     };
-                    t.name = builtin_name(h).unwrap_or_default().into();
+                    t.name = match builtin_name(h) {
+                        Some(n) => n.into(),
+                        // A predefined type our mpi.h does not name (a newer MPICH's).
+                        None => format!("MPI datatype {u:#x}"),
+                    };
                     Arc::new(t)
                 })
                 .clone());
@@ -826,9 +832,43 @@ impl Datatypes {
         }
     }
 
-    /// True for predefined types (which cannot be freed or committed away).
+    /// True for predefined types (which cannot be freed or committed away), including the
+    /// parameterized Fortran types of MPI_Type_create_f90_*.
     pub fn is_builtin(&self, h: MPI_Datatype) -> bool {
-        !self.user.owns(h) || (h as u32 & 0x03ff_ffff) < RESERVED_DIRECT
+        !self.user.owns(h)
+            || (h as u32 & 0x03ff_ffff) < RESERVED_DIRECT
+            || self.f90.values().any(|&v| v == h)
+    }
+
+    /// The handle of the parameterized type (combiner, p, r) of MPI_Type_create_f90_*: one
+    /// per set of parameters, made from `base` on first use, never freed.
+    pub fn f90(
+        &mut self,
+        combiner: i32,
+        p: i32,
+        r: i32,
+        base: MPI_Datatype,
+    ) -> MpiResult<MPI_Datatype> {
+        if let Some(&h) = self.f90.get(&(combiner, p, r)) {
+            return Ok(h);
+        }
+        let b = self.lookup(base)?;
+        let mut t = (*b).clone();
+        let ints = if combiner == MPI_COMBINER_F90_INTEGER {
+            vec![r]
+        } else {
+            vec![p, r]
+        };
+        t.envelope = Some(Arc::new(Envelope {
+            combiner,
+            ints,
+            aints: vec![],
+            types: vec![],
+        }));
+        t.committed = true;
+        let h = self.user.insert(Arc::new(t));
+        self.f90.insert((combiner, p, r), h);
+        Ok(h)
     }
 }
 
