@@ -86,3 +86,28 @@ pub fn take() -> Option<Box<Ferrite>> {
     }
     st
 }
+
+/// Tests that use the global state: a one-process state with the transport stub and
+/// MPI_ERRORS_RETURN on the builtin communicators, installed once per test binary. Hold the
+/// returned guard for the whole test (tests run in parallel threads).
+#[cfg(test)]
+pub fn for_tests() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    INSTALL.call_once(|| {
+        let mut objects = Objects::new(0, 1);
+        objects.comms.world.errhandler = crate::abi::consts::MPI_ERRORS_RETURN;
+        objects.comms.self_.errhandler = crate::abi::consts::MPI_ERRORS_RETURN;
+        install(Box::new(Ferrite {
+            world_rank: 0,
+            world_size: 1,
+            thread_level: 0,
+            objects,
+            p2p: P2p::new(0, 1),
+            net: Net::init(0, 1, "").expect("transport stub"),
+        }))
+        .expect("install the test state");
+    });
+    guard
+}

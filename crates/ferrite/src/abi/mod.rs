@@ -12,6 +12,8 @@ pub mod datatype;
 pub mod environment;
 pub mod errhandler;
 pub mod init;
+pub mod p2p;
+pub mod request;
 pub mod status;
 pub mod stubs;
 pub mod symbols;

@@ -1,31 +1,46 @@
 //! Point-to-point messaging: matching (posted and unexpected queues) and protocols (eager,
 //! rendezvous by single-copy read or by fragments), over `transport::Net`.
+//!
+//! - `packet`: the wire header; `matching`: the queues; `request`: request state;
+//! - `protocol`: the protocol state machine (`P2p`), which reaches the network only through
+//!   [`Wire`], so tests drive it over an in-memory wire;
+//! - `ops`: MPI-level operations on the whole state (argument checks, comm and datatype
+//!   lookup), used by the C entry points and by collectives (`coll_send`, `coll_recv`, ...);
+//! - `bsend`: the buffer of MPI_Buffer_attach.
 
+pub mod bsend;
+pub mod matching;
+pub mod ops;
+pub mod packet;
+pub mod protocol;
+pub mod request;
 pub mod status;
+#[cfg(test)]
+mod tests;
 
+pub use protocol::P2p;
+
+use crate::error::MpiResult;
 use crate::transport::{Net, Proc};
 
-/// Point-to-point state: requests, queues, packets waiting to go out.
-#[derive(Default)]
-pub struct P2p {}
+/// The network as the protocols see it (implemented by `Net`; tests use an in-memory wire).
+pub trait Wire {
+    /// Largest packet (header and payload) `try_send` takes for `to`.
+    fn max_packet(&self, to: Proc) -> usize;
+    /// Sends one packet; `Ok(false)`: no credits, nothing sent (the caller keeps it, in order).
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool>;
+    /// Single-copy read from `from`'s memory; `Ok(false)`: not possible, use packets.
+    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool>;
+}
 
-impl P2p {
-    pub fn new(_world_rank: u32, _world_size: u32) -> Self {
-        P2p {}
+impl Wire for Net {
+    fn max_packet(&self, to: Proc) -> usize {
+        Net::max_packet(self, to)
     }
-
-    /// An arrived packet (called from the progress engine while the transport is polled;
-    /// anything to send in response is queued and goes out in `flush`).
-    pub fn on_packet(&mut self, _from: Proc, _packet: &[u8]) {}
-
-    /// Sends what is queued and does deferred work that needs the network (single-copy
-    /// reads). Returns true if anything happened.
-    pub fn flush(&mut self, _net: &mut Net) -> bool {
-        false
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+        Net::try_send(self, to, parts)
     }
-
-    /// True when sends wait for credits: the progress engine must not sleep for long.
-    pub fn has_backlog(&self) -> bool {
-        false
+    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+        Net::read_remote(self, from, addr, dst)
     }
 }

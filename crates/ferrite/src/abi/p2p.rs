@@ -1,0 +1,476 @@
+//! Point-to-point entry points (MPI 4.1 chapter 3): sends in four modes, receives, their
+//! nonblocking and persistent forms, Sendrecv(_replace), probes and matched probes, and the
+//! Bsend buffer. Checks and protocols live in `p2p::ops` and `p2p::protocol`.
+
+use super::consts::*;
+use super::out;
+use super::status::store;
+use super::types::MPI_Status;
+use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::p2p::bsend::Attached;
+use crate::p2p::protocol::proc_null_status;
+use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
+use crate::p2p::status::Status;
+use crate::state::{self, Ferrite};
+use std::ffi::c_void;
+use std::os::raw::c_int;
+
+/// Waits for `h`, releases it and returns its status (errors raise on `comm`).
+fn wait_status(st: &mut Ferrite, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
+    st.wait_until(|st| st.p2p.is_done(h))?;
+    st.check_net(comm)?;
+    Ok(st.release(h).0)
+}
+
+fn status_result(s: &Status, comm: MPI_Comm) -> MpiResult<()> {
+    if s.error == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(MpiError::from_code(s.error).on(ErrObj::Comm(comm)))
+    }
+}
+
+/// A count argument of either width (int or MPI_Count) as i64.
+fn cnt(c: impl Into<i64>) -> i64 {
+    c.into()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send(
+    buf: *const c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    mode: Mode,
+    request: Option<*mut MPI_Request>,
+) -> MpiResult<()> {
+    let h = state::with(|st| {
+        let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
+        let h = st.start_new(comm, &spec)?;
+        if request.is_none() {
+            let s = wait_status(st, h, comm)?;
+            status_result(&s, comm)?;
+        }
+        Ok(h)
+    })?;
+    match request {
+        // SAFETY: `r` is the caller's MPI_Request*.
+        Some(r) => unsafe { out(r, h) },
+        None => Ok(()),
+    }
+}
+
+/// Blocking, nonblocking and persistent forms of one send mode, for one count type.
+macro_rules! send_fns {
+    ($(fn $blocking:ident, fn $nonblocking:ident, fn $init:ident, $count:ty => $mode:expr;)*) => {$(
+        mpi_fn! {
+            fn $blocking(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                         tag: c_int, comm: MPI_Comm) on ErrObj::Comm(comm) => {
+                send(buf, cnt(count), datatype, dest, tag, comm, $mode, None)
+            }
+        }
+        mpi_fn! {
+            fn $nonblocking(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                            tag: c_int, comm: MPI_Comm, request: *mut MPI_Request)
+                on ErrObj::Comm(comm) => {
+                send(buf, cnt(count), datatype, dest, tag, comm, $mode, Some(request))
+            }
+        }
+        mpi_fn! {
+            fn $init(buf: *const c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                     tag: c_int, comm: MPI_Comm, request: *mut MPI_Request)
+                on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let spec = st.send_spec(buf.cast(), cnt(count), datatype, dest, tag, comm, $mode)?;
+                    Ok(st.persistent(comm, spec))
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+    )*};
+}
+
+send_fns! {
+    fn MPI_Send, fn MPI_Isend, fn MPI_Send_init, c_int => Mode::Standard;
+    fn MPI_Ssend, fn MPI_Issend, fn MPI_Ssend_init, c_int => Mode::Sync;
+    fn MPI_Rsend, fn MPI_Irsend, fn MPI_Rsend_init, c_int => Mode::Ready;
+    fn MPI_Bsend, fn MPI_Ibsend, fn MPI_Bsend_init, c_int => Mode::Buffered;
+    fn MPI_Send_c, fn MPI_Isend_c, fn MPI_Send_init_c, MPI_Count => Mode::Standard;
+    fn MPI_Ssend_c, fn MPI_Issend_c, fn MPI_Ssend_init_c, MPI_Count => Mode::Sync;
+    fn MPI_Rsend_c, fn MPI_Irsend_c, fn MPI_Rsend_init_c, MPI_Count => Mode::Ready;
+    fn MPI_Bsend_c, fn MPI_Ibsend_c, fn MPI_Bsend_init_c, MPI_Count => Mode::Buffered;
+}
+
+/// The send half of Sendrecv_replace: the data is packed first, since the receive
+/// overwrites the buffer.
+fn packed(mut send: Spec) -> Spec {
+    if let Spec::Send { src, .. } = &mut send {
+        if let Source::User { buf, count, dt } = src {
+            let mut v = Vec::new();
+            // SAFETY: `buf` holds `count` elements of `dt` (the caller's checked buffer);
+            // pack only reads it.
+            unsafe { dt.pack(buf.0, *count, &mut v) };
+            *src = Source::Owned(v.into());
+        }
+    }
+    send
+}
+
+/// Receive, matched receive and send-receive calls for one count type.
+macro_rules! recv_fns {
+    (fn $recv:ident, fn $irecv:ident, fn $init:ident, fn $mrecv:ident, fn $imrecv:ident,
+     fn $sr:ident, fn $isr:ident, fn $srr:ident, fn $isrr:ident, $count:ty) => {
+        mpi_fn! {
+            fn $recv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
+                     tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+                let s = state::with(|st| {
+                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
+                    let h = st.start_new(comm, &spec)?;
+                    wait_status(st, h, comm)
+                })?;
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $irecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
+                      tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
+                    st.start_new(comm, &spec)
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $init(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
+                     tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
+                    Ok(st.persistent(comm, spec))
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $mrecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype,
+                      message: *mut MPI_Message, status: *mut MPI_Status) on ErrObj::NoObject => {
+                let (s, comm) = match mrecv_start(buf, cnt(count), datatype, message)? {
+                    None => (proc_null_status(), MPI_COMM_NULL),
+                    Some((h, comm)) => (state::with(|st| wait_status(st, h, comm))?, comm),
+                };
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $imrecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype,
+                       message: *mut MPI_Message, request: *mut MPI_Request) on ErrObj::NoObject => {
+                let h = match mrecv_start(buf, cnt(count), datatype, message)? {
+                    Some((h, _)) => h,
+                    // A receive from MPI_PROC_NULL: a request that is already complete.
+                    None => state::with(|st| {
+                        let spec = Spec::Recv {
+                            ctx: 0,
+                            src: MPI_PROC_NULL,
+                            tag: MPI_ANY_TAG,
+                            target: Target::Owned(Vec::new()),
+                        };
+                        st.start_new(MPI_COMM_WORLD, &spec)
+                    })?,
+                };
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $sr(sendbuf: *const c_void, sendcount: $count, sendtype: MPI_Datatype, dest: c_int,
+                   sendtag: c_int, recvbuf: *mut c_void, recvcount: $count, recvtype: MPI_Datatype,
+                   source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
+                on ErrObj::Comm(comm) => {
+                let s = state::with(|st| {
+                    let send = st.send_spec(sendbuf.cast(), cnt(sendcount), sendtype, dest, sendtag,
+                                            comm, Mode::Standard)?;
+                    let recv = st.recv_spec(recvbuf.cast(), cnt(recvcount), recvtype, source,
+                                            recvtag, comm)?;
+                    let h = st.start_pair(comm, &send, &recv)?;
+                    wait_status(st, h, comm)
+                })?;
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $isr(sendbuf: *const c_void, sendcount: $count, sendtype: MPI_Datatype, dest: c_int,
+                    sendtag: c_int, recvbuf: *mut c_void, recvcount: $count, recvtype: MPI_Datatype,
+                    source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request)
+                on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let send = st.send_spec(sendbuf.cast(), cnt(sendcount), sendtype, dest, sendtag,
+                                            comm, Mode::Standard)?;
+                    let recv = st.recv_spec(recvbuf.cast(), cnt(recvcount), recvtype, source,
+                                            recvtag, comm)?;
+                    st.start_pair(comm, &send, &recv)
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+
+        mpi_fn! {
+            fn $srr(buf: *mut c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                    sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
+                    status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+                let s = state::with(|st| {
+                    let send = st.send_spec(buf.cast(), cnt(count), datatype, dest, sendtag, comm,
+                                            Mode::Standard)?;
+                    let recv = st.recv_spec(buf.cast(), cnt(count), datatype, source, recvtag, comm)?;
+                    let h = st.start_pair(comm, &packed(send), &recv)?;
+                    wait_status(st, h, comm)
+                })?;
+                // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { store(status, &s) };
+                status_result(&s, comm)
+            }
+        }
+
+        mpi_fn! {
+            fn $isrr(buf: *mut c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
+                     sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
+                     request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+                let h = state::with(|st| {
+                    let send = st.send_spec(buf.cast(), cnt(count), datatype, dest, sendtag, comm,
+                                            Mode::Standard)?;
+                    let recv = st.recv_spec(buf.cast(), cnt(count), datatype, source, recvtag, comm)?;
+                    st.start_pair(comm, &packed(send), &recv)
+                })?;
+                // SAFETY: `request` is the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+    };
+}
+
+recv_fns!(fn MPI_Recv, fn MPI_Irecv, fn MPI_Recv_init, fn MPI_Mrecv, fn MPI_Imrecv,
+          fn MPI_Sendrecv, fn MPI_Isendrecv, fn MPI_Sendrecv_replace, fn MPI_Isendrecv_replace,
+          c_int);
+recv_fns!(fn MPI_Recv_c, fn MPI_Irecv_c, fn MPI_Recv_init_c, fn MPI_Mrecv_c, fn MPI_Imrecv_c,
+          fn MPI_Sendrecv_c, fn MPI_Isendrecv_c, fn MPI_Sendrecv_replace_c,
+          fn MPI_Isendrecv_replace_c, MPI_Count);
+
+// ----- probes -----
+
+mpi_fn! {
+    fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
+                  status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+        let found = state::with(|st| {
+            let (ctx, src, tag) = st.probe_args(source, tag, comm)?;
+            if src == MPI_PROC_NULL {
+                return Ok(Some(proc_null_status()));
+            }
+            st.progress();
+            Ok(st.p2p.probe(ctx, src, tag))
+        })?;
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, found.is_some() as c_int) }?;
+        if let Some(s) = found {
+            // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+            unsafe { store(status, &s) };
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
+        on ErrObj::Comm(comm) => {
+        let s = state::with(|st| {
+            let (ctx, src, tag) = st.probe_args(source, tag, comm)?;
+            if src == MPI_PROC_NULL {
+                return Ok(proc_null_status());
+            }
+            st.wait_until(|st| st.p2p.probe(ctx, src, tag).is_some())?;
+            Ok(st.p2p.probe(ctx, src, tag).unwrap_or_default())
+        })?;
+        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { store(status, &s) };
+        Ok(())
+    }
+}
+
+fn mprobe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    block: bool,
+) -> MpiResult<Option<(MPI_Message, Status)>> {
+    state::with(|st| {
+        let (ctx, src, tag) = st.probe_args(source, tag, comm)?;
+        if src == MPI_PROC_NULL {
+            return Ok(Some((MPI_MESSAGE_NO_PROC, proc_null_status())));
+        }
+        if block {
+            st.wait_until(|st| st.p2p.probe(ctx, src, tag).is_some())?;
+        } else {
+            st.progress();
+        }
+        Ok(st.p2p.mprobe(comm, ctx, src, tag))
+    })
+}
+
+mpi_fn! {
+    fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message,
+                  status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+        let (m, s) = mprobe(source, tag, comm, true)?.unwrap_or((MPI_MESSAGE_NULL, Status::default()));
+        // SAFETY: `message` is the caller's MPI_Message*.
+        unsafe { out(message, m) }?;
+        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { store(status, &s) };
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int,
+                   message: *mut MPI_Message, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
+        let found = mprobe(source, tag, comm, false)?;
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, found.is_some() as c_int) }?;
+        if let Some((m, s)) = found {
+            // SAFETY: `message` is the caller's MPI_Message*.
+            unsafe { out(message, m) }?;
+            // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+            unsafe { store(status, &s) };
+        }
+        Ok(())
+    }
+}
+
+/// Turns `*message` into a receive request; MPI_MESSAGE_NO_PROC gives None.
+fn mrecv_start(
+    buf: *mut c_void,
+    count: i64,
+    datatype: MPI_Datatype,
+    message: *mut MPI_Message,
+) -> MpiResult<Option<(MPI_Request, MPI_Comm)>> {
+    if message.is_null() {
+        return Err(MpiError::new(MPI_ERR_ARG, "null message pointer"));
+    }
+    // SAFETY: non-null MPI_Message* from the caller.
+    let m = unsafe { message.read() };
+    // SAFETY: as above; the message is consumed either way.
+    unsafe { message.write(MPI_MESSAGE_NULL) };
+    if m == MPI_MESSAGE_NO_PROC {
+        return Ok(None);
+    }
+    if m == MPI_MESSAGE_NULL {
+        return Err(MpiError::new(
+            MPI_ERR_REQUEST,
+            "MPI_MESSAGE_NULL is not a message",
+        ));
+    }
+    state::with(|st| {
+        let comm = st.p2p.reqs.get(m).map_or(MPI_COMM_WORLD, |r| r.comm);
+        if count < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
+        }
+        let dt = st.comm_datatype(datatype)?;
+        let target = Target::User {
+            buf: Ptr(buf.cast()),
+            count: count as usize,
+            dt,
+        };
+        let h = st.p2p.mrecv(m, target)?;
+        st.p2p.flush(&mut st.net);
+        Ok(Some((h, comm)))
+    })
+}
+
+// ----- the Bsend buffer -----
+
+fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
+    if size < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_ARG, "negative buffer size {size}"));
+    }
+    if buffer.is_null() && size > 0 {
+        return Err(MpiError::new(MPI_ERR_BUFFER, "null buffer"));
+    }
+    state::with(|st| {
+        if st.p2p.attached.is_some() {
+            return Err(MpiError::new(
+                MPI_ERR_BUFFER,
+                "a buffer is already attached (detach it first)",
+            ));
+        }
+        st.p2p.attached = Some(Attached::new(Ptr(buffer.cast()), size as usize));
+        Ok(())
+    })
+}
+
+/// Detaches the buffer once every buffered message has left it: (address, size).
+fn buffer_detach(buffer_addr: *mut c_void) -> MpiResult<usize> {
+    let (base, len) = state::with(|st| {
+        st.wait_until(|st| !st.p2p.bsend_busy())?;
+        Ok(st
+            .p2p
+            .attached
+            .take()
+            .map_or((std::ptr::null_mut(), 0), |a| (a.base.0, a.size)))
+    })?;
+    // SAFETY: `buffer_addr` is, per the standard, the caller's `void **`.
+    unsafe { out(buffer_addr.cast::<*mut c_void>(), base.cast()) }?;
+    Ok(len)
+}
+
+mpi_fn! {
+    fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) on ErrObj::NoObject => {
+        buffer_attach(buffer, cnt(size))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) on ErrObj::NoObject => {
+        buffer_attach(buffer, cnt(size))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on ErrObj::NoObject => {
+        let n = buffer_detach(buffer_addr)?;
+        // SAFETY: `size` is the caller's int* (the size was attached as an int).
+        unsafe { out(size, n as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) on ErrObj::NoObject => {
+        let n = buffer_detach(buffer_addr)?;
+        // SAFETY: `size` is the caller's MPI_Count*.
+        unsafe { out(size, n as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_flush() on ErrObj::NoObject => {
+        // MPI 4.1: every buffered message has left the attached buffer when this returns.
+        state::with(|st| st.wait_until(|st| !st.p2p.bsend_busy()))
+    }
+}
+
+#[cfg(test)]
+#[path = "p2p_tests.rs"]
+mod tests;

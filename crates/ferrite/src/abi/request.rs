@@ -1,0 +1,670 @@
+//! Completion and request calls (MPI 4.1, sections 3.7.3-3.9): Wait/Test and their any/all/
+//! some forms, Request_free, Request_get_status, Cancel, Test_cancelled, Start/Startall,
+//! and status queries (Get_count, Get_elements, Status_set_*).
+//!
+//! Rules kept here: MPI_REQUEST_NULL and inactive persistent requests complete at once with
+//! an empty status (source MPI_ANY_SOURCE, tag MPI_ANY_TAG, count 0); a completed
+//! nonpersistent request is freed and its handle set to MPI_REQUEST_NULL, a persistent one
+//! becomes inactive; errors are raised on the request's communicator.
+
+use super::consts::*;
+use super::out;
+use super::status::{ignored, load, store};
+use super::types::MPI_Status;
+use crate::error::{class_of, ErrObj, MpiError, MpiResult};
+use crate::p2p::ops::invalid_request;
+use crate::p2p::protocol::empty_status;
+use crate::p2p::status::Status;
+use crate::state::{self, Ferrite};
+use std::os::raw::c_int;
+
+/// The state of one request handle as the completion calls see it.
+enum Slot {
+    /// MPI_REQUEST_NULL or an inactive persistent request: completes with an empty status.
+    Empty,
+    Pending,
+    Done,
+}
+
+fn slot(st: &Ferrite, h: MPI_Request) -> MpiResult<Slot> {
+    if h == MPI_REQUEST_NULL {
+        return Ok(Slot::Empty);
+    }
+    let r = st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
+    Ok(if r.persistent.is_some() && !r.active {
+        Slot::Empty
+    } else if r.done {
+        Slot::Done
+    } else {
+        Slot::Pending
+    })
+}
+
+/// How a completion call treats requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Wait*: block until done, then free (or deactivate).
+    Wait,
+    /// Test*: progress once; free (or deactivate) what is done.
+    Test,
+    /// Request_get_status*: progress once; leave every request as it is.
+    Peek,
+}
+
+impl How {
+    /// Progresses the way this call does; `ready` says when a Wait may stop.
+    fn progress(self, st: &mut Ferrite, ready: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+        match self {
+            How::Wait => st.wait_until(ready),
+            How::Test | How::Peek => {
+                st.progress();
+                Ok(())
+            }
+        }
+    }
+
+    /// The status of a completed request, released unless peeking.
+    fn get(self, st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
+        if self == How::Peek {
+            let r = st.p2p.reqs.get(*h);
+            return (
+                r.map_or_else(empty_status, |r| r.status),
+                r.map_or(MPI_COMM_WORLD, |r| r.comm),
+            );
+        }
+        take(st, h)
+    }
+}
+
+/// Hands back the status of a completed request and frees (or deactivates) it, updating the
+/// caller's handle. Returns the status and the communicator errors raise on.
+fn take(st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
+    let comm = st.p2p.reqs.get(*h).map_or(MPI_COMM_WORLD, |r| r.comm);
+    let (status, _, kept) = st.release(*h);
+    if !kept {
+        *h = MPI_REQUEST_NULL;
+    }
+    (status, comm)
+}
+
+fn status_error(status: &Status, comm: MPI_Comm) -> MpiResult<()> {
+    if status.error == MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(MpiError::from_code(status.error).on(ErrObj::Comm(comm)))
+    }
+}
+
+/// # Safety
+/// `p` is a C `MPI_Request*` (checked for null here).
+unsafe fn req_ref<'a>(p: *mut MPI_Request) -> MpiResult<&'a mut MPI_Request> {
+    // SAFETY: a non-null pointer from the C caller to one MPI_Request.
+    unsafe { p.as_mut() }.ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, "null request pointer"))
+}
+
+/// # Safety
+/// `p` points to `n` requests (checked for null when n > 0).
+unsafe fn req_array<'a>(n: c_int, p: *mut MPI_Request) -> MpiResult<&'a mut [MPI_Request]> {
+    if n < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {n}"));
+    }
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(MpiError::new(MPI_ERR_ARG, "null array of requests"));
+    }
+    // SAFETY: the caller passes an array of `n` requests.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n as usize) })
+}
+
+/// # Safety
+/// `statuses` is MPI_STATUSES_IGNORE or has room for index `i`.
+unsafe fn store_at(statuses: *mut MPI_Status, i: usize, s: &Status) {
+    if !ignored(statuses) {
+        // SAFETY: per the contract, element `i` exists.
+        unsafe { store(statuses.add(i), s) }
+    }
+}
+
+/// Progress once (Test* calls must move things along without blocking).
+fn poke(st: &mut Ferrite) {
+    st.progress();
+}
+
+fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
+    // SAFETY: `req` is the caller's MPI_Request*.
+    let h = unsafe { req_ref(req) }?;
+    let (s, comm) = state::with(|st| {
+        match slot(st, *h)? {
+            Slot::Empty => return Ok((empty_status(), MPI_COMM_NULL)),
+            Slot::Pending => {
+                let id = *h;
+                st.wait_until(|st| st.p2p.is_done(id))?
+            }
+            Slot::Done => {}
+        }
+        let comm = st.p2p.reqs.get(*h).map_or(MPI_COMM_WORLD, |r| r.comm);
+        st.check_net(comm)?;
+        Ok(take(st, h))
+    })?;
+    // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+    unsafe { store(status, &s) };
+    status_error(&s, comm)
+}
+
+mpi_fn! {
+    fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) on ErrObj::NoObject => {
+        wait(request, status)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        // SAFETY: `request` is the caller's MPI_Request*.
+        let h = unsafe { req_ref(request) }?;
+        let r = state::with(|st| {
+            poke(st);
+            match slot(st, *h)? {
+                Slot::Empty => Ok(Some((empty_status(), MPI_COMM_NULL))),
+                Slot::Pending => Ok(None),
+                Slot::Done => Ok(Some(take(st, h))),
+            }
+        })?;
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, r.is_some() as c_int) }?;
+        if let Some((s, comm)) = r {
+            // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+            unsafe { store(status, &s) };
+            status_error(&s, comm)?;
+        }
+        Ok(())
+    }
+}
+
+/// Completes every request of `reqs` that is done (all of them for Waitall), writing
+/// statuses; errors become MPI_ERR_IN_STATUS with each status's MPI_ERROR set.
+///
+/// # Safety
+/// `statuses` is MPI_STATUSES_IGNORE or has room for `reqs.len()` statuses.
+unsafe fn finish_all(
+    how: How,
+    st: &mut Ferrite,
+    reqs: &mut [MPI_Request],
+    statuses: *mut MPI_Status,
+) -> MpiResult<()> {
+    let mut failed: Option<(MPI_Comm, c_int)> = None;
+    let mut got = Vec::with_capacity(reqs.len());
+    for h in reqs.iter_mut() {
+        let (s, comm) = match slot(st, *h)? {
+            Slot::Empty => (empty_status(), MPI_COMM_NULL),
+            _ => how.get(st, h),
+        };
+        if s.error != MPI_SUCCESS && failed.is_none() {
+            failed = Some((comm, s.error));
+        }
+        got.push(s);
+    }
+    for (i, s) in got.iter().enumerate() {
+        // SAFETY: per the contract, room for every index.
+        unsafe { store_at(statuses, i, s) };
+    }
+    match failed {
+        None => Ok(()),
+        Some((comm, code)) => Err(crate::mpi_err!(
+            MPI_ERR_IN_STATUS,
+            "a request failed ({}); see the statuses",
+            crate::error::class_string(class_of(code))
+        )
+        .on(ErrObj::Comm(comm))),
+    }
+}
+
+fn validate(st: &Ferrite, reqs: &[MPI_Request]) -> MpiResult<()> {
+    reqs.iter().try_for_each(|&h| slot(st, h).map(|_| ()))
+}
+
+fn all_done(st: &Ferrite, reqs: &[MPI_Request]) -> bool {
+    reqs.iter()
+        .all(|&h| !matches!(slot(st, h), Ok(Slot::Pending)))
+}
+
+mpi_fn! {
+    fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        // SAFETY: the caller passes `count` requests.
+        let reqs = unsafe { req_array(count, array_of_requests) }?;
+        state::with(|st| {
+            validate(st, reqs)?;
+            st.wait_until(|st| all_done(st, reqs))?;
+            st.check_net(MPI_COMM_WORLD)?;
+            // SAFETY: statuses are ignored or `count` long.
+            unsafe { finish_all(How::Wait, st, reqs, array_of_statuses) }
+        })
+    }
+}
+
+/// Testall/Request_get_status_all: completes (or peeks at) all requests only if all are done.
+fn all(
+    count: c_int,
+    array: *mut MPI_Request,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: How,
+) -> MpiResult<()> {
+    // SAFETY: the caller passes `count` requests.
+    let reqs = unsafe { req_array(count, array) }?;
+    state::with(|st| {
+        validate(st, reqs)?;
+        how.progress(st, |st| all_done(st, reqs))?;
+        let done = all_done(st, reqs);
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, done as c_int) }?;
+        if done {
+            // SAFETY: statuses are ignored or `count` long.
+            unsafe { finish_all(how, st, reqs, statuses) }?;
+        }
+        Ok(())
+    })
+}
+
+mpi_fn! {
+    fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int,
+                   array_of_statuses: *mut MPI_Status) on ErrObj::NoObject => {
+        all(count, array_of_requests, flag, array_of_statuses, How::Test)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_all(count: c_int, array_of_requests: *mut MPI_Request,
+                                  flag: *mut c_int, array_of_statuses: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        all(count, array_of_requests, flag, array_of_statuses, How::Peek)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_any(count: c_int, array_of_requests: *mut MPI_Request,
+                                  index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        if flag.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null flag pointer"));
+        }
+        any(count, array_of_requests, index, flag, status, How::Peek)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status_some(incount: c_int, array_of_requests: *mut MPI_Request,
+                                   outcount: *mut c_int, array_of_indices: *mut c_int,
+                                   array_of_statuses: *mut MPI_Status) on ErrObj::NoObject => {
+        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Peek)
+    }
+}
+
+/// Index of the first completed active request; None if none; Err(()) if all are empty.
+fn first_done(st: &Ferrite, reqs: &[MPI_Request]) -> Result<Option<usize>, ()> {
+    let mut any_active = false;
+    for (i, &h) in reqs.iter().enumerate() {
+        match slot(st, h) {
+            Ok(Slot::Done) => return Ok(Some(i)),
+            Ok(Slot::Pending) => any_active = true,
+            _ => {}
+        }
+    }
+    if any_active {
+        Ok(None)
+    } else {
+        Err(())
+    }
+}
+
+/// Waitany/Testany/Request_get_status_any.
+fn any(
+    count: c_int,
+    array: *mut MPI_Request,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+    how: How,
+) -> MpiResult<()> {
+    // SAFETY: the caller passes `count` requests.
+    let reqs = unsafe { req_array(count, array) }?;
+    let r = state::with(|st| {
+        validate(st, reqs)?;
+        how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
+        match first_done(st, reqs) {
+            Err(()) => Ok(Some((MPI_UNDEFINED, empty_status(), MPI_COMM_NULL))),
+            Ok(None) => Ok(None),
+            Ok(Some(i)) => {
+                let (s, comm) = how.get(st, &mut reqs[i]);
+                Ok(Some((i as c_int, s, comm)))
+            }
+        }
+    })?;
+    if !flag.is_null() {
+        // SAFETY: `flag` is the caller's int* (Testany only).
+        unsafe { out(flag, r.is_some() as c_int) }?;
+    }
+    let (i, s, comm) = r.unwrap_or((MPI_UNDEFINED, empty_status(), MPI_COMM_NULL));
+    // SAFETY: `index` is the caller's int*.
+    unsafe { out(index, i) }?;
+    if r.is_some() {
+        // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { store(status, &s) };
+    }
+    status_error(&s, comm)
+}
+
+mpi_fn! {
+    fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int,
+                   status: *mut MPI_Status) on ErrObj::NoObject => {
+        any(count, array_of_requests, index, std::ptr::null_mut(), status, How::Wait)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int,
+                   flag: *mut c_int, status: *mut MPI_Status) on ErrObj::NoObject => {
+        if flag.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null flag pointer"));
+        }
+        any(count, array_of_requests, index, flag, status, How::Test)
+    }
+}
+
+/// Waitsome/Testsome/Request_get_status_some.
+fn some(
+    incount: c_int,
+    array: *mut MPI_Request,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    how: How,
+) -> MpiResult<()> {
+    // SAFETY: the caller passes `incount` requests.
+    let reqs = unsafe { req_array(incount, array) }?;
+    state::with(|st| {
+        validate(st, reqs)?;
+        how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
+        if first_done(st, reqs).is_err() {
+            // SAFETY: `outcount` is the caller's int*.
+            return unsafe { out(outcount, MPI_UNDEFINED) };
+        }
+        let mut n = 0usize;
+        let mut failed = None;
+        for (i, h) in reqs.iter_mut().enumerate() {
+            if !matches!(slot(st, *h)?, Slot::Done) {
+                continue;
+            }
+            let (s, comm) = how.get(st, h);
+            if s.error != MPI_SUCCESS && failed.is_none() {
+                failed = Some((comm, s.error));
+            }
+            if !indices.is_null() {
+                // SAFETY: `indices` has room for `incount` ints and n < incount.
+                unsafe { indices.add(n).write(i as c_int) };
+            }
+            // SAFETY: statuses are ignored or have room for `incount`.
+            unsafe { store_at(statuses, n, &s) };
+            n += 1;
+        }
+        // SAFETY: `outcount` is the caller's int*.
+        unsafe { out(outcount, n as c_int) }?;
+        match failed {
+            None => Ok(()),
+            Some((comm, code)) => Err(crate::mpi_err!(
+                MPI_ERR_IN_STATUS,
+                "a request failed ({}); see the statuses",
+                crate::error::class_string(class_of(code))
+            )
+            .on(ErrObj::Comm(comm))),
+        }
+    })
+}
+
+mpi_fn! {
+    fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int,
+                    array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Wait)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int,
+                    array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Test)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_free(request: *mut MPI_Request) on ErrObj::NoObject => {
+        // SAFETY: `request` is the caller's MPI_Request*.
+        let h = unsafe { req_ref(request) }?;
+        state::with(|st| {
+            let r = st.p2p.reqs.get_mut(*h).ok_or_else(|| invalid_request(*h))?;
+            // An active request completes in the background and is dropped then.
+            let idle = r.done || (r.persistent.is_some() && !r.active);
+            if idle {
+                st.p2p.reqs.remove(*h);
+            } else {
+                r.freed = true;
+            }
+            Ok(())
+        })?;
+        *h = MPI_REQUEST_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
+        on ErrObj::NoObject => {
+        let r = state::with(|st| {
+            poke(st);
+            Ok(match slot(st, request)? {
+                Slot::Empty => Some(empty_status()),
+                Slot::Pending => None,
+                Slot::Done => st.p2p.reqs.get(request).map(|r| r.status),
+            })
+        })?;
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, r.is_some() as c_int) }?;
+        if let Some(s) = r {
+            // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
+            unsafe { store(status, &s) };
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Cancel(request: *mut MPI_Request) on ErrObj::NoObject => {
+        // SAFETY: `request` is the caller's MPI_Request*.
+        let h = *unsafe { req_ref(request) }?;
+        state::with(|st| {
+            st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
+            st.p2p.cancel(h);
+            Ok(())
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) on ErrObj::NoObject => {
+        if ignored(status) {
+            return Err(MpiError::new(MPI_ERR_ARG, "MPI_STATUS_IGNORE is not a status to read"));
+        }
+        // SAFETY: a real status from the caller.
+        let s = unsafe { load(status) };
+        // SAFETY: `flag` is the caller's int*.
+        unsafe { out(flag, s.cancelled as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Start(request: *mut MPI_Request) on ErrObj::NoObject => {
+        // SAFETY: `request` is the caller's MPI_Request*.
+        let h = *unsafe { req_ref(request) }?;
+        state::with(|st| st.start_persistent(h))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) on ErrObj::NoObject => {
+        // SAFETY: the caller passes `count` requests.
+        let reqs = unsafe { req_array(count, array_of_requests) }?;
+        state::with(|st| reqs.iter().try_for_each(|&h| st.start_persistent(h)))
+    }
+}
+
+// ----- status queries -----
+
+/// Reads a status the caller passed for querying.
+fn read_status(status: *const MPI_Status) -> MpiResult<Status> {
+    if ignored(status) {
+        return Err(MpiError::new(
+            MPI_ERR_ARG,
+            "MPI_STATUS_IGNORE is not a status to read",
+        ));
+    }
+    // SAFETY: a real status from the caller.
+    Ok(unsafe { load(status) })
+}
+
+/// Size of `dt` for status arithmetic (any valid type, committed or not).
+fn type_size(dt: MPI_Datatype) -> MpiResult<u64> {
+    state::with(|st| Ok(st.objects.datatypes.get(dt)?.size() as u64))
+}
+
+/// Whole elements of `size` bytes in `bytes`, or MPI_UNDEFINED.
+fn whole(bytes: u64, size: u64) -> i64 {
+    if size == 0 {
+        0
+    } else if !bytes.is_multiple_of(size) {
+        MPI_UNDEFINED as i64
+    } else {
+        (bytes / size) as i64
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int)
+        on ErrObj::NoObject => {
+        let s = read_status(status)?;
+        let n = whole(s.bytes, type_size(datatype)?);
+        let n = c_int::try_from(n).unwrap_or(MPI_UNDEFINED);
+        // SAFETY: `count` is the caller's int*.
+        unsafe { out(count, n) }
+    }
+}
+
+/// Basic elements in `bytes` of `dt`. NOTE: counts elements of `dt.size()` bytes, which is
+/// right for predefined types; derived types need the datatype engine's element count.
+fn elements(status: *const MPI_Status, dt: MPI_Datatype) -> MpiResult<i64> {
+    let s = read_status(status)?;
+    Ok(whole(s.bytes, type_size(dt)?))
+}
+
+mpi_fn! {
+    fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int)
+        on ErrObj::NoObject => {
+        let n = c_int::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED);
+        // SAFETY: `count` is the caller's int*.
+        unsafe { out(count, n) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
+        on ErrObj::NoObject => {
+        let s = read_status(status)?;
+        let n = whole(s.bytes, type_size(datatype)?);
+        // SAFETY: `count` is the caller's MPI_Count*.
+        unsafe { out(count, n as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
+        on ErrObj::NoObject => {
+        let n = elements(status, datatype)?;
+        // SAFETY: `count` is the caller's MPI_Count*.
+        unsafe { out(count, n as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
+        on ErrObj::NoObject => {
+        let n = elements(status, datatype)?;
+        // SAFETY: `count` is the caller's MPI_Count*.
+        unsafe { out(count, n as MPI_Count) }
+    }
+}
+
+fn set_elements(status: *mut MPI_Status, dt: MPI_Datatype, count: MPI_Count) -> MpiResult<()> {
+    let mut s = read_status(status)?;
+    if count < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
+    }
+    s.bytes = (count as u64).saturating_mul(type_size(dt)?);
+    // SAFETY: a real, writable status from the caller.
+    unsafe { store(status, &s) };
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int)
+        on ErrObj::NoObject => {
+        set_elements(status, datatype, MPI_Count::from(count))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count)
+        on ErrObj::NoObject => {
+        set_elements(status, datatype, count)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) on ErrObj::NoObject => {
+        let mut s = read_status(status)?;
+        s.cancelled = flag != 0;
+        // SAFETY: a real, writable status from the caller.
+        unsafe { store(status, &s) };
+        Ok(())
+    }
+}
+
+/// MPI 4.1 status field accessors.
+macro_rules! status_field {
+    ($(fn $get:ident, fn $set:ident, $field:ident;)*) => {$(
+        mpi_fn! {
+            fn $get(status: *const MPI_Status, value: *mut c_int) on ErrObj::NoObject => {
+                let s = read_status(status)?;
+                // SAFETY: `value` is the caller's int*.
+                unsafe { out(value, s.$field) }
+            }
+        }
+        mpi_fn! {
+            fn $set(status: *mut MPI_Status, value: c_int) on ErrObj::NoObject => {
+                let mut s = read_status(status)?;
+                s.$field = value;
+                // SAFETY: a real, writable status from the caller.
+                unsafe { store(status, &s) };
+                Ok(())
+            }
+        }
+    )*};
+}
+
+status_field! {
+    fn MPI_Status_get_source, fn MPI_Status_set_source, source;
+    fn MPI_Status_get_tag, fn MPI_Status_set_tag, tag;
+    fn MPI_Status_get_error, fn MPI_Status_set_error, error;
+}

@@ -1,0 +1,286 @@
+//! The matching engine: posted receives and unexpected messages, keyed by (context id,
+//! source comm rank, tag), with MPI_ANY_SOURCE and MPI_ANY_TAG. Pure data structure: no I/O.
+//!
+//! Invariants (MPI 4.1, section 3.5, non-overtaking):
+//! - an arriving message matches the *earliest posted* receive that accepts it;
+//! - a receive matches the *earliest arrived* unexpected message it accepts. Messages from
+//!   one sender on one context are kept in arrival order, which the transports guarantee is
+//!   send order.
+//!
+//! Receives with a specific source live in a per-(context, source) queue and messages in a
+//! per-(context, source) queue, so the common case scans only one sender's traffic.
+//! ANY_SOURCE receives live in one list per context; every entry carries a sequence number so
+//! "earliest" can be decided across lists.
+
+use crate::abi::consts::{MPI_ANY_SOURCE, MPI_ANY_TAG};
+use std::collections::{HashMap, VecDeque};
+
+struct Entry<T> {
+    seq: u64,
+    tag: i32,
+    item: T,
+}
+
+fn tag_ok(want: i32, got: i32) -> bool {
+    want == MPI_ANY_TAG || want == got
+}
+
+fn first_match<T>(q: &VecDeque<Entry<T>>, tag: i32, want_is_pattern: bool) -> Option<usize> {
+    if want_is_pattern {
+        // `tag` is the receive's tag (may be ANY_TAG); entries are concrete messages.
+        q.iter().position(|e| tag_ok(tag, e.tag))
+    } else {
+        // `tag` is a concrete message tag; entries are receive patterns.
+        q.iter().position(|e| tag_ok(e.tag, tag))
+    }
+}
+
+/// Posted receives carry `P`, unexpected messages carry `U`.
+pub struct Matching<P, U> {
+    seq: u64,
+    posted: HashMap<(u32, i32), VecDeque<Entry<P>>>,
+    posted_any: HashMap<u32, VecDeque<Entry<P>>>,
+    unexpected: HashMap<u32, HashMap<i32, VecDeque<Entry<U>>>>,
+    n_posted: usize,
+    n_unexpected: usize,
+}
+
+impl<P, U> Default for Matching<P, U> {
+    fn default() -> Self {
+        Matching {
+            seq: 0,
+            posted: HashMap::new(),
+            posted_any: HashMap::new(),
+            unexpected: HashMap::new(),
+            n_posted: 0,
+            n_unexpected: 0,
+        }
+    }
+}
+
+impl<P, U> Matching<P, U> {
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    pub fn posted_len(&self) -> usize {
+        self.n_posted
+    }
+
+    pub fn unexpected_len(&self) -> usize {
+        self.n_unexpected
+    }
+
+    /// A message (ctx, src, tag) arrived: removes and returns the earliest posted receive that
+    /// accepts it, or None (the caller then calls [`Self::add_unexpected`]).
+    pub fn arrive(&mut self, ctx: u32, src: i32, tag: i32) -> Option<P> {
+        let specific = self
+            .posted
+            .get(&(ctx, src))
+            .and_then(|q| first_match(q, tag, false).map(|i| (i, q[i].seq)));
+        let any = self
+            .posted_any
+            .get(&ctx)
+            .and_then(|q| first_match(q, tag, false).map(|i| (i, q[i].seq)));
+        let item = match (specific, any) {
+            (Some((i, a)), Some((_, b))) if a < b => take(&mut self.posted, (ctx, src), i),
+            (Some((i, _)), None) => take(&mut self.posted, (ctx, src), i),
+            (_, Some((j, _))) => take(&mut self.posted_any, ctx, j),
+            (None, None) => None,
+        };
+        if item.is_some() {
+            self.n_posted -= 1;
+        }
+        item
+    }
+
+    /// Queues a message no posted receive accepted.
+    pub fn add_unexpected(&mut self, ctx: u32, src: i32, tag: i32, u: U) {
+        let seq = self.next_seq();
+        self.unexpected
+            .entry(ctx)
+            .or_default()
+            .entry(src)
+            .or_default()
+            .push_back(Entry { seq, tag, item: u });
+        self.n_unexpected += 1;
+    }
+
+    /// Posts a receive. The caller first tried [`Self::take_unexpected`] with the same pattern.
+    pub fn post(&mut self, ctx: u32, src: i32, tag: i32, p: P) {
+        let seq = self.next_seq();
+        let e = Entry { seq, tag, item: p };
+        if src == MPI_ANY_SOURCE {
+            self.posted_any.entry(ctx).or_default().push_back(e);
+        } else {
+            self.posted.entry((ctx, src)).or_default().push_back(e);
+        }
+        self.n_posted += 1;
+    }
+
+    /// The source queue and index of the earliest unexpected message a receive accepts.
+    fn locate(&self, ctx: u32, src: i32, tag: i32) -> Option<(i32, usize)> {
+        let by_src = self.unexpected.get(&ctx)?;
+        if src != MPI_ANY_SOURCE {
+            let q = by_src.get(&src)?;
+            return first_match(q, tag, true).map(|i| (src, i));
+        }
+        by_src
+            .iter()
+            .filter_map(|(&s, q)| first_match(q, tag, true).map(|i| (q[i].seq, s, i)))
+            .min_by_key(|&(seq, _, _)| seq)
+            .map(|(_, s, i)| (s, i))
+    }
+
+    /// Probe: the earliest unexpected message (source, tag, item) the pattern accepts.
+    pub fn find_unexpected(&self, ctx: u32, src: i32, tag: i32) -> Option<(i32, i32, &U)> {
+        let (s, i) = self.locate(ctx, src, tag)?;
+        let e = &self.unexpected[&ctx][&s][i];
+        Some((s, e.tag, &e.item))
+    }
+
+    /// Removes and returns the earliest unexpected message (source, tag, item) the pattern
+    /// accepts.
+    pub fn take_unexpected(&mut self, ctx: u32, src: i32, tag: i32) -> Option<(i32, i32, U)> {
+        let (s, i) = self.locate(ctx, src, tag)?;
+        let by_src = self.unexpected.get_mut(&ctx)?;
+        let q = by_src.get_mut(&s)?;
+        let e = q.remove(i)?;
+        if q.is_empty() {
+            by_src.remove(&s);
+            if by_src.is_empty() {
+                self.unexpected.remove(&ctx);
+            }
+        }
+        self.n_unexpected -= 1;
+        Some((s, e.tag, e.item))
+    }
+
+    /// Removes a posted receive (MPI_Cancel). Returns it if it was still posted.
+    pub fn cancel_posted(&mut self, is_it: impl Fn(&P) -> bool) -> Option<P> {
+        let found = self
+            .posted
+            .iter()
+            .find_map(|(k, q)| q.iter().position(|e| is_it(&e.item)).map(|i| (*k, i)));
+        if let Some((k, i)) = found {
+            self.n_posted -= 1;
+            return take(&mut self.posted, k, i);
+        }
+        let found = self
+            .posted_any
+            .iter()
+            .find_map(|(k, q)| q.iter().position(|e| is_it(&e.item)).map(|i| (*k, i)));
+        let (k, i) = found?;
+        self.n_posted -= 1;
+        take(&mut self.posted_any, k, i)
+    }
+}
+
+fn take<K: std::hash::Hash + Eq, T>(
+    map: &mut HashMap<K, VecDeque<Entry<T>>>,
+    key: K,
+    i: usize,
+) -> Option<T> {
+    let q = map.get_mut(&key)?;
+    let e = q.remove(i)?;
+    if q.is_empty() {
+        map.remove(&key);
+    }
+    Some(e.item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANY_S: i32 = MPI_ANY_SOURCE;
+    const ANY_T: i32 = MPI_ANY_TAG;
+
+    #[test]
+    fn exact_match_and_context_isolation() {
+        let mut m: Matching<&str, &str> = Matching::default();
+        m.post(0, 1, 5, "r1");
+        assert_eq!(m.arrive(1, 1, 5), None, "other context must not match");
+        assert_eq!(m.arrive(0, 2, 5), None, "other source must not match");
+        assert_eq!(m.arrive(0, 1, 6), None, "other tag must not match");
+        assert_eq!(m.arrive(0, 1, 5), Some("r1"));
+        assert_eq!(m.posted_len(), 0);
+    }
+
+    #[test]
+    fn earliest_posted_wins_across_specific_and_wildcard_lists() {
+        let mut m: Matching<u32, ()> = Matching::default();
+        m.post(0, ANY_S, ANY_T, 1);
+        m.post(0, 3, 7, 2);
+        m.post(0, 3, ANY_T, 3);
+        assert_eq!(m.arrive(0, 3, 7), Some(1), "the wildcard was posted first");
+        assert_eq!(m.arrive(0, 3, 7), Some(2));
+        assert_eq!(m.arrive(0, 3, 9), Some(3));
+        assert_eq!(m.arrive(0, 3, 7), None);
+
+        m.post(0, 3, 7, 4);
+        m.post(0, ANY_S, 7, 5);
+        assert_eq!(
+            m.arrive(0, 3, 7),
+            Some(4),
+            "the specific one was posted first"
+        );
+        assert_eq!(m.arrive(0, 4, 7), Some(5));
+    }
+
+    #[test]
+    fn unexpected_messages_keep_order_per_sender() {
+        let mut m: Matching<(), u32> = Matching::default();
+        for i in 0..5 {
+            m.add_unexpected(0, 1, i % 2, i as u32);
+        }
+        // ANY_TAG takes them in arrival order; a specific tag skips others but keeps order.
+        assert_eq!(m.take_unexpected(0, 1, 1).map(|x| x.2), Some(1));
+        assert_eq!(m.take_unexpected(0, 1, ANY_T).map(|x| x.2), Some(0));
+        assert_eq!(m.take_unexpected(0, 1, 0).map(|x| x.2), Some(2));
+        assert_eq!(m.take_unexpected(0, ANY_S, ANY_T), Some((1, 1, 3)));
+        assert_eq!(m.take_unexpected(0, 1, ANY_T), Some((1, 0, 4)));
+        assert_eq!(m.take_unexpected(0, 1, ANY_T), None);
+        assert_eq!(m.unexpected_len(), 0);
+    }
+
+    #[test]
+    fn any_source_takes_the_earliest_arrival_over_all_senders() {
+        let mut m: Matching<(), char> = Matching::default();
+        m.add_unexpected(0, 2, 0, 'a');
+        m.add_unexpected(0, 1, 0, 'b');
+        m.add_unexpected(0, 2, 1, 'c');
+        m.add_unexpected(0, 1, 1, 'd');
+        assert_eq!(m.take_unexpected(0, ANY_S, 1), Some((2, 1, 'c')));
+        assert_eq!(m.take_unexpected(0, ANY_S, ANY_T), Some((2, 0, 'a')));
+        assert_eq!(m.take_unexpected(0, ANY_S, ANY_T), Some((1, 0, 'b')));
+        assert_eq!(m.take_unexpected(0, ANY_S, ANY_T), Some((1, 1, 'd')));
+    }
+
+    #[test]
+    fn probe_then_receive_gets_the_same_message() {
+        let mut m: Matching<(), u32> = Matching::default();
+        m.add_unexpected(4, 0, 10, 100);
+        m.add_unexpected(4, 1, 10, 101);
+        let (s, t, &v) = m.find_unexpected(4, ANY_S, ANY_T).unwrap();
+        assert_eq!((s, t, v), (0, 10, 100));
+        assert_eq!(m.find_unexpected(4, ANY_S, ANY_T).map(|x| *x.2), Some(100));
+        assert_eq!(m.take_unexpected(4, s, t), Some((0, 10, 100)));
+        assert_eq!(m.find_unexpected(4, ANY_S, 11), None);
+    }
+
+    #[test]
+    fn cancel_removes_only_the_named_receive() {
+        let mut m: Matching<u32, ()> = Matching::default();
+        m.post(0, 1, 1, 1);
+        m.post(0, ANY_S, 1, 2);
+        m.post(0, 1, 1, 3);
+        assert_eq!(m.cancel_posted(|&p| p == 2), Some(2));
+        assert_eq!(m.cancel_posted(|&p| p == 2), None);
+        assert_eq!(m.arrive(0, 1, 1), Some(1));
+        assert_eq!(m.cancel_posted(|&p| p == 3), Some(3));
+        assert_eq!(m.arrive(0, 1, 1), None);
+        assert_eq!(m.posted_len(), 0);
+    }
+}

@@ -1,0 +1,478 @@
+//! MPI-level point-to-point operations on the whole state: argument checks, communicator
+//! and datatype lookup, then the protocols. Used by the C entry points (abi/p2p.rs,
+//! abi/request.rs) and by collectives and communicator creation through the internal API:
+//!
+//! - `coll_send(comm, dest, tag, &[u8])`, `coll_recv(comm, src, tag) -> Vec<u8>`: blocking;
+//! - `coll_isend(comm, dest, tag, Vec<u8>)`, `coll_irecv(comm, src, tag)`: nonblocking, give
+//!   an internal request; `coll_isend_buf`/`coll_irecv_buf` do the same on user buffers with
+//!   a datatype;
+//! - `req_test(req) -> bool` (no progress), `req_wait(req) -> (Status, Vec<u8>)`: completes
+//!   and releases an internal request (the vector holds what `coll_irecv` received).
+//!
+//! All of these use the communicator's collective context (`context_id + 1`), so they never
+//! match user point-to-point traffic; ranks are ranks in the communicator; any tag value is
+//! allowed (collectives may use their own tag space).
+
+use super::request::{Mode, Op, Ptr, Source, Spec, Target};
+use super::status::Status;
+use crate::abi::consts::*;
+use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::objects::datatype::Datatype;
+use crate::state::Ferrite;
+use std::sync::Arc;
+
+/// Largest tag value (the value of the MPI_TAG_UB attribute).
+pub const TAG_UB: i32 = i32::MAX;
+
+/// Which context of a communicator an operation uses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    P2p,
+    Coll,
+}
+
+impl Ferrite {
+    fn comm_ctx(&self, comm: MPI_Comm, which: Ctx) -> MpiResult<(u32, i32, Arc<[u32]>)> {
+        let c = self.objects.comms.get(comm)?;
+        let ctx = match which {
+            Ctx::P2p => c.context_id,
+            Ctx::Coll => c.context_id + 1,
+        };
+        Ok((ctx, c.rank as i32, c.group.clone()))
+    }
+
+    /// A datatype usable for communication (valid and committed).
+    pub fn comm_datatype(&mut self, dt: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
+        let d = self.objects.datatypes.get(dt)?;
+        if !d.committed {
+            return Err(crate::mpi_err!(
+                MPI_ERR_TYPE,
+                "datatype {:#x} is not committed (call MPI_Type_commit)",
+                dt as u32
+            ));
+        }
+        Ok(d)
+    }
+
+    fn check_buffer(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: MPI_Datatype,
+    ) -> MpiResult<Arc<Datatype>> {
+        if count < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
+        }
+        let d = self.comm_datatype(dt)?;
+        // A null buffer is legal with MPI_BOTTOM-relative (absolute) derived types.
+        if buf.is_null() && count > 0 && d.size() > 0 && d.true_lb() == 0 {
+            return Err(crate::mpi_err!(
+                MPI_ERR_BUFFER,
+                "null buffer with count {count}"
+            ));
+        }
+        Ok(d)
+    }
+
+    /// Checks a send's arguments and resolves them into what MPI_Start needs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_spec(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: MPI_Datatype,
+        dest: i32,
+        tag: i32,
+        comm: MPI_Comm,
+        mode: Mode,
+    ) -> MpiResult<Spec> {
+        let (ctx, me, group) = self.comm_ctx(comm, Ctx::P2p)?;
+        let d = self.check_buffer(buf, count, dt)?;
+        if !(0..=TAG_UB).contains(&tag) {
+            return Err(crate::mpi_err!(
+                MPI_ERR_TAG,
+                "invalid tag {tag} for a send (valid: 0..={TAG_UB})"
+            ));
+        }
+        let dest = send_rank(dest, &group)?;
+        Ok(Spec::Send {
+            mode,
+            ctx,
+            me,
+            dest,
+            tag,
+            src: Source::User {
+                buf: Ptr(buf as *mut u8),
+                count: count as usize,
+                dt: d,
+            },
+        })
+    }
+
+    /// Checks a receive's arguments and resolves them into what MPI_Start needs.
+    pub fn recv_spec(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: MPI_Datatype,
+        src: i32,
+        tag: i32,
+        comm: MPI_Comm,
+    ) -> MpiResult<Spec> {
+        let (ctx, _, group) = self.comm_ctx(comm, Ctx::P2p)?;
+        let d = self.check_buffer(buf, count, dt)?;
+        check_recv_tag(tag)?;
+        check_recv_rank(src, group.len())?;
+        Ok(Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target: Target::User {
+                buf: Ptr(buf),
+                count: count as usize,
+                dt: d,
+            },
+        })
+    }
+
+    /// Checks a probe's arguments: (context, source, tag).
+    pub fn probe_args(&mut self, src: i32, tag: i32, comm: MPI_Comm) -> MpiResult<(u32, i32, i32)> {
+        let (ctx, _, group) = self.comm_ctx(comm, Ctx::P2p)?;
+        check_recv_tag(tag)?;
+        check_recv_rank(src, group.len())?;
+        Ok((ctx, src, tag))
+    }
+
+    /// Starts `spec` on request `h`.
+    pub fn start_spec(&mut self, h: MPI_Request, spec: &Spec) -> MpiResult<()> {
+        match spec {
+            Spec::Send {
+                mode,
+                ctx,
+                me,
+                dest,
+                tag,
+                src,
+            } => {
+                let Ferrite { p2p, net, .. } = self;
+                if *mode == Mode::Buffered && dest.is_some() {
+                    // The data goes out through a background request; the user's completes.
+                    let comm = p2p.reqs.get(h).map_or(MPI_COMM_WORLD, |r| r.comm);
+                    let bg = p2p.new_request(comm, false);
+                    if let Some(r) = p2p.reqs.get_mut(bg) {
+                        r.background = true;
+                    }
+                    let res = p2p.start_send(net, bg, *mode, *ctx, *me, *dest, *tag, src);
+                    if res.is_err() {
+                        p2p.reqs.remove(bg);
+                    }
+                    res?;
+                    p2p.start_send(net, h, Mode::Standard, *ctx, *me, None, *tag, src)?;
+                    if let Some(r) = p2p.reqs.get_mut(h) {
+                        r.status = Status::default();
+                    }
+                } else {
+                    p2p.start_send(net, h, *mode, *ctx, *me, *dest, *tag, src)?;
+                }
+                self.p2p.flush(&mut self.net);
+            }
+            Spec::Recv {
+                ctx,
+                src,
+                tag,
+                target,
+            } => {
+                self.p2p.start_recv(h, *ctx, *src, *tag, target.clone());
+                self.p2p.flush(&mut self.net);
+            }
+        }
+        Ok(())
+    }
+
+    /// A new (nonpersistent) request running `spec`.
+    pub fn start_new(&mut self, comm: MPI_Comm, spec: &Spec) -> MpiResult<MPI_Request> {
+        let h = self
+            .p2p
+            .new_request(comm, matches!(spec, Spec::Recv { .. }));
+        if let Err(e) = self.start_spec(h, spec) {
+            self.p2p.reqs.remove(h);
+            return Err(e);
+        }
+        Ok(h)
+    }
+
+    /// MPI_Isendrecv: one request over a receive and a send (started in that order, so two
+    /// processes exchanging with each other cannot deadlock).
+    pub fn start_pair(
+        &mut self,
+        comm: MPI_Comm,
+        send: &Spec,
+        recv: &Spec,
+    ) -> MpiResult<MPI_Request> {
+        let p = self.p2p.new_pair(comm);
+        let r = self.p2p.new_child(p, true);
+        if let Err(e) = self.start_spec(r, recv) {
+            self.p2p.reqs.remove(r);
+            self.p2p.reqs.remove(p);
+            return Err(e);
+        }
+        let s = self.p2p.new_child(p, false);
+        if let Err(e) = self.start_spec(s, send) {
+            self.p2p.reqs.remove(s);
+            self.p2p.cancel(r);
+            self.p2p.reqs.remove(r);
+            self.p2p.reqs.remove(p);
+            return Err(e);
+        }
+        Ok(p)
+    }
+
+    /// A persistent request for `spec`, inactive until MPI_Start.
+    pub fn persistent(&mut self, comm: MPI_Comm, spec: Spec) -> MPI_Request {
+        let h = self
+            .p2p
+            .new_request(comm, matches!(spec, Spec::Recv { .. }));
+        if let Some(r) = self.p2p.reqs.get_mut(h) {
+            r.persistent = Some(spec);
+            r.active = false;
+            r.done = true;
+        }
+        h
+    }
+
+    /// MPI_Start on a persistent request.
+    pub fn start_persistent(&mut self, h: MPI_Request) -> MpiResult<()> {
+        let r = self.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
+        let Some(spec) = r.persistent.clone() else {
+            return Err(crate::mpi_err!(
+                MPI_ERR_REQUEST,
+                "request {:#x} is not a persistent request",
+                h as u32
+            ));
+        };
+        if r.active {
+            return Err(crate::mpi_err!(
+                MPI_ERR_REQUEST,
+                "persistent request {:#x} is already active",
+                h as u32
+            ));
+        }
+        if let Some(r) = self.p2p.reqs.get_mut(h) {
+            r.active = true;
+        }
+        let res = self.start_spec(h, &spec);
+        if res.is_err() {
+            if let Some(r) = self.p2p.reqs.get_mut(h) {
+                r.active = false;
+                r.done = true;
+            }
+        }
+        res
+    }
+
+    /// A network failure found while progressing, raised on `comm`.
+    fn take_net_error(&mut self, comm: MPI_Comm) -> MpiResult<()> {
+        match self.p2p.error.take() {
+            Some(e) => Err(e.on(ErrObj::Comm(comm))),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands back a completed request's status and releases it: a nonpersistent request
+    /// leaves the table, a persistent one becomes inactive. Returns (status, received data,
+    /// still allocated).
+    pub fn release(&mut self, h: MPI_Request) -> (Status, Option<Vec<u8>>, bool) {
+        let Some(r) = self.p2p.reqs.get_mut(h) else {
+            return (super::protocol::empty_status(), None, false);
+        };
+        let st = r.status;
+        if r.persistent.is_some() {
+            r.active = false;
+            r.op = Op::Idle;
+            return (st, r.received.take(), true);
+        }
+        let r = self.p2p.reqs.remove(h);
+        (st, r.and_then(|r| r.received), false)
+    }
+
+    // ----- internal API for collectives and communicator creation -----
+
+    fn coll_dest(&self, comm: MPI_Comm, rank: i32) -> MpiResult<(u32, i32, u32)> {
+        let (ctx, me, group) = self.comm_ctx(comm, Ctx::Coll)?;
+        let to = *group
+            .get(rank as usize)
+            .filter(|_| rank >= 0)
+            .ok_or_else(|| {
+                crate::mpi_err!(
+                    MPI_ERR_RANK,
+                    "invalid rank {rank} in a communicator of size {}",
+                    group.len()
+                )
+            })?;
+        Ok((ctx, me, to))
+    }
+
+    /// Nonblocking internal send of `data` on `comm`'s collective context.
+    pub fn coll_isend(
+        &mut self,
+        comm: MPI_Comm,
+        dest: i32,
+        tag: i32,
+        data: Vec<u8>,
+    ) -> MpiResult<MPI_Request> {
+        let (ctx, me, to) = self.coll_dest(comm, dest)?;
+        let spec = Spec::Send {
+            mode: Mode::Standard,
+            ctx,
+            me,
+            dest: Some(to),
+            tag,
+            src: Source::Owned(data.into()),
+        };
+        self.start_new(comm, &spec)
+    }
+
+    /// Nonblocking internal receive of a message of any length (its bytes come back from
+    /// `req_wait`) on `comm`'s collective context. `src` may be MPI_ANY_SOURCE.
+    pub fn coll_irecv(&mut self, comm: MPI_Comm, src: i32, tag: i32) -> MpiResult<MPI_Request> {
+        let (ctx, _, group) = self.comm_ctx(comm, Ctx::Coll)?;
+        check_recv_rank(src, group.len())?;
+        let spec = Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target: Target::Owned(Vec::new()),
+        };
+        self.start_new(comm, &spec)
+    }
+
+    /// Nonblocking internal send of `count` elements of `dt` at `buf`.
+    ///
+    /// # Safety
+    /// The memory stays valid and unmodified until the request completes.
+    pub unsafe fn coll_isend_buf(
+        &mut self,
+        comm: MPI_Comm,
+        dest: i32,
+        tag: i32,
+        buf: *const u8,
+        count: usize,
+        dt: MPI_Datatype,
+    ) -> MpiResult<MPI_Request> {
+        let (ctx, me, to) = self.coll_dest(comm, dest)?;
+        let dt = self.comm_datatype(dt)?;
+        let spec = Spec::Send {
+            mode: Mode::Standard,
+            ctx,
+            me,
+            dest: Some(to),
+            tag,
+            src: Source::User {
+                buf: Ptr(buf as *mut u8),
+                count,
+                dt,
+            },
+        };
+        self.start_new(comm, &spec)
+    }
+
+    /// Nonblocking internal receive into `count` elements of `dt` at `buf`.
+    ///
+    /// # Safety
+    /// The memory stays valid and untouched by others until the request completes.
+    pub unsafe fn coll_irecv_buf(
+        &mut self,
+        comm: MPI_Comm,
+        src: i32,
+        tag: i32,
+        buf: *mut u8,
+        count: usize,
+        dt: MPI_Datatype,
+    ) -> MpiResult<MPI_Request> {
+        let (ctx, _, group) = self.comm_ctx(comm, Ctx::Coll)?;
+        check_recv_rank(src, group.len())?;
+        let dt = self.comm_datatype(dt)?;
+        let spec = Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target: Target::User {
+                buf: Ptr(buf),
+                count,
+                dt,
+            },
+        };
+        self.start_new(comm, &spec)
+    }
+
+    /// True when the internal request has completed (call `progress` or `req_wait` to move).
+    pub fn req_test(&self, h: MPI_Request) -> bool {
+        self.p2p.is_done(h)
+    }
+
+    /// Waits for an internal request and releases it: its status (MPI_ERROR set on
+    /// truncation) and, for `coll_irecv`, the bytes received.
+    pub fn req_wait(&mut self, h: MPI_Request) -> MpiResult<(Status, Vec<u8>)> {
+        self.wait_until(|st| st.p2p.is_done(h))?;
+        let comm = self.p2p.reqs.get(h).map_or(MPI_COMM_WORLD, |r| r.comm);
+        self.take_net_error(comm)?;
+        let (st, data, _) = self.release(h);
+        Ok((st, data.unwrap_or_default()))
+    }
+
+    /// Blocking internal send on `comm`'s collective context.
+    pub fn coll_send(&mut self, comm: MPI_Comm, dest: i32, tag: i32, data: &[u8]) -> MpiResult<()> {
+        let h = self.coll_isend(comm, dest, tag, data.to_vec())?;
+        self.req_wait(h).map(|_| ())
+    }
+
+    /// Blocking internal receive on `comm`'s collective context: the whole message.
+    pub fn coll_recv(&mut self, comm: MPI_Comm, src: i32, tag: i32) -> MpiResult<Vec<u8>> {
+        let h = self.coll_irecv(comm, src, tag)?;
+        self.req_wait(h).map(|(_, d)| d)
+    }
+
+    /// Completion check for MPI_Wait & co: progresses, and if the request is done returns
+    /// the network error (if any) on its communicator.
+    pub fn check_net(&mut self, comm: MPI_Comm) -> MpiResult<()> {
+        self.take_net_error(comm)
+    }
+}
+
+pub fn invalid_request(h: MPI_Request) -> MpiError {
+    crate::mpi_err!(MPI_ERR_REQUEST, "invalid request handle {:#x}", h as u32)
+}
+
+fn send_rank(dest: i32, group: &[u32]) -> MpiResult<Option<u32>> {
+    if dest == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    if dest < 0 || dest as usize >= group.len() {
+        return Err(crate::mpi_err!(
+            MPI_ERR_RANK,
+            "invalid destination rank {dest} in a communicator of size {}",
+            group.len()
+        ));
+    }
+    Ok(Some(group[dest as usize]))
+}
+
+fn check_recv_rank(src: i32, size: usize) -> MpiResult<()> {
+    if src == MPI_PROC_NULL || src == MPI_ANY_SOURCE || (src >= 0 && (src as usize) < size) {
+        return Ok(());
+    }
+    Err(crate::mpi_err!(
+        MPI_ERR_RANK,
+        "invalid source rank {src} in a communicator of size {size}"
+    ))
+}
+
+fn check_recv_tag(tag: i32) -> MpiResult<()> {
+    if tag == MPI_ANY_TAG || (0..=TAG_UB).contains(&tag) {
+        return Ok(());
+    }
+    Err(crate::mpi_err!(
+        MPI_ERR_TAG,
+        "invalid tag {tag} for a receive (valid: 0..={TAG_UB} or MPI_ANY_TAG)"
+    ))
+}

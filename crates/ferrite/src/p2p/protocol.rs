@@ -1,0 +1,767 @@
+//! The protocols, as a state machine over [`Wire`]:
+//!
+//! - eager (message <= eager limit): one EAGER packet; the send completes once its data is
+//!   in a packet or in the per-peer backlog. Synchronous sends use EAGER_SYNC and complete
+//!   on the receiver's ACK, sent when the message matches.
+//! - rendezvous (larger): RTS with the sender's buffer address (contiguous data in place,
+//!   non-contiguous data packed once). On match the receiver reads it with `read_remote`
+//!   straight into the receive buffer (or a temporary, for non-contiguous receive types) and
+//!   answers FIN, which completes the send. If the read is not possible it answers CTS and
+//!   the sender streams DATA fragments; the send completes when the last one is out.
+//!
+//! Packets from `on_packet` (no network access there) and packets refused for lack of
+//! credits wait in a FIFO backlog per peer; `flush` sends them in order, then does the reads
+//! and fragment streams that need the network. Nothing is ever dropped.
+
+use super::bsend::Attached;
+use super::matching::Matching;
+use super::packet::{Header, Kind, HEADER_LEN};
+use super::request::*;
+use super::status::Status;
+use super::Wire;
+use crate::abi::consts::*;
+use crate::error::{make_code, MpiError, MpiResult};
+use crate::objects::handles::{kind, HandleTable};
+use crate::runtime::config;
+use crate::transport::Proc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Point-to-point state: requests, queues, packets waiting to go out.
+pub struct P2p {
+    pub rank: Proc,
+    pub reqs: HandleTable<Request>,
+    pub matching: Matching<MPI_Request, Unexpected>,
+    backlog: HashMap<Proc, VecDeque<Vec<u8>>>,
+    backlog_len: usize,
+    /// Receives that matched an RTS and wait for `flush` to read the data.
+    reads: VecDeque<MPI_Request>,
+    /// Sends streaming DATA fragments.
+    streams: VecDeque<MPI_Request>,
+    /// Largest eager payload; 0: whatever fits in one packet.
+    pub eager_limit: usize,
+    pub attached: Option<Attached>,
+    /// A network failure found while progressing, reported by the next completion call.
+    pub error: Option<MpiError>,
+}
+
+impl Default for P2p {
+    fn default() -> Self {
+        P2p::new(0, 1)
+    }
+}
+
+fn rid(h: MPI_Request) -> u32 {
+    h as u32
+}
+
+fn handle(id: u32) -> MPI_Request {
+    id as MPI_Request
+}
+
+/// The status of an operation on MPI_PROC_NULL.
+pub fn proc_null_status() -> Status {
+    Status {
+        source: MPI_PROC_NULL,
+        tag: MPI_ANY_TAG,
+        ..Status::default()
+    }
+}
+
+/// The status of a null or inactive request.
+pub fn empty_status() -> Status {
+    Status {
+        source: MPI_ANY_SOURCE,
+        tag: MPI_ANY_TAG,
+        ..Status::default()
+    }
+}
+
+impl P2p {
+    pub fn new(world_rank: u32, _world_size: u32) -> Self {
+        P2p {
+            rank: world_rank,
+            reqs: HandleTable::new(kind::REQUEST),
+            matching: Matching::default(),
+            backlog: HashMap::new(),
+            backlog_len: 0,
+            reads: VecDeque::new(),
+            streams: VecDeque::new(),
+            eager_limit: config::get("FERRITE_EAGER_LIMIT"),
+            attached: None,
+            error: None,
+        }
+    }
+
+    /// True when packets or fragments wait for credits or reads wait for `flush`: the
+    /// progress engine must not sleep for long.
+    pub fn has_backlog(&self) -> bool {
+        self.backlog_len > 0 || !self.streams.is_empty() || !self.reads.is_empty()
+    }
+
+    /// True while buffered sends still use the attached buffer.
+    pub fn bsend_busy(&self) -> bool {
+        self.attached.as_ref().is_some_and(|a| a.in_use())
+    }
+
+    fn eager_max<W: Wire + ?Sized>(&self, wire: &W, to: Proc) -> usize {
+        let room = wire.max_packet(to).saturating_sub(HEADER_LEN);
+        if self.eager_limit == 0 {
+            room
+        } else {
+            room.min(self.eager_limit)
+        }
+    }
+
+    fn queue(&mut self, to: Proc, h: &Header, payload: &[u8]) {
+        let mut pkt = Vec::with_capacity(HEADER_LEN + payload.len());
+        pkt.extend_from_slice(&h.encode());
+        pkt.extend_from_slice(payload);
+        self.backlog.entry(to).or_default().push_back(pkt);
+        self.backlog_len += 1;
+    }
+
+    /// Sends now if nothing to `to` is waiting, else (or without credits) queues in order.
+    fn send_now<W: Wire + ?Sized>(
+        &mut self,
+        wire: &mut W,
+        to: Proc,
+        h: &Header,
+        payload: &[u8],
+    ) -> MpiResult<()> {
+        if self.backlog.get(&to).is_none_or(|q| q.is_empty())
+            && wire.try_send(to, &[&h.encode(), payload])?
+        {
+            return Ok(());
+        }
+        self.queue(to, h, payload);
+        Ok(())
+    }
+
+    /// A new request in the table.
+    pub fn new_request(&mut self, comm: MPI_Comm, is_recv: bool) -> MPI_Request {
+        self.reqs.insert(Request::new(comm, is_recv))
+    }
+
+    pub fn is_done(&self, h: MPI_Request) -> bool {
+        self.reqs.get(h).is_none_or(|r| r.done)
+    }
+
+    /// Marks a request complete; drops its protocol state (and its Bsend block) and, if the
+    /// user freed it or it is internal, the request itself.
+    fn complete(&mut self, h: MPI_Request) {
+        let Some(r) = self.reqs.get_mut(h) else {
+            return;
+        };
+        r.done = true;
+        let op = std::mem::replace(&mut r.op, Op::Idle);
+        let gone = r.freed || r.background;
+        let op = match op {
+            Op::Recv(RecvOp {
+                target: Target::Owned(v),
+                ..
+            }) => {
+                r.received = Some(v);
+                Op::Idle
+            }
+            op => op,
+        };
+        if let Op::Send(SendOp {
+            bsend_block: Some(off),
+            ..
+        }) = op
+        {
+            if let Some(a) = self.attached.as_mut() {
+                a.free(off);
+            }
+        }
+        let (parent, status, is_recv) = (r.parent, r.status, r.is_recv);
+        if gone {
+            self.reqs.remove(h);
+        }
+        if let Some(p) = parent {
+            self.child_done(p, status, is_recv);
+        }
+    }
+
+    /// One half of an MPI_Isendrecv completed: the receive's status is the pair's status;
+    /// the first error of either half is kept.
+    fn child_done(&mut self, p: MPI_Request, st: Status, is_recv: bool) {
+        let Some(r) = self.reqs.get_mut(p) else {
+            return;
+        };
+        let first_error = r.status.error;
+        if is_recv {
+            r.status = st;
+        }
+        if first_error != MPI_SUCCESS {
+            r.status.error = first_error;
+        } else if st.error != MPI_SUCCESS {
+            r.status.error = st.error;
+        }
+        r.children = r.children.saturating_sub(1);
+        if r.children == 0 {
+            self.complete(p);
+        }
+    }
+
+    /// A request for MPI_Isendrecv: completes when both halves (started with
+    /// [`Self::new_child`]) have.
+    pub fn new_pair(&mut self, comm: MPI_Comm) -> MPI_Request {
+        let mut r = Request::new(comm, true);
+        r.children = 2;
+        self.reqs.insert(r)
+    }
+
+    /// A background half of the pair `parent`.
+    pub fn new_child(&mut self, parent: MPI_Request, is_recv: bool) -> MPI_Request {
+        let comm = self.reqs.get(parent).map_or(MPI_COMM_WORLD, |r| r.comm);
+        let mut r = Request::new(comm, is_recv);
+        r.parent = Some(parent);
+        r.background = true;
+        self.reqs.insert(r)
+    }
+
+    fn complete_with(&mut self, h: MPI_Request, st: Status) {
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.status = st;
+        }
+        self.complete(h);
+    }
+
+    // ----- sends -----
+
+    /// Starts the send `spec` on request `h` (new or a persistent one being started).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_send<W: Wire + ?Sized>(
+        &mut self,
+        wire: &mut W,
+        h: MPI_Request,
+        mode: Mode,
+        ctx: u32,
+        me: i32,
+        dest: Option<Proc>,
+        tag: i32,
+        src: &Source,
+    ) -> MpiResult<()> {
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.done = false;
+            r.status = Status::default();
+        }
+        let Some(to) = dest else {
+            self.complete_with(h, proc_null_status());
+            return Ok(());
+        };
+        let (mut ptr, len, mut owned) = match src {
+            Source::User { buf, count, dt } => {
+                if dt.is_contiguous() {
+                    let p = buf.0.wrapping_offset(dt.true_lb());
+                    (Ptr(p), dt.size() * count, None)
+                } else {
+                    let mut v = Vec::new();
+                    // SAFETY: `buf` holds `count` elements of `dt` (the caller's contract
+                    // for an active send); pack only reads that memory.
+                    unsafe { dt.pack(buf.0, *count, &mut v) };
+                    let a: Arc<[u8]> = v.into();
+                    (Ptr(a.as_ptr() as *mut u8), a.len(), Some(a))
+                }
+            }
+            Source::Owned(a) => (Ptr(a.as_ptr() as *mut u8), a.len(), Some(a.clone())),
+        };
+        let eager = len <= self.eager_max(wire, to);
+        let mut block = None;
+        if mode == Mode::Buffered {
+            let Some(att) = self.attached.as_mut() else {
+                return Err(MpiError::new(
+                    MPI_ERR_BUFFER,
+                    "buffered send with no buffer attached (call MPI_Buffer_attach)",
+                ));
+            };
+            let Some(off) = att.alloc(len) else {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_BUFFER,
+                    "the attached buffer ({} bytes) has no room for a message of {len} bytes \
+                     plus MPI_BSEND_OVERHEAD ({MPI_BSEND_OVERHEAD})",
+                    att.size
+                ));
+            };
+            if eager {
+                // The packet copies the data at once: the space is free again right away.
+                att.free(off);
+            } else {
+                let dst = att.base.0.wrapping_add(off);
+                // SAFETY: [off, off+len) lies inside the attached buffer (alloc checked it)
+                // and is reserved for this send alone; `ptr` is `len` readable bytes.
+                unsafe { std::ptr::copy_nonoverlapping(ptr.0, dst, len) };
+                ptr = Ptr(dst);
+                owned = None;
+                block = Some(off);
+            }
+        }
+        let sync = mode == Mode::Sync;
+        let mut hdr = Header {
+            kind: if sync { Kind::EagerSync } else { Kind::Eager },
+            context: ctx,
+            src: me,
+            tag,
+            len: len as u64,
+            sreq: rid(h),
+            rreq: 0,
+            arg: 0,
+        };
+        let payload: &[u8] = if eager && len > 0 {
+            // SAFETY: `ptr` is `len` readable bytes (user memory under MPI's contract, the
+            // packed copy or the attached buffer), read only during this call.
+            unsafe { std::slice::from_raw_parts(ptr.0, len) }
+        } else {
+            &[]
+        };
+        if !eager {
+            hdr.kind = Kind::Rts;
+            hdr.arg = ptr.0 as u64;
+        }
+        self.send_now(wire, to, &hdr, payload)?;
+        if eager && !sync {
+            self.complete(h);
+            return Ok(());
+        }
+        let stage = if eager {
+            SendStage::WaitAck
+        } else {
+            SendStage::WaitReply
+        };
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.op = Op::Send(SendOp {
+                to,
+                ptr,
+                len,
+                owned,
+                bsend_block: block,
+                stage,
+            });
+        }
+        Ok(())
+    }
+
+    // ----- receives -----
+
+    /// Starts a receive on request `h`: takes a matching unexpected message or posts it.
+    pub fn start_recv(&mut self, h: MPI_Request, ctx: u32, src: i32, tag: i32, target: Target) {
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.done = false;
+            r.status = Status::default();
+        }
+        if src == MPI_PROC_NULL {
+            self.complete_with(h, proc_null_status());
+            return;
+        }
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.op = Op::Recv(RecvOp {
+                ctx,
+                src,
+                tag,
+                target,
+                stage: RecvStage::Posted,
+            });
+        }
+        match self.matching.take_unexpected(ctx, src, tag) {
+            Some((s, t, u)) => self.match_unexpected(h, s, t, u),
+            None => self.matching.post(ctx, src, tag, h),
+        }
+    }
+
+    /// Receive `h` (already holding its target) takes the message `u` from comm rank `s`.
+    pub fn match_unexpected(&mut self, h: MPI_Request, s: i32, t: i32, u: Unexpected) {
+        match u.body {
+            Body::Eager { data, ack } => {
+                self.deliver(h, s, t, &data, u.len);
+                if let Some(sreq) = ack {
+                    self.queue(u.from, &Header::control(Kind::Ack, sreq, 0), &[]);
+                }
+            }
+            Body::Rts { sreq, addr } => self.pull(h, s, t, u.from, sreq, addr, u.len),
+        }
+    }
+
+    fn set_source(&mut self, h: MPI_Request, s: i32, t: i32) {
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.status.source = s;
+            r.status.tag = t;
+        }
+    }
+
+    /// The final status bytes and error of a `len`-byte message into `cap` bytes.
+    fn finish_recv(&mut self, h: MPI_Request, len: u64, cap: u64) {
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.status.bytes = len.min(cap);
+            if len > cap {
+                r.status.error = make_code(
+                    MPI_ERR_TRUNCATE,
+                    format!(
+                        "message truncated: {len} bytes from rank {} with tag {} do not fit \
+                         in the receive buffer of {cap} bytes",
+                        r.status.source, r.status.tag
+                    ),
+                );
+            }
+        }
+        self.complete(h);
+    }
+
+    /// Stores a whole eager message into receive `h`.
+    fn deliver(&mut self, h: MPI_Request, s: i32, t: i32, data: &[u8], len: u64) {
+        self.set_source(h, s, t);
+        let Some(Request {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            return;
+        };
+        let cap = r.target.capacity();
+        let n = (len.min(cap) as usize).min(data.len());
+        r.target.store(&data[..n]);
+        self.finish_recv(h, len, cap);
+    }
+
+    /// Receive `h` matched an RTS: `flush` will read the data.
+    #[allow(clippy::too_many_arguments)]
+    fn pull(&mut self, h: MPI_Request, s: i32, t: i32, from: Proc, sreq: u32, addr: u64, len: u64) {
+        self.set_source(h, s, t);
+        if let Some(Request {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        {
+            r.stage = RecvStage::Pull {
+                from,
+                sreq,
+                addr,
+                len,
+            };
+            self.reads.push_back(h);
+        }
+    }
+
+    /// MPI_Cancel: a receive still in the posted queue is removed and completes cancelled.
+    /// Sends are not cancelled (MPI allows this; the send completes normally).
+    pub fn cancel(&mut self, h: MPI_Request) {
+        let posted = matches!(
+            self.reqs.get(h),
+            Some(Request {
+                op: Op::Recv(RecvOp {
+                    stage: RecvStage::Posted,
+                    ..
+                }),
+                done: false,
+                ..
+            })
+        );
+        if posted && self.matching.cancel_posted(|&p| p == h).is_some() {
+            let st = Status {
+                cancelled: true,
+                ..empty_status()
+            };
+            self.complete_with(h, st);
+        }
+    }
+
+    /// MPI_Iprobe: the status of the first message `(ctx, src, tag)` would receive.
+    pub fn probe(&self, ctx: u32, src: i32, tag: i32) -> Option<Status> {
+        let (s, t, u) = self.matching.find_unexpected(ctx, src, tag)?;
+        Some(Status {
+            source: s,
+            tag: t,
+            bytes: u.len,
+            ..Status::default()
+        })
+    }
+
+    /// MPI_Improbe: takes the message out of matching into a message handle.
+    pub fn mprobe(
+        &mut self,
+        comm: MPI_Comm,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+    ) -> Option<(MPI_Message, Status)> {
+        let (s, t, u) = self.matching.take_unexpected(ctx, src, tag)?;
+        let st = Status {
+            source: s,
+            tag: t,
+            bytes: u.len,
+            ..Status::default()
+        };
+        let mut r = Request::new(comm, true);
+        r.op = Op::Message(s, t, u);
+        r.done = true;
+        Some((self.reqs.insert(r), st))
+    }
+
+    /// MPI_Imrecv: turns message `m` into a receive request (same handle) into `target`.
+    pub fn mrecv(&mut self, m: MPI_Message, target: Target) -> MpiResult<MPI_Request> {
+        let r = self
+            .reqs
+            .get_mut(m)
+            .filter(|r| matches!(r.op, Op::Message(..)))
+            .ok_or_else(|| {
+                crate::mpi_err!(MPI_ERR_REQUEST, "invalid message handle {:#x}", m as u32)
+            })?;
+        let Op::Message(s, t, u) = std::mem::replace(&mut r.op, Op::Idle) else {
+            unreachable!()
+        };
+        r.done = false;
+        r.op = Op::Recv(RecvOp {
+            ctx: 0,
+            src: s,
+            tag: t,
+            target,
+            stage: RecvStage::Posted,
+        });
+        self.match_unexpected(m, s, t, u);
+        Ok(m)
+    }
+
+    // ----- packets -----
+
+    /// An arrived packet (called from the progress engine while the transport is polled;
+    /// anything to send in response is queued and goes out in `flush`).
+    pub fn on_packet(&mut self, from: Proc, packet: &[u8]) {
+        let Some((h, payload)) = Header::decode(packet) else {
+            return;
+        };
+        match h.kind {
+            Kind::Eager | Kind::EagerSync => {
+                let ack = (h.kind == Kind::EagerSync).then_some(h.sreq);
+                match self.matching.arrive(h.context, h.src, h.tag) {
+                    Some(r) => {
+                        self.deliver(r, h.src, h.tag, payload, h.len);
+                        if let Some(sreq) = ack {
+                            self.queue(from, &Header::control(Kind::Ack, sreq, 0), &[]);
+                        }
+                    }
+                    None => self.matching.add_unexpected(
+                        h.context,
+                        h.src,
+                        h.tag,
+                        Unexpected {
+                            from,
+                            len: h.len,
+                            body: Body::Eager {
+                                data: payload.to_vec(),
+                                ack,
+                            },
+                        },
+                    ),
+                }
+            }
+            Kind::Rts => match self.matching.arrive(h.context, h.src, h.tag) {
+                Some(r) => self.pull(r, h.src, h.tag, from, h.sreq, h.arg, h.len),
+                None => self.matching.add_unexpected(
+                    h.context,
+                    h.src,
+                    h.tag,
+                    Unexpected {
+                        from,
+                        len: h.len,
+                        body: Body::Rts {
+                            sreq: h.sreq,
+                            addr: h.arg,
+                        },
+                    },
+                ),
+            },
+            Kind::Cts => {
+                let s = handle(h.sreq);
+                if let Some(Request {
+                    op: Op::Send(op), ..
+                }) = self.reqs.get_mut(s)
+                {
+                    op.stage = SendStage::Streaming {
+                        rreq: h.rreq,
+                        off: 0,
+                    };
+                    self.streams.push_back(s);
+                }
+            }
+            Kind::Data => self.on_data(handle(h.rreq), h.arg, payload),
+            Kind::Fin | Kind::Ack => self.complete(handle(h.sreq)),
+        }
+    }
+
+    fn on_data(&mut self, h: MPI_Request, off: u64, payload: &[u8]) {
+        let Some(Request {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            return;
+        };
+        let cap = r.target.capacity();
+        let RecvStage::Fragments { len, got, temp } = &mut r.stage else {
+            return;
+        };
+        if off < cap {
+            let k = (payload.len() as u64).min(cap - off) as usize;
+            let off = off as usize;
+            match temp {
+                Some(t) => {
+                    if t.len() < off + k {
+                        t.resize(off + k, 0);
+                    }
+                    t[off..off + k].copy_from_slice(&payload[..k]);
+                }
+                None => {
+                    if let Some(p) = r.target.contiguous_ptr() {
+                        // SAFETY: off + k <= capacity, so the bytes lie inside the contiguous
+                        // receive buffer the user gave this active request.
+                        unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), p.add(off), k) };
+                    }
+                }
+            }
+        }
+        *got += payload.len() as u64;
+        if *got < *len {
+            return;
+        }
+        let len = *len;
+        if let Some(t) = temp.take() {
+            r.target.store(&t);
+        }
+        self.finish_recv(h, len, cap);
+    }
+
+    // ----- network work -----
+
+    /// Sends what is queued and does deferred work that needs the network (single-copy
+    /// reads, fragment streams). Returns true if anything happened.
+    pub fn flush<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
+        let mut did = false;
+        while let Some(h) = self.reads.pop_front() {
+            did = true;
+            self.do_read(wire, h);
+        }
+        did |= self.drain_backlog(wire);
+        did |= self.do_streams(wire);
+        did
+    }
+
+    fn drain_backlog<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
+        let mut did = false;
+        for (&to, q) in self.backlog.iter_mut() {
+            while let Some(pkt) = q.front() {
+                match wire.try_send(to, &[pkt]) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => self.error = Some(e),
+                }
+                q.pop_front();
+                self.backlog_len -= 1;
+                did = true;
+            }
+        }
+        self.backlog.retain(|_, q| !q.is_empty());
+        did
+    }
+
+    fn do_read<W: Wire + ?Sized>(&mut self, wire: &mut W, h: MPI_Request) {
+        let Some(Request {
+            op: Op::Recv(r), ..
+        }) = self.reqs.get_mut(h)
+        else {
+            return;
+        };
+        let RecvStage::Pull {
+            from,
+            sreq,
+            addr,
+            len,
+        } = r.stage
+        else {
+            return;
+        };
+        let cap = r.target.capacity();
+        let n = len.min(cap) as usize;
+        let read = if n == 0 {
+            true
+        } else if let Some(p) = r.target.contiguous_ptr() {
+            // SAFETY: n <= capacity: the first n bytes of the contiguous receive buffer the
+            // user gave this active request.
+            let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
+            wire.read_remote(from, addr, dst).unwrap_or(false)
+        } else {
+            let mut tmp = vec![0u8; n];
+            let ok = wire.read_remote(from, addr, &mut tmp).unwrap_or(false);
+            if ok {
+                r.target.store(&tmp);
+            }
+            ok
+        };
+        if read {
+            self.queue(from, &Header::control(Kind::Fin, sreq, 0), &[]);
+            self.finish_recv(h, len, cap);
+        } else {
+            let temp = r
+                .target
+                .contiguous_ptr()
+                .is_none()
+                .then(|| Vec::with_capacity(n));
+            r.stage = RecvStage::Fragments { len, got: 0, temp };
+            self.queue(from, &Header::control(Kind::Cts, sreq, rid(h)), &[]);
+        }
+    }
+
+    fn do_streams<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
+        let mut did = false;
+        let mut waiting = VecDeque::new();
+        while let Some(h) = self.streams.pop_front() {
+            let Some(Request {
+                op: Op::Send(op), ..
+            }) = self.reqs.get_mut(h)
+            else {
+                continue;
+            };
+            let SendStage::Streaming { rreq, mut off } = op.stage else {
+                continue;
+            };
+            if self.backlog.contains_key(&op.to) {
+                waiting.push_back(h);
+                continue;
+            }
+            let frag = wire.max_packet(op.to).saturating_sub(HEADER_LEN).max(1);
+            let mut failed = None;
+            while off < op.len {
+                let k = frag.min(op.len - off);
+                let mut hdr = Header::control(Kind::Data, rid(h), rreq);
+                hdr.len = op.len as u64;
+                hdr.arg = off as u64;
+                // SAFETY: [off, off+k) lies inside the `len` bytes this send owns or borrows
+                // (user memory under MPI's contract, its packed copy or its Bsend block).
+                let part = unsafe { std::slice::from_raw_parts(op.ptr.0.add(off), k) };
+                match wire.try_send(op.to, &[&hdr.encode(), part]) {
+                    Ok(true) => {
+                        off += k;
+                        did = true;
+                    }
+                    Ok(false) => break,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            op.stage = SendStage::Streaming { rreq, off };
+            if let Some(e) = failed {
+                let code = make_code(e.class, e.msg);
+                let st = Status {
+                    error: code,
+                    ..Status::default()
+                };
+                self.complete_with(h, st);
+            } else if off >= op.len {
+                self.complete(h);
+            } else {
+                waiting.push_back(h);
+            }
+        }
+        self.streams = waiting;
+        did
+    }
+}
