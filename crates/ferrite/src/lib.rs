@@ -8,6 +8,7 @@
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 pub mod abi;
+pub mod coll;
 pub mod error;
 pub mod objects;
 pub mod p2p;

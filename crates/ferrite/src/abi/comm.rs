@@ -88,6 +88,41 @@ mpi_fn! {
     }
 }
 
+/// A new communicator with the same group, in the same order, and a new context.
+fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
+    state::with(|st| {
+        let rank = st.objects.comms.get(comm)?.rank as c_int;
+        st.comm_split(comm, 0, rank)
+    })
+}
+
+mpi_fn! {
+    fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_dup_with_info(comm: MPI_Comm, _info: c_int, newcomm: *mut MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        // No info hints change a communicator's behaviour yet.
+        let h = dup(comm)?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        let h = state::with(|st| st.comm_split(comm, color, key))?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
 mpi_fn! {
     fn MPI_Comm_free(comm: *mut MPI_Comm) on ErrObj::NoObject => {
         if comm.is_null() {
