@@ -6,6 +6,7 @@
 
 #[macro_use]
 pub mod macros;
+pub mod coll;
 pub mod comm;
 pub mod consts;
 pub mod datatype;

@@ -101,7 +101,8 @@ impl Ferrite {
         mine.extend_from_slice(&key.to_le_bytes());
         mine.extend_from_slice(&self.objects.comms.next_context.to_le_bytes());
         let all = self.allgather_fixed(comm, &mine)?;
-        let field = |r: &[u8], i: usize| u32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap());
+        let field =
+            |r: &[u8], i: usize| u32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap());
         let records: Vec<&[u8]> = all.chunks_exact(12).collect();
         let context = records.iter().map(|r| field(r, 2)).max().unwrap_or(0);
         self.objects.comms.next_context = context + 2;
