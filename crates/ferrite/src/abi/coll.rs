@@ -306,3 +306,21 @@ mpi_fn! {
         Ok(())
     }
 }
+
+// ----- Ferrite extension -----
+
+mpi_fn! {
+    /// `FERRITE_Coll_peers(reset, &count)`: distinct world ranks this process exchanged
+    /// collective messages with since the last reset (declared in mpi.h).
+    fn FERRITE_Coll_peers(reset: c_int, count: *mut c_int) on ErrObj::NoObject => {
+        let n = state::with(|st| {
+            let n = st.coll.peers.len();
+            if reset != 0 {
+                st.coll.peers.clear();
+            }
+            Ok(n)
+        })?;
+        // SAFETY: the caller's int*.
+        unsafe { out(count, n as c_int) }
+    }
+}
