@@ -25,8 +25,8 @@ run_suite() { # name command...
     local line
     line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     local p f
-    p=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/p')
-    f=$(echo "$line" | sed -nE 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/p')
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
     p=${p:-0}; f=${f:-0}
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$name: exited with status $rc"; fi
     if [ -z "$line" ] && [ "$rc" -eq 0 ]; then f=1; echo "$name: printed no summary line"; fi
@@ -53,6 +53,14 @@ for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/chec
         echo "=== $suite missing"; record "$suite" 0 1
     fi
 done
+
+# Ferrite programs launched by MPICH's Hydra (mpirun.mpich speaks PMI-1 over PMI_FD too).
+if command -v mpirun.mpich >/dev/null; then
+    run_suite c-hydra env MPIRUN=mpirun.mpich MPICC="$PREFIX/bin/mpicc" FERRITE_TESTS_EXPECT=ferrite \
+        TEST_NP="1 2 4" tests/c/run.sh ring anysource sizes env
+else
+    echo "=== c-hydra: mpirun.mpich missing"; record c-hydra 0 1
+fi
 
 leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
 if [ "$leftover" -ne 0 ]; then

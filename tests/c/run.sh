@@ -78,7 +78,9 @@ check_job_failure() { # name np bin log
         reap "$bin"
         report_fail "$name" "$np" "processes of the job left after mpirun exited" "$log"; return
     fi
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    # 124: timeout fired; 137 is also what `timeout -k` gives when it had to SIGKILL, but a
+    # launcher legitimately exits 128+9 for a rank killed by SIGKILL, so tell them apart by time.
+    if [ "$rc" -eq 124 ] || { [ "$rc" -eq 137 ] && [ "$(echo "$elapsed >= 20" | bc)" -eq 1 ]; }; then
         report_fail "$name" "$np" "mpirun did not exit within 20 s" "$log"; return
     fi
     if [ "$rc" -eq 0 ]; then

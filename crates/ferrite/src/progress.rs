@@ -7,6 +7,14 @@
 use crate::error::MpiResult;
 use crate::runtime::config;
 use crate::state::Ferrite;
+use std::sync::OnceLock;
+
+/// `FERRITE_PROGRESS_SPIN`, read once: every blocking call starts here, so the environment
+/// is not parsed on the latency path.
+fn spin_passes() -> u32 {
+    static SPIN: OnceLock<u32> = OnceLock::new();
+    *SPIN.get_or_init(|| config::get("FERRITE_PROGRESS_SPIN"))
+}
 
 impl Ferrite {
     /// One pass: deliver arrived packets to the protocols, then send what they queued.
@@ -24,7 +32,7 @@ impl Ferrite {
     /// blocks. With a send backlog (waiting for credits) it sleeps only briefly, since credits
     /// come back without a doorbell.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
-        let spin: u32 = config::get("FERRITE_PROGRESS_SPIN");
+        let spin = spin_passes();
         let mut idle = 0u32;
         while !done(self) {
             if self.progress() {

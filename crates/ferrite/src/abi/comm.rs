@@ -170,7 +170,7 @@ static ATTRS: PredefinedAttrs = PredefinedAttrs {
 fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
     let a = &ATTRS;
     let (slot, value) = match keyval {
-        MPI_TAG_UB => (&a.tag_ub, crate::objects::comm::TAG_UB),
+        MPI_TAG_UB => (&a.tag_ub, crate::p2p::ops::TAG_UB),
         MPI_HOST => return Some(&a.host),
         MPI_IO => return Some(&a.io),
         MPI_WTIME_IS_GLOBAL => return Some(&a.wtime_is_global),

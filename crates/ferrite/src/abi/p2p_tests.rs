@@ -1,7 +1,6 @@
 //! The chapter 3 entry points in one process: messages are injected as arrived packets
 //! (the transports are not needed), everything else goes through the PMPI_ functions.
 
-use super::super::consts::*;
 use super::super::request::*;
 use super::super::types::MPI_Status;
 use super::*;
@@ -9,7 +8,6 @@ use crate::error::class_of;
 use crate::p2p::packet::{Header, Kind};
 use std::ptr::{null, null_mut};
 
-const MPI_INT: MPI_Datatype = 0x4c000405;
 const IGNORE: *mut MPI_Status = std::ptr::without_provenance_mut(1);
 
 /// A message from world rank 0 (this process) on MPI_COMM_WORLD arrives.

@@ -562,11 +562,13 @@ mpi_fn! {
     }
 }
 
-/// Basic elements in `bytes` of `dt`. NOTE: counts elements of `dt.size()` bytes, which is
-/// right for predefined types; derived types need the datatype engine's element count.
+/// Basic elements in the bytes a status reports, as the datatype engine counts them
+/// (MPI_UNDEFINED when the bytes end inside a basic element).
 fn elements(status: *const MPI_Status, dt: MPI_Datatype) -> MpiResult<i64> {
     let s = read_status(status)?;
-    Ok(whole(s.bytes, type_size(dt)?))
+    let t = state::with(|st| st.objects.datatypes.get(dt))?;
+    Ok(t.elements_in(s.bytes)
+        .map_or(MPI_UNDEFINED as i64, |n| n as i64))
 }
 
 mpi_fn! {
@@ -611,7 +613,10 @@ fn set_elements(status: *mut MPI_Status, dt: MPI_Datatype, count: MPI_Count) -> 
     if count < 0 {
         return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
     }
-    s.bytes = (count as u64).saturating_mul(type_size(dt)?);
+    // `count` basic elements: their size when the type is made of one kind of element.
+    let t = state::with(|st| st.objects.datatypes.get(dt))?;
+    let basic = t.basic_size.unwrap_or(t.size()) as u64;
+    s.bytes = (count as u64).saturating_mul(basic);
     // SAFETY: a real, writable status from the caller.
     unsafe { store(status, &s) };
     Ok(())

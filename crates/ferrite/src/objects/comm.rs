@@ -24,9 +24,6 @@ impl Comm {
     }
 }
 
-/// The largest tag a message may carry (the MPI_TAG_UB attribute).
-pub const TAG_UB: i32 = i32::MAX;
-
 /// Context ids of the builtins; user communicators get ids from 4 upwards.
 pub const WORLD_CONTEXT: u32 = 0;
 pub const SELF_CONTEXT: u32 = 2;

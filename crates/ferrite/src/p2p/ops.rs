@@ -6,8 +6,10 @@
 //! - `coll_isend(comm, dest, tag, Vec<u8>)`, `coll_irecv(comm, src, tag)`: nonblocking, give
 //!   an internal request; `coll_isend_buf`/`coll_irecv_buf` do the same on user buffers with
 //!   a datatype;
+//! - `coll_sendrecv(comm, dest, sendtag, &[u8], src, recvtag) -> Vec<u8>`: blocking exchange;
 //! - `req_test(req) -> bool` (no progress), `req_wait(req) -> (Status, Vec<u8>)`: completes
-//!   and releases an internal request (the vector holds what `coll_irecv` received).
+//!   and releases an internal request (the vector holds what `coll_irecv` received);
+//!   `req_wait_all(&[req])` does that for several.
 //!
 //! All of these use the communicator's collective context (`context_id + 1`), so they never
 //! match user point-to-point traffic; ranks are ranks in the communicator; any tag value is
@@ -431,6 +433,30 @@ impl Ferrite {
     pub fn coll_recv(&mut self, comm: MPI_Comm, src: i32, tag: i32) -> MpiResult<Vec<u8>> {
         let h = self.coll_irecv(comm, src, tag)?;
         self.req_wait(h).map(|(_, d)| d)
+    }
+
+    /// Waits for every internal request of `reqs` and releases them, in order: their
+    /// statuses and received bytes.
+    pub fn req_wait_all(&mut self, reqs: &[MPI_Request]) -> MpiResult<Vec<(Status, Vec<u8>)>> {
+        self.wait_until(|st| reqs.iter().all(|&h| st.p2p.is_done(h)))?;
+        reqs.iter().map(|&h| self.req_wait(h)).collect()
+    }
+
+    /// Blocking internal exchange: sends `data` to `dest` and receives the message from
+    /// `src` (receive posted first, so pairs of processes cannot deadlock).
+    pub fn coll_sendrecv(
+        &mut self,
+        comm: MPI_Comm,
+        dest: i32,
+        sendtag: i32,
+        data: &[u8],
+        src: i32,
+        recvtag: i32,
+    ) -> MpiResult<Vec<u8>> {
+        let r = self.coll_irecv(comm, src, recvtag)?;
+        let s = self.coll_isend(comm, dest, sendtag, data.to_vec())?;
+        let mut done = self.req_wait_all(&[r, s])?;
+        Ok(std::mem::take(&mut done[0].1))
     }
 
     /// Completion check for MPI_Wait & co: progresses, and if the request is done returns

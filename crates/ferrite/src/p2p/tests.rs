@@ -510,3 +510,49 @@ fn freed_requests_leave_the_table_when_their_protocol_ends() {
         assert!(!sim.procs[0].has_backlog() && !sim.procs[1].has_backlog());
     }
 }
+
+#[test]
+fn collective_context_is_separate_from_point_to_point() {
+    use super::packet::{Header, Kind};
+    let _g = crate::state::for_tests();
+    let packet = |ctx: u32, tag: i32, data: &[u8]| {
+        let h = Header {
+            kind: Kind::Eager,
+            context: ctx,
+            src: 0,
+            tag,
+            len: data.len() as u64,
+            sreq: 0,
+            rreq: 0,
+            arg: 0,
+        };
+        let mut pkt = h.encode().to_vec();
+        pkt.extend_from_slice(data);
+        pkt
+    };
+    crate::state::with(|st| {
+        let r = st.coll_irecv(MPI_COMM_WORLD, 0, 5)?;
+        st.p2p.on_packet(0, &packet(0, 5, b"p2p"));
+        assert!(
+            !st.req_test(r),
+            "a point-to-point message does not match a collective receive"
+        );
+        st.p2p.on_packet(0, &packet(1, 5, b"coll data"));
+        let (status, data) = st.req_wait(r)?;
+        assert_eq!(
+            (status.source, status.tag, data.as_slice()),
+            (0, 5, &b"coll data"[..])
+        );
+        // The p2p message is still there for a p2p receive.
+        let spec = st.recv_spec(std::ptr::null_mut(), 0, MPI_BYTE, 0, 5, MPI_COMM_WORLD)?;
+        let h = st.start_new(MPI_COMM_WORLD, &spec)?;
+        let (s2, _) = st.req_wait(h)?;
+        assert_eq!((s2.bytes, class_of(s2.error)), (0, MPI_ERR_TRUNCATE));
+        assert_eq!(
+            class_of(st.coll_irecv(MPI_COMM_WORLD, 3, 0).unwrap_err().class),
+            MPI_ERR_RANK
+        );
+        Ok(())
+    })
+    .unwrap();
+}
