@@ -1,6 +1,7 @@
 /* Shared driver of the collective latency benchmarks (allreduce.c, bcast.c, alltoall.c,
  * barrier.c): for each size (bytes per rank, 8 B .. 1 MiB by 4x; barrier: 0 only) a
- * warm-up, then timed repetitions scaled down with size; prints `size usec` on rank 0, the
+ * warm-up, then timed repetitions scaled down with size (and capped to about 0.3 s per
+ * size); prints `size usec` on rank 0, the
  * mean time per operation of the slowest rank. The including file defines
  * `run(buf, out, n, comm)` (one operation on n bytes) and `check(buf, out, n)` (0 when the
  * data of the last operation is right, so a broken collective cannot report a good time). */
@@ -25,7 +26,13 @@ static int bench_main(int argc, char **argv, const char *name, long maxb)
     for (long n = maxb ? 8 : 0; n <= maxb; n = n ? n * 4 : 1) {
         int reps = n <= 1024 ? 2000 : (int)(2000L * 1024 / n);
         if (reps < 20) reps = 20;
-        for (int i = 0; i < reps / 10 + 5; i++) run(buf, out, n, MPI_COMM_WORLD);
+        /* Warm-up, which also calibrates: at most ~0.3 s per size (oversubscribed runs are
+         * slow), the same count on every rank (the slowest rank's estimate). */
+        double w0 = MPI_Wtime(), wt, wmax;
+        for (int i = 0; i < 10; i++) run(buf, out, n, MPI_COMM_WORLD);
+        wt = (MPI_Wtime() - w0) / 10;
+        MPI_Allreduce(&wt, &wmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (wmax * reps > 0.3) reps = (int)(0.3 / wmax) < 10 ? 10 : (int)(0.3 / wmax);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (int i = 0; i < reps; i++) run(buf, out, n, MPI_COMM_WORLD);

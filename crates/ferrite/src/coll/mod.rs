@@ -88,7 +88,35 @@ impl Link for CommLink<'_> {
         self.note_peer(peer);
         self.st.coll_irecv(self.comm, peer, tag)
     }
-    fn test(&mut self, h: &MPI_Request) -> MpiResult<Option<Vec<u8>>> {
+    unsafe fn isend_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *const u8,
+        len: usize,
+    ) -> MpiResult<MPI_Request> {
+        self.note_peer(peer);
+        // SAFETY: per this function's contract.
+        unsafe {
+            self.st
+                .coll_isend_buf(self.comm, peer, tag, p, len, MPI_BYTE)
+        }
+    }
+    unsafe fn irecv_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *mut u8,
+        len: usize,
+    ) -> MpiResult<MPI_Request> {
+        self.note_peer(peer);
+        // SAFETY: per this function's contract.
+        unsafe {
+            self.st
+                .coll_irecv_buf(self.comm, peer, tag, p, len, MPI_BYTE)
+        }
+    }
+    fn test(&mut self, h: &MPI_Request) -> MpiResult<Option<(Vec<u8>, usize)>> {
         if !self.st.req_test(*h) {
             return Ok(None);
         }
@@ -97,7 +125,7 @@ impl Link for CommLink<'_> {
         if status.error != MPI_SUCCESS {
             return Err(MpiError::from_code(status.error));
         }
-        Ok(Some(data.unwrap_or_default()))
+        Ok(Some((data.unwrap_or_default(), status.bytes as usize)))
     }
 }
 
@@ -275,6 +303,13 @@ pub fn persistent(
 ) -> MpiResult<MPI_Request> {
     state::with(|st| {
         let plan = build(st)?;
+        // Forget the plans of persistent requests freed since (MPI_Request_free removes
+        // the request from the p2p table only).
+        let reqs = &st.p2p.reqs;
+        st.coll.persistent.retain(|&h, _| {
+            reqs.get(h)
+                .is_some_and(|r| matches!(r.persistent, Some(crate::p2p::request::Spec::Coll)))
+        });
         let h = st.persistent(comm, crate::p2p::request::Spec::Coll);
         st.coll.persistent.insert(h, (comm, Arc::new(plan)));
         Ok(h)

@@ -151,8 +151,45 @@ pub trait Link {
     type H;
     fn isend(&mut self, peer: i32, tag: i32, data: Vec<u8>) -> MpiResult<Self::H>;
     fn irecv(&mut self, peer: i32, tag: i32) -> MpiResult<Self::H>;
-    /// The data of a completed request (empty for sends), releasing it; None while pending.
-    fn test(&mut self, h: &Self::H) -> MpiResult<Option<Vec<u8>>>;
+    /// Sends the `len` bytes at `p` without copying them first.
+    ///
+    /// # Safety
+    /// The bytes stay valid and unmodified until the request completes.
+    unsafe fn isend_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *const u8,
+        len: usize,
+    ) -> MpiResult<Self::H>;
+    /// Receives at most `len` bytes straight into `p`.
+    ///
+    /// # Safety
+    /// The bytes stay valid and untouched by others until the request completes.
+    unsafe fn irecv_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *mut u8,
+        len: usize,
+    ) -> MpiResult<Self::H>;
+    /// A completed request, released: the data of an `irecv` (empty otherwise) and the
+    /// number of bytes received. None while pending.
+    fn test(&mut self, h: &Self::H) -> MpiResult<Option<(Vec<u8>, usize)>>;
+}
+
+/// What an in-flight request of a round is.
+#[derive(Clone, Copy)]
+enum Flight {
+    Send,
+    /// Receive into library-owned data, scattered into transfer `.0`'s parts.
+    Owned(usize),
+    /// Receive straight into the schedule's buffer; `.0` bytes expected.
+    Direct(usize),
+}
+
+fn overlap(a: &Slice, b: &Slice) -> bool {
+    a.buf == b.buf && a.off < b.off + b.len && b.off < a.off + a.len
 }
 
 /// Where a running schedule stands.
@@ -165,14 +202,25 @@ pub enum Poll {
     Done,
 }
 
+fn size_check(got: usize, want: usize) -> MpiResult<()> {
+    if got == want {
+        return Ok(());
+    }
+    Err(crate::mpi_err!(
+        crate::abi::consts::MPI_ERR_TRUNCATE,
+        "collective received {got} bytes where {want} were expected (do the ranks' counts \
+         and datatypes match?)"
+    ))
+}
+
 /// A schedule being run.
 pub struct Run<H> {
     pub plan: Arc<Plan>,
     pub tag: i32,
     bufs: Vec<Vec<u8>>,
     cur: usize,
-    /// Requests of the current round and, for receives, the transfer they belong to.
-    inflight: Vec<(H, Option<usize>)>,
+    /// Requests of the current round.
+    inflight: Vec<(H, Flight)>,
     posted: bool,
     /// Local steps of the current round already done.
     local_i: usize,
@@ -213,14 +261,7 @@ impl<H> Run<H> {
 
     fn scatter(&mut self, parts: &[Slice], data: &[u8]) -> MpiResult<()> {
         let want: usize = parts.iter().map(|s| s.len).sum();
-        if data.len() != want {
-            return Err(crate::mpi_err!(
-                crate::abi::consts::MPI_ERR_TRUNCATE,
-                "collective received {} bytes where {want} were expected (do the ranks' \
-                 counts and datatypes match?)",
-                data.len()
-            ));
-        }
+        size_check(data.len(), want)?;
         let mut at = 0;
         for s in parts {
             self.bufs[s.buf][s.off..s.off + s.len].copy_from_slice(&data[at..at + s.len]);
@@ -237,31 +278,19 @@ impl<H> Run<H> {
         while self.cur < plan.rounds.len() {
             let round = &plan.rounds[self.cur];
             if !self.posted {
-                // Receives first, so two ranks exchanging cannot both wait on sends.
-                for (i, x) in round.xfers.iter().enumerate() {
-                    if x.bytes() == 0 || x.send {
-                        continue;
-                    }
-                    let h = link.irecv(x.peer, self.tag)?;
-                    self.inflight.push((h, Some(i)));
-                }
-                for x in round.xfers.iter() {
-                    if x.bytes() == 0 || !x.send {
-                        continue;
-                    }
-                    let h = link.isend(x.peer, self.tag, self.gather(&x.parts))?;
-                    self.inflight.push((h, None));
-                }
+                self.post(round, link)?;
                 self.posted = true;
             }
             let mut k = 0;
             while k < self.inflight.len() {
                 match link.test(&self.inflight[k].0)? {
                     None => k += 1,
-                    Some(data) => {
-                        let (_, x) = self.inflight.swap_remove(k);
-                        if let Some(i) = x {
-                            self.scatter(&round.xfers[i].parts, &data)?;
+                    Some((data, got)) => {
+                        let (_, f) = self.inflight.swap_remove(k);
+                        match f {
+                            Flight::Send => {}
+                            Flight::Owned(i) => self.scatter(&round.xfers[i].parts, &data)?,
+                            Flight::Direct(want) => size_check(got, want)?,
                         }
                     }
                 }
@@ -293,6 +322,60 @@ impl<H> Run<H> {
             .iter()
             .skip(1)
             .any(|r| r.xfers.iter().any(|x| x.bytes() > 0))
+    }
+
+    /// Posts a round's transfers: receives first, so two ranks exchanging cannot both wait
+    /// on sends. One-part transfers go straight from/to the schedule's buffers (they never
+    /// move: the vectors are not resized); a send overlapping a receive of the same round, or
+    /// made of several parts, is copied out before any receive is posted (a receive may
+    /// complete as soon as it is posted).
+    fn post<L: Link<H = H>>(&mut self, round: &Round, link: &mut L) -> MpiResult<()> {
+        let clash = |s: &Slice| {
+            round
+                .xfers
+                .iter()
+                .any(|y| !y.send && y.parts.iter().any(|r| overlap(s, r)))
+        };
+        let copies: Vec<Option<Vec<u8>>> = round
+            .xfers
+            .iter()
+            .map(|x| match x.parts[..] {
+                _ if !x.send || x.bytes() == 0 => None,
+                [s] if !clash(&s) => None,
+                _ => Some(self.gather(&x.parts)),
+            })
+            .collect();
+        for (i, x) in round.xfers.iter().enumerate() {
+            if x.bytes() == 0 || x.send {
+                continue;
+            }
+            let h = if let [s] = x.parts[..] {
+                let p = self.bufs[s.buf][s.off..].as_mut_ptr();
+                // SAFETY: the slice lies in a buffer this run owns and does not touch until
+                // the round's requests have completed.
+                let h = unsafe { link.irecv_at(x.peer, self.tag, p, s.len) }?;
+                (h, Flight::Direct(s.len))
+            } else {
+                (link.irecv(x.peer, self.tag)?, Flight::Owned(i))
+            };
+            self.inflight.push(h);
+        }
+        for (x, copy) in round.xfers.iter().zip(copies) {
+            if x.bytes() == 0 || !x.send {
+                continue;
+            }
+            let h = match (copy, &x.parts[..]) {
+                (Some(data), _) => link.isend(x.peer, self.tag, data)?,
+                (None, [s]) => {
+                    let p = self.bufs[s.buf][s.off..].as_ptr();
+                    // SAFETY: as above; nothing writes the slice during the round.
+                    unsafe { link.isend_at(x.peer, self.tag, p, s.len) }?
+                }
+                (None, _) => unreachable!("multi-part sends are copied"),
+            };
+            self.inflight.push((h, Flight::Send));
+        }
+        Ok(())
     }
 
     fn run_locals(&mut self, r: usize) {

@@ -24,6 +24,10 @@ struct Sim {
 enum H {
     Sent,
     Recv(i32, i32),
+    /// Receive into memory: (peer, tag, address, capacity).
+    RecvAt(i32, i32, *mut u8, usize),
+    /// A receive that completed when posted (bytes).
+    Got(usize),
 }
 
 impl Link for Sim {
@@ -41,14 +45,42 @@ impl Link for Sim {
         self.peers.insert(peer);
         Ok(H::Recv(peer, tag))
     }
-    fn test(&mut self, h: &H) -> MpiResult<Option<Vec<u8>>> {
-        Ok(match h {
-            H::Sent => Some(Vec::new()),
-            H::Recv(p, t) => self
-                .q
-                .borrow_mut()
-                .get_mut(&(*p, self.me, *t))
-                .and_then(|d| d.pop_front()),
+    unsafe fn isend_at(&mut self, peer: i32, tag: i32, p: *const u8, len: usize) -> MpiResult<H> {
+        // SAFETY: per the contract, `len` readable bytes.
+        let data = unsafe { std::slice::from_raw_parts(p, len) }.to_vec();
+        self.isend(peer, tag, data)
+    }
+    unsafe fn irecv_at(&mut self, peer: i32, tag: i32, p: *mut u8, len: usize) -> MpiResult<H> {
+        self.peers.insert(peer);
+        let h = H::RecvAt(peer, tag, p, len);
+        // Like the real layer: a message already there is delivered as the receive is
+        // posted (so a schedule reading a slice after posting a receive into it fails).
+        Ok(match self.test(&h)? {
+            Some((_, n)) => H::Got(n),
+            None => h,
+        })
+    }
+    fn test(&mut self, h: &H) -> MpiResult<Option<(Vec<u8>, usize)>> {
+        let mut q = self.q.borrow_mut();
+        Ok(match *h {
+            H::Sent => Some((Vec::new(), 0)),
+            H::Got(n) => Some((Vec::new(), n)),
+            H::Recv(p, t) => q
+                .get_mut(&(p, self.me, t))
+                .and_then(|d| d.pop_front())
+                .map(|d| {
+                    let n = d.len();
+                    (d, n)
+                }),
+            H::RecvAt(p, t, at, cap) => q
+                .get_mut(&(p, self.me, t))
+                .and_then(|d| d.pop_front())
+                .map(|d| {
+                    assert!(d.len() <= cap, "message longer than the receive slice");
+                    // SAFETY: the run's buffer slice has room for `cap` >= d.len() bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), at, d.len()) };
+                    (Vec::new(), d.len())
+                }),
         })
     }
 }
