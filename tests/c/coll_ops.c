@@ -96,6 +96,14 @@ static void predefined(void)
     INT_TYPE(uint16_t, MPI_UINT16_T);
     INT_TYPE(uint32_t, MPI_UINT32_T);
     INT_TYPE(uint64_t, MPI_UINT64_T);
+    INT_TYPE(MPI_Aint, MPI_AINT);
+    INT_TYPE(MPI_Offset, MPI_OFFSET);
+    INT_TYPE(MPI_Count, MPI_COUNT);
+    /* Fortran types through their C equivalents (INTEGER, REAL, DOUBLE PRECISION, LOGICAL) */
+    INT_TYPE(int, MPI_INTEGER);
+    FLOAT_TYPE(float, MPI_REAL);
+    FLOAT_TYPE(double, MPI_DOUBLE_PRECISION);
+    LOGIC_TYPE(int, MPI_LOGICAL);
     FLOAT_TYPE(float, MPI_FLOAT);
     FLOAT_TYPE(double, MPI_DOUBLE);
     LOGIC_TYPE(bool, MPI_C_BOOL);
@@ -130,6 +138,14 @@ static void predefined(void)
         int v;
         int i;
     } is[N], ir[N];
+    struct {
+        long v;
+        int i;
+    } ls[N], lr[N];
+    struct {
+        short v;
+        int i;
+    } ss[N], sr[N];
     for (int o = 0; o < 2; o++) {
         MPI_Op op = o ? MPI_MAXLOC : MPI_MINLOC;
         for (int i = 0; i < N; i++) {
@@ -137,7 +153,13 @@ static void predefined(void)
             ds[i].i = me;
             is[i].v = (me * 5 + i) % 3;
             is[i].i = me;
+            ls[i].v = (me * 5 + i) % 3;
+            ls[i].i = me;
+            ss[i].v = (short)((me * 5 + i) % 3);
+            ss[i].i = me;
         }
+        MPI_CHECK(MPI_Allreduce(ls, lr, N, MPI_LONG_INT, op, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Allreduce(ss, sr, N, MPI_SHORT_INT, op, MPI_COMM_WORLD));
         MPI_CHECK(MPI_Allreduce(ds, dr, N, MPI_DOUBLE_INT, op, MPI_COMM_WORLD));
         MPI_CHECK(MPI_Allreduce(is, ir, N, MPI_2INT, op, MPI_COMM_WORLD));
         for (int i = 0; i < N; i++) {
@@ -152,6 +174,9 @@ static void predefined(void)
             CHECK(dr[i].v == bv && dr[i].i == bi, "%s double_int [%d]: (%g,%d) want (%g,%d)",
                   o ? "MAXLOC" : "MINLOC", i, dr[i].v, dr[i].i, bv, bi);
             CHECK(ir[i].v == cv && ir[i].i == ci, "%s 2int [%d]", o ? "MAXLOC" : "MINLOC", i);
+            CHECK(lr[i].v == cv && lr[i].i == ci, "%s long_int [%d]", o ? "MAXLOC" : "MINLOC", i);
+            CHECK(sr[i].v == cv && sr[i].i == ci, "%s short_int [%d]", o ? "MAXLOC" : "MINLOC",
+                  i);
         }
     }
 }
