@@ -3,9 +3,13 @@
 //! Op_create/free/commutative and Reduce_local. The plans are made in coll/plans.rs; the
 //! three forms differ only in how the plan runs (coll/mod.rs).
 
+// The int and large-count (_c) forms share their bodies: `count as i64` is an identity in
+// the _c forms.
+#![allow(clippy::unnecessary_cast)]
+
 use super::consts::*;
 use super::out;
-use crate::coll::plans::{self, Side};
+use crate::coll::plans::{self, Arr, Side};
 use crate::coll::reduce::{UserFn, UserFnC, UserKind, UserOp};
 use crate::coll::{self, Mode};
 use crate::error::{ErrObj, MpiError, MpiResult};
@@ -55,6 +59,20 @@ macro_rules! coll {
     };
 }
 
+/// Reduce_scatter's counts (one per rank, none negative).
+///
+/// # Safety
+/// `a` has `n` entries.
+unsafe fn reduce_counts(a: Arr, n: usize) -> MpiResult<Vec<usize>> {
+    // SAFETY: per the contract.
+    let c = unsafe { a.read(n, "counts") }?;
+    c.iter()
+        .map(|&x| {
+            usize::try_from(x).map_err(|_| crate::mpi_err!(MPI_ERR_COUNT, "negative count {x}"))
+        })
+        .collect()
+}
+
 coll! {
     fn MPI_Barrier, fn MPI_Ibarrier, fn MPI_Barrier_init (comm: MPI_Comm) on comm
     |st, _mode| plans::barrier(st, comm)
@@ -62,23 +80,42 @@ coll! {
 
 coll! {
     fn MPI_Bcast, fn MPI_Ibcast, fn MPI_Bcast_init
-    (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm)
-    on comm
-    |st, _mode| plans::bcast(st, comm, buffer, count, datatype, root)
+    (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
+}
+
+coll! {
+    fn MPI_Bcast_c, fn MPI_Ibcast_c, fn MPI_Bcast_init_c
+    (buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
 }
 
 coll! {
     fn MPI_Reduce, fn MPI_Ireduce, fn MPI_Reduce_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
      op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
-    |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count, datatype, op, root, mode)
+    |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
+}
+
+coll! {
+    fn MPI_Reduce_c, fn MPI_Ireduce_c, fn MPI_Reduce_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
+    |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
 }
 
 coll! {
     fn MPI_Allreduce, fn MPI_Iallreduce, fn MPI_Allreduce_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count, datatype, op, mode)
+    |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
+}
+
+coll! {
+    fn MPI_Allreduce_c, fn MPI_Iallreduce_c, fn MPI_Allreduce_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
 }
 
 coll! {
@@ -96,20 +133,39 @@ coll! {
 }
 
 coll! {
+    fn MPI_Reduce_scatter_block_c, fn MPI_Ireduce_scatter_block_c, fn MPI_Reduce_scatter_block_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| {
+        let n = size(st, comm)?;
+        if recvcount < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {recvcount}"));
+        }
+        let counts = vec![recvcount as usize; n];
+        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
+    }
+}
+
+coll! {
     fn MPI_Reduce_scatter, fn MPI_Ireduce_scatter, fn MPI_Reduce_scatter_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
      datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm
     |st, mode| {
         let n = size(st, comm)?;
-        if recvcounts.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null array of counts"));
-        }
         // SAFETY: the caller passes one count per rank.
-        let c = unsafe { std::slice::from_raw_parts(recvcounts, n) };
-        if let Some(bad) = c.iter().find(|&&x| x < 0) {
-            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {bad}"));
-        }
-        let counts: Vec<usize> = c.iter().map(|&x| x as usize).collect();
+        let counts = unsafe { reduce_counts(Arr::Int(recvcounts), n) }?;
+        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
+    }
+}
+
+coll! {
+    fn MPI_Reduce_scatter_c, fn MPI_Ireduce_scatter_c, fn MPI_Reduce_scatter_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes one count per rank.
+        let counts = unsafe { reduce_counts(Arr::Count(recvcounts), n) }?;
         plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
     }
 }
@@ -118,22 +174,44 @@ coll! {
     fn MPI_Scan, fn MPI_Iscan, fn MPI_Scan_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count, datatype, op, false, mode)
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, false, mode)
+}
+
+coll! {
+    fn MPI_Scan_c, fn MPI_Iscan_c, fn MPI_Scan_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, false, mode)
 }
 
 coll! {
     fn MPI_Exscan, fn MPI_Iexscan, fn MPI_Exscan_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count, datatype, op, true, mode)
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, true, mode)
+}
+
+coll! {
+    fn MPI_Exscan_c, fn MPI_Iexscan_c, fn MPI_Exscan_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, true, mode)
 }
 
 coll! {
     fn MPI_Gather, fn MPI_Igather, fn MPI_Gather_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                              recvtype, root, None)
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                              recvcount as i64, recvtype, root, None)
+}
+
+coll! {
+    fn MPI_Gather_c, fn MPI_Igather_c, fn MPI_Gather_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                              recvcount as i64, recvtype, root, None)
 }
 
 coll! {
@@ -141,16 +219,33 @@ coll! {
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int,
      comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype,
-                              root, Some((recvcounts, displs)))
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                              recvtype, root, Some((Arr::Int(recvcounts), Arr::Int(displs))))
+}
+
+coll! {
+    fn MPI_Gatherv_c, fn MPI_Igatherv_c, fn MPI_Gatherv_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int,
+     comm: MPI_Comm) on comm
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                              recvtype, root, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
 }
 
 coll! {
     fn MPI_Scatter, fn MPI_Iscatter, fn MPI_Scatter_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                               recvtype, root, None)
+    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                               recvcount as i64, recvtype, root, None)
+}
+
+coll! {
+    fn MPI_Scatter_c, fn MPI_Iscatter_c, fn MPI_Scatter_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                               recvcount as i64, recvtype, root, None)
 }
 
 coll! {
@@ -158,33 +253,65 @@ coll! {
     (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
      sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype,
      root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount, recvtype,
-                               root, Some((sendcounts, displs)))
+    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
+                               recvtype, root, Some((Arr::Int(sendcounts), Arr::Int(displs))))
+}
+
+coll! {
+    fn MPI_Scatterv_c, fn MPI_Iscatterv_c, fn MPI_Scatterv_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype,
+     root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
+                               recvtype, root, Some((Arr::Count(sendcounts), Arr::Aint(displs))))
 }
 
 coll! {
     fn MPI_Allgather, fn MPI_Iallgather, fn MPI_Allgather_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                 recvtype, None)
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                 recvcount as i64, recvtype, None)
+}
+
+coll! {
+    fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                 recvcount as i64, recvtype, None)
 }
 
 coll! {
     fn MPI_Allgatherv, fn MPI_Iallgatherv, fn MPI_Allgatherv_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm)
-    on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype,
-                                 Some((recvcounts, displs)))
+     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                 recvtype, Some((Arr::Int(recvcounts), Arr::Int(displs))))
+}
+
+coll! {
+    fn MPI_Allgatherv_c, fn MPI_Iallgatherv_c, fn MPI_Allgatherv_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                 recvtype, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
 }
 
 coll! {
     fn MPI_Alltoall, fn MPI_Ialltoall, fn MPI_Alltoall_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                                recvtype)
+    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype)
+}
+
+coll! {
+    fn MPI_Alltoall_c, fn MPI_Ialltoall_c, fn MPI_Alltoall_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype)
 }
 
 coll! {
@@ -195,12 +322,31 @@ coll! {
     |st, _mode| {
         let n = size(st, comm)?;
         // SAFETY: the caller passes n counts and displacements per side.
-        let recv = unsafe { Side::v(st, recvbuf, recvcounts, rdispls, recvtype, n) }?;
+        let recv = unsafe { Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtype, n) }?;
         let send = if plans::in_place(sendbuf) {
             None
         } else {
             // SAFETY: as above.
-            Some(unsafe { Side::v(st, sendbuf, sendcounts, sdispls, sendtype, n) }?)
+            Some(unsafe { Side::v(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtype, n) }?)
+        };
+        plans::alltoallw(st, comm, send, recv)
+    }
+}
+
+coll! {
+    fn MPI_Alltoallv_c, fn MPI_Ialltoallv_c, fn MPI_Alltoallv_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes n counts and displacements per side.
+        let recv = unsafe { Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtype, n) }?;
+        let send = if plans::in_place(sendbuf) {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { Side::v(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtype, n) }?)
         };
         plans::alltoallw(st, comm, send, recv)
     }
@@ -214,12 +360,31 @@ coll! {
     |st, _mode| {
         let n = size(st, comm)?;
         // SAFETY: the caller passes n counts, displacements and types per side.
-        let recv = unsafe { Side::w(st, recvbuf, recvcounts, rdispls, recvtypes, n) }?;
+        let recv = unsafe { Side::w(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtypes, n) }?;
         let send = if plans::in_place(sendbuf) {
             None
         } else {
             // SAFETY: as above.
-            Some(unsafe { Side::w(st, sendbuf, sendcounts, sdispls, sendtypes, n) }?)
+            Some(unsafe { Side::w(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtypes, n) }?)
+        };
+        plans::alltoallw(st, comm, send, recv)
+    }
+}
+
+coll! {
+    fn MPI_Alltoallw_c, fn MPI_Ialltoallw_c, fn MPI_Alltoallw_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes n counts, displacements and types per side.
+        let recv = unsafe { Side::w(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtypes, n) }?;
+        let send = if plans::in_place(sendbuf) {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { Side::w(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtypes, n) }?)
         };
         plans::alltoallw(st, comm, send, recv)
     }
@@ -283,27 +448,44 @@ mpi_fn! {
     }
 }
 
+fn reduce_local(
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: i64,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+) -> MpiResult<()> {
+    if count < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
+    }
+    let (red, d) = state::with(|st| {
+        let d = st.comm_datatype(datatype)?;
+        Ok((st.coll.ops.reducer(op, datatype, &d)?, d))
+    })?;
+    let n = count as usize;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    // SAFETY: the caller's buffers hold `count` elements of `datatype`; the user function
+    // runs here with no lock held.
+    unsafe {
+        d.pack(inbuf as *const u8, n, &mut a);
+        d.pack(inoutbuf as *const u8, n, &mut b);
+        red.combine(&a, &mut b);
+        d.unpack(&b, inoutbuf as *mut u8, n);
+    }
+    Ok(())
+}
+
 mpi_fn! {
     fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int,
                         datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
-        if count < 0 {
-            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
-        }
-        let (red, d) = state::with(|st| {
-            let d = st.comm_datatype(datatype)?;
-            Ok((st.coll.ops.reducer(op, datatype, &d)?, d))
-        })?;
-        let n = count as usize;
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        // SAFETY: the caller's buffers hold `count` elements of `datatype`; the user
-        // function runs here with no lock held.
-        unsafe {
-            d.pack(inbuf as *const u8, n, &mut a);
-            d.pack(inoutbuf as *const u8, n, &mut b);
-            red.combine(&a, &mut b);
-            d.unpack(&b, inoutbuf as *mut u8, n);
-        }
-        Ok(())
+        reduce_local(inbuf, inoutbuf, count as i64, datatype, op)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count,
+                          datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
+        reduce_local(inbuf, inoutbuf, count, datatype, op)
     }
 }
 

@@ -58,7 +58,40 @@ fn me_n(st: &Ferrite, comm: MPI_Comm) -> MpiResult<(usize, usize)> {
     Ok((c.rank as usize, c.size() as usize))
 }
 
-fn count(c: c_int) -> MpiResult<usize> {
+/// A C array of counts or displacements: `int` (classic calls), `MPI_Count` or `MPI_Aint`
+/// (the large-count `_c` calls).
+#[derive(Clone, Copy)]
+pub enum Arr {
+    Int(*const c_int),
+    Count(*const MPI_Count),
+    Aint(*const MPI_Aint),
+}
+
+impl Arr {
+    /// The first `n` entries.
+    ///
+    /// # Safety
+    /// The array has `n` entries (checked for null).
+    pub unsafe fn read(self, n: usize, what: &str) -> MpiResult<Vec<i64>> {
+        fn get<T: Copy + Into<i64>>(p: *const T, n: usize, what: &str) -> MpiResult<Vec<i64>> {
+            if p.is_null() {
+                return Err(crate::mpi_err!(MPI_ERR_ARG, "null array of {what}"));
+            }
+            // SAFETY: per the contract, n entries.
+            Ok(unsafe { std::slice::from_raw_parts(p, n) }
+                .iter()
+                .map(|&x| x.into())
+                .collect())
+        }
+        match self {
+            Arr::Int(p) => get(p, n, what),
+            Arr::Count(p) => get(p, n, what),
+            Arr::Aint(p) => get(p, n, what),
+        }
+    }
+}
+
+fn count(c: i64) -> MpiResult<usize> {
     if c < 0 {
         return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {c}"));
     }
@@ -80,18 +113,6 @@ fn buf(st: &mut Ferrite, p: *const c_void, dt: MPI_Datatype) -> MpiResult<Buf> {
         ptr: p as *mut u8,
         dt: st.comm_datatype(dt)?,
     })
-}
-
-/// `n` counts from a C array.
-///
-/// # Safety
-/// `p` points to `n` ints (checked for null).
-unsafe fn ints<'a>(p: *const c_int, n: usize, what: &str) -> MpiResult<&'a [c_int]> {
-    if p.is_null() {
-        return Err(crate::mpi_err!(MPI_ERR_ARG, "null array of {what}"));
-    }
-    // SAFETY: per the contract, n ints.
-    Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
 /// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
@@ -123,7 +144,7 @@ pub fn bcast(
     st: &mut Ferrite,
     comm: MPI_Comm,
     b: *mut c_void,
-    c: c_int,
+    c: i64,
     dt: MPI_Datatype,
     r: c_int,
 ) -> MpiResult<Plan> {
@@ -243,7 +264,7 @@ pub fn allreduce(
     comm: MPI_Comm,
     sb: *const c_void,
     rb: *mut c_void,
-    c: c_int,
+    c: i64,
     dt: MPI_Datatype,
     op: MPI_Op,
     mode: Mode,
@@ -273,7 +294,7 @@ pub fn reduce(
     comm: MPI_Comm,
     sb: *const c_void,
     rb: *mut c_void,
-    c: c_int,
+    c: i64,
     dt: MPI_Datatype,
     op: MPI_Op,
     r: c_int,
@@ -361,7 +382,7 @@ pub fn scan(
     comm: MPI_Comm,
     sb: *const c_void,
     rb: *mut c_void,
-    c: c_int,
+    c: i64,
     dt: MPI_Datatype,
     op: MPI_Op,
     exclusive: bool,
@@ -410,13 +431,13 @@ pub fn gather(
     st: &mut Ferrite,
     comm: MPI_Comm,
     sb: *const c_void,
-    sc: c_int,
+    sc: i64,
     sdt: MPI_Datatype,
     rb: *mut c_void,
-    rc: c_int,
+    rc: i64,
     rdt: MPI_Datatype,
     r: c_int,
-    v: Option<(*const c_int, *const c_int)>,
+    v: Option<(Arr, Arr)>,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
     let r = root(r, n)?;
@@ -465,8 +486,7 @@ pub fn gather(
             let mine;
             if let Some(o) = &out {
                 // SAFETY: the root passes n counts and n displacements.
-                let (rcs, displs) =
-                    unsafe { (ints(rcs, n, "counts")?, ints(displs, n, "displs")?) };
+                let (rcs, displs) = unsafe { (rcs.read(n, "counts")?, displs.read(n, "displs")?) };
                 let a = p.buf(rcs.iter().map(|&c| c.max(0) as usize).sum::<usize>() * o.dt.size());
                 let mut at = 0;
                 for k in 0..n {
@@ -508,13 +528,13 @@ pub fn scatter(
     st: &mut Ferrite,
     comm: MPI_Comm,
     sb: *const c_void,
-    sc: c_int,
+    sc: i64,
     sdt: MPI_Datatype,
     rb: *mut c_void,
-    rc: c_int,
+    rc: i64,
     rdt: MPI_Datatype,
     r: c_int,
-    v: Option<(*const c_int, *const c_int)>,
+    v: Option<(Arr, Arr)>,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
     let r = root(r, n)?;
@@ -561,8 +581,7 @@ pub fn scatter(
             };
             if let Some(s) = &src {
                 // SAFETY: the root passes n counts and n displacements.
-                let (scs, displs) =
-                    unsafe { (ints(scs, n, "counts")?, ints(displs, n, "displs")?) };
+                let (scs, displs) = unsafe { (scs.read(n, "counts")?, displs.read(n, "displs")?) };
                 let a = p.buf(scs.iter().map(|&c| c.max(0) as usize).sum::<usize>() * s.dt.size());
                 let mut at = 0;
                 for k in 0..n {
@@ -594,12 +613,12 @@ pub fn allgather(
     st: &mut Ferrite,
     comm: MPI_Comm,
     sb: *const c_void,
-    sc: c_int,
+    sc: i64,
     sdt: MPI_Datatype,
     rb: *mut c_void,
-    rc: c_int,
+    rc: i64,
     rdt: MPI_Datatype,
-    v: Option<(*const c_int, *const c_int)>,
+    v: Option<(Arr, Arr)>,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
     let out = buf(st, rb, rdt)?;
@@ -644,7 +663,7 @@ pub fn allgather(
         }
         Some((rcs, displs)) => {
             // SAFETY: every rank passes n counts and n displacements.
-            let (rcs, displs) = unsafe { (ints(rcs, n, "counts")?, ints(displs, n, "displs")?) };
+            let (rcs, displs) = unsafe { (rcs.read(n, "counts")?, displs.read(n, "displs")?) };
             let total: usize = rcs.iter().map(|&c| c.max(0) as usize).sum();
             let a = p.buf(total * rsize);
             let mut blocks = Vec::with_capacity(n);
@@ -678,10 +697,10 @@ pub fn alltoall(
     st: &mut Ferrite,
     comm: MPI_Comm,
     sb: *const c_void,
-    sc: c_int,
+    sc: i64,
     sdt: MPI_Datatype,
     rb: *mut c_void,
-    rc: c_int,
+    rc: i64,
     rdt: MPI_Datatype,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
@@ -741,14 +760,14 @@ impl Side {
     pub unsafe fn v(
         st: &mut Ferrite,
         p: *const c_void,
-        c: *const c_int,
-        d: *const c_int,
+        c: Arr,
+        d: Arr,
         dt: MPI_Datatype,
         n: usize,
     ) -> MpiResult<Side> {
         let t = st.comm_datatype(dt)?;
         // SAFETY: per the contract.
-        let (c, d) = unsafe { (ints(c, n, "counts")?, ints(d, n, "displs")?) };
+        let (c, d) = unsafe { (c.read(n, "counts")?, d.read(n, "displs")?) };
         Ok(Side {
             ptr: p as *mut u8,
             counts: c.iter().map(|&x| count(x)).collect::<MpiResult<_>>()?,
@@ -764,17 +783,20 @@ impl Side {
     pub unsafe fn w(
         st: &mut Ferrite,
         p: *const c_void,
-        c: *const c_int,
-        d: *const c_int,
+        c: Arr,
+        d: Arr,
         t: *const MPI_Datatype,
         n: usize,
     ) -> MpiResult<Side> {
+        if t.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null array of datatypes"));
+        }
         // SAFETY: per the contract.
         let (c, d, t) = unsafe {
             (
-                ints(c, n, "counts")?,
-                ints(d, n, "displs")?,
-                ints(t, n, "types")?,
+                c.read(n, "counts")?,
+                d.read(n, "displs")?,
+                std::slice::from_raw_parts(t, n),
             )
         };
         Ok(Side {
