@@ -1,5 +1,6 @@
 /* np: 1 2 3 4 5 8 16 */
-/* Reduction operations: every predefined op on every type it applies to (Allreduce against
+/* Reduction operations: every predefined op on every type it applies to, long double
+ * included (Allreduce against
  * a serial computation, and Reduce_local); MINLOC/MAXLOC on the pair types; user ops,
  * commutative and not (affine-map composition: a wrong order changes the result), on a
  * contiguous and a non-contiguous derived type, in Allreduce/Reduce/Scan/Exscan/
@@ -105,6 +106,7 @@ static void predefined(void)
     FLOAT_TYPE(double, MPI_DOUBLE_PRECISION);
     LOGIC_TYPE(int, MPI_LOGICAL);
     FLOAT_TYPE(float, MPI_FLOAT);
+    FLOAT_TYPE(long double, MPI_LONG_DOUBLE);
     FLOAT_TYPE(double, MPI_DOUBLE);
     LOGIC_TYPE(bool, MPI_C_BOOL);
     for (int o = 5; o <= 9; o += 2) CHECK_TYPE(unsigned char, MPI_BYTE, o);
@@ -123,6 +125,20 @@ static void predefined(void)
             CHECK(r[i] == e, "%s on complex [%d]", opname[o], i);
         }
     }
+    long double complex ls_[N], lr_[N];
+    for (int i = 0; i < N; i++) ls_[i] = (long double)me / 3 + I * (long double)i;
+    MPI_CHECK(MPI_Allreduce(ls_, lr_, N, MPI_C_LONG_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD));
+    for (int i = 0; i < N; i++) {
+        long double complex e = 0;
+        for (int k = 0; k < np; k++) e += (long double)k / 3 + I * (long double)i;
+        long double dr = __real__(lr_[i] - e), di = __imag__(lr_[i] - e);
+        CHECK(dr < 1e-15L && dr > -1e-15L && di < 1e-15L && di > -1e-15L,
+              "long double complex sum [%d]", i);
+    }
+    /* long double keeps more precision than double: 1 + 2^-60 summed */
+    long double tiny = me == 0 ? 1.0L : 0x1p-60L, tsum;
+    MPI_CHECK(MPI_Allreduce(&tiny, &tsum, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(tsum == 1.0L + (np - 1) * 0x1p-60L, "long double sum lost precision");
     float complex fs[N], fr[N];
     for (int i = 0; i < N; i++) fs[i] = (float)me + I * (float)i;
     MPI_CHECK(MPI_Allreduce(fs, fr, N, MPI_C_FLOAT_COMPLEX, MPI_SUM, MPI_COMM_WORLD));
@@ -160,6 +176,21 @@ static void predefined(void)
         }
         MPI_CHECK(MPI_Allreduce(ls, lr, N, MPI_LONG_INT, op, MPI_COMM_WORLD));
         MPI_CHECK(MPI_Allreduce(ss, sr, N, MPI_SHORT_INT, op, MPI_COMM_WORLD));
+        struct {
+            long double v;
+            int i;
+        } lds[N], ldr[N];
+        for (int i = 0; i < N; i++) lds[i].v = (me * 5 + i) % 3, lds[i].i = me;
+        MPI_CHECK(MPI_Allreduce(lds, ldr, N, MPI_LONG_DOUBLE_INT, op, MPI_COMM_WORLD));
+        for (int i = 0; i < N; i++) {
+            int cv = 0, ci = -1;
+            for (int k = 0; k < np; k++) {
+                int w = (k * 5 + i) % 3;
+                if (ci < 0 || (o ? w > cv : w < cv)) cv = w, ci = k;
+            }
+            CHECK(ldr[i].v == cv && ldr[i].i == ci, "%s long_double_int [%d]",
+                  o ? "MAXLOC" : "MINLOC", i);
+        }
         MPI_CHECK(MPI_Allreduce(ds, dr, N, MPI_DOUBLE_INT, op, MPI_COMM_WORLD));
         MPI_CHECK(MPI_Allreduce(is, ir, N, MPI_2INT, op, MPI_COMM_WORLD));
         for (int i = 0; i < N; i++) {
@@ -315,12 +346,9 @@ int main(int argc, char **argv)
     noncontig_user_op();
     if (np > 1) CHECK(user_calls > 0, "user function never called");
     if (t_expect_ferrite()) {
-        /* Documented gaps: long double reductions and MPI_REPLACE report MPI_ERR_OP. */
+        /* MPI_REPLACE is for one-sided operations only; MINLOC needs a pair type. */
         MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
         MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
-        long double ld = 1, lr;
-        EXPECT_CLASS(MPI_Allreduce(&ld, &lr, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
-                     MPI_ERR_OP);
         int x = 1, y;
         EXPECT_CLASS(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_REPLACE, MPI_COMM_WORLD), MPI_ERR_OP);
         EXPECT_CLASS(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_MINLOC, MPI_COMM_WORLD), MPI_ERR_OP);

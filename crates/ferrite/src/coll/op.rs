@@ -31,6 +31,11 @@ pub enum Elem {
     /// (value, int) pairs for MINLOC/MAXLOC: the value's type, and the int's offset in the
     /// packed pair (packing drops the C struct's padding).
     Pair(PairValue, usize),
+    /// C long double, its complex, and (long double, int) pairs: reduced by the C kernels
+    /// of longdouble.c (Rust has no 80-bit float).
+    LongDouble,
+    CLongDouble,
+    LongDoubleInt,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +76,34 @@ pub fn elem_of(dt: MPI_Datatype) -> Option<Elem> {
         MPI_SHORT_INT => Pair(PairValue::I16, 2),
         MPI_2REAL => Pair(PairValue::F32, 4),
         MPI_2DOUBLE_PRECISION => Pair(PairValue::F64, 8),
+        MPI_LONG_DOUBLE => LongDouble,
+        MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => CLongDouble,
+        MPI_LONG_DOUBLE_INT => LongDoubleInt,
         _ => return None,
     })
+}
+
+extern "C" {
+    fn ferrite_ld_reduce(op: i32, inout: *mut u8, input: *const u8, n: usize);
+    fn ferrite_cld_reduce(op: i32, inout: *mut u8, input: *const u8, n: usize);
+    fn ferrite_ldi_reduce(maxloc: i32, inout: *mut u8, input: *const u8, n: usize);
+}
+
+/// Bytes of a C long double.
+const LD: usize = 16;
+
+/// Calls one of the long double kernels on `n` whole elements of `size` bytes.
+fn long_double(
+    kernel: unsafe extern "C" fn(i32, *mut u8, *const u8, usize),
+    code: i32,
+    size: usize,
+    inout: &mut [u8],
+    input: &[u8],
+) {
+    let n = inout.len().min(input.len()) / size;
+    // SAFETY: both buffers hold at least `n` elements of `size` bytes; the C kernel reads
+    // and writes exactly those (with memcpy, so alignment does not matter).
+    unsafe { kernel(code, inout.as_mut_ptr(), input.as_ptr(), n) }
 }
 
 /// Why an operation cannot be applied.
@@ -231,6 +262,32 @@ pub fn apply(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(
             }
         }
         Byte => return Err(NotDefined),
+        LongDouble => {
+            let code = match op {
+                MPI_MAX => 0,
+                MPI_MIN => 1,
+                MPI_SUM => 2,
+                MPI_PROD => 3,
+                _ => return Err(NotDefined),
+            };
+            long_double(ferrite_ld_reduce, code, LD, inout, input);
+        }
+        CLongDouble => {
+            let code = match op {
+                MPI_SUM => 2,
+                MPI_PROD => 3,
+                _ => return Err(NotDefined),
+            };
+            long_double(ferrite_cld_reduce, code, 2 * LD, inout, input);
+        }
+        LongDoubleInt => {
+            let code = match op {
+                MPI_MINLOC => 0,
+                MPI_MAXLOC => 1,
+                _ => return Err(NotDefined),
+            };
+            long_double(ferrite_ldi_reduce, code, LD + 4, inout, input);
+        }
         Pair(v, int_at) => {
             let stride = int_at + 4;
             match v {
@@ -363,5 +420,28 @@ mod tests {
         let mut io = pack(1.0, 4);
         apply(MPI_MINLOC, e, &mut io, &pack(3.0, 0)).unwrap();
         assert_eq!(io, pack(1.0, 4));
+    }
+
+    /// x87 80-bit extended value m * 2^(e - 16383) with explicit integer bit, in 16 bytes.
+    fn ld(mantissa: u64, exp: u16) -> Vec<u8> {
+        let mut v = mantissa.to_le_bytes().to_vec();
+        v.extend_from_slice(&exp.to_le_bytes());
+        v.resize(16, 0);
+        v
+    }
+
+    #[test]
+    fn long_double_kernels_are_linked_and_compute() {
+        let one = ld(1 << 63, 0x3fff);
+        let two = ld(1 << 63, 0x4000);
+        let mut io = one.clone();
+        apply(MPI_SUM, Elem::LongDouble, &mut io, &one).unwrap();
+        assert_eq!(io[..10], two[..10]);
+        apply(MPI_MAX, Elem::LongDouble, &mut io, &one).unwrap();
+        assert_eq!(io[..10], two[..10]);
+        assert_eq!(
+            apply(MPI_BAND, Elem::LongDouble, &mut io, &one),
+            Err(NotDefined)
+        );
     }
 }

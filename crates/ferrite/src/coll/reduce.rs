@@ -77,16 +77,6 @@ impl Ops {
                     op::name(op)
                 ));
             }
-            if matches!(
-                dt,
-                MPI_LONG_DOUBLE | MPI_C_LONG_DOUBLE_COMPLEX | MPI_LONG_DOUBLE_INT
-            ) {
-                return Err(crate::mpi_err!(
-                    MPI_ERR_OP,
-                    "{} on long double types is not supported by Ferrite yet",
-                    op::name(op)
-                ));
-            }
             let Some(elem) = op::elem_of(dt) else {
                 return Err(crate::mpi_err!(
                     MPI_ERR_OP,
@@ -130,7 +120,9 @@ fn undefined_on(op: MPI_Op, elem: Elem) -> bool {
         C32 | C64 => !matches!(op, MPI_SUM | MPI_PROD),
         Bool8 | Logical32 => !matches!(op, MPI_LAND | MPI_LOR | MPI_LXOR),
         Byte => !matches!(op, MPI_BAND | MPI_BOR | MPI_BXOR),
-        Pair(..) => !matches!(op, MPI_MINLOC | MPI_MAXLOC),
+        Pair(..) | LongDoubleInt => !matches!(op, MPI_MINLOC | MPI_MAXLOC),
+        LongDouble => !matches!(op, MPI_MAX | MPI_MIN | MPI_SUM | MPI_PROD),
+        CLongDouble => !matches!(op, MPI_SUM | MPI_PROD),
     }
 }
 
