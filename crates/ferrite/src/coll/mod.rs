@@ -231,11 +231,14 @@ impl Ferrite {
 /// functions. Called by `state::with` after it releases the lock.
 pub fn run_tails() {
     while TAILS.load(Ordering::Acquire) {
-        let tails = state::try_with(|st| {
+        let Some(tails) = state::try_with(|st| {
             TAILS.store(false, Ordering::Release);
             std::mem::take(&mut st.coll.tails)
-        })
-        .unwrap_or_default();
+        }) else {
+            // MPI was finalized: nothing is left to finish.
+            TAILS.store(false, Ordering::Release);
+            return;
+        };
         for mut run in tails {
             run.finish_locals();
             // SAFETY: the user's buffers stay valid until the completion call returns.
