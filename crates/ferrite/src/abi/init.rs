@@ -31,6 +31,7 @@ fn init(required: c_int) -> MpiResult<c_int> {
         objects: Objects::new(rank, size),
         p2p: P2p::new(rank, size),
         net,
+        coll: Default::default(),
     }))?;
     Ok(provided)
 }
