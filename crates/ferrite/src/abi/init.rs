@@ -61,7 +61,7 @@ mpi_fn! {
     fn MPI_Finalize() on ErrObj::NoObject => {
         state::with(|st| {
             // Everything this process sent must reach its peers before it leaves.
-            st.wait_until(|st| !st.p2p.has_backlog())?;
+            st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
             pmi::barrier()?;
             st.net.shutdown();
             Ok(())
