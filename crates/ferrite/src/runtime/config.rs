@@ -63,6 +63,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "At MPI_Finalize, how long tcp waits for peers to take the last bytes and close.",
     },
     Knob {
+        name: "FERRITE_TCP_CONNECT_RETRIES",
+        default: "10",
+        doc: "Connection attempts (with backoff) to a tcp peer before sends to it fail.",
+    },
+    Knob {
         name: "FERRITE_EAGER_LIMIT",
         default: "0",
         doc: "Largest message sent eagerly; 0 means what fits in one packet of the transport.",

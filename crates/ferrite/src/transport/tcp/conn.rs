@@ -137,7 +137,8 @@ impl RecvBuf {
         }
     }
 
-    pub fn len(&self) -> usize {
+    /// Bytes received and not consumed.
+    pub fn buffered(&self) -> usize {
         self.end - self.start
     }
 
@@ -157,7 +158,8 @@ impl RecvBuf {
         loop {
             let room = &mut self.buf[self.end..];
             // SAFETY: `room` is a valid writable buffer of room.len() bytes.
-            let n = unsafe { libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT) };
+            let n =
+                unsafe { libc::recv(fd, room.as_mut_ptr().cast(), room.len(), libc::MSG_DONTWAIT) };
             if n > 0 {
                 self.end += n as usize;
                 return Ok(Filled::Bytes(n as usize));
@@ -176,7 +178,7 @@ impl RecvBuf {
 
     /// The first `n` bytes, consumed, if they have all arrived.
     pub fn take(&mut self, n: usize) -> Option<&[u8]> {
-        if self.len() < n {
+        if self.buffered() < n {
             return None;
         }
         let s = self.start;
@@ -192,10 +194,14 @@ impl RecvBuf {
     /// The next complete frame, consumed. `Err(len)` for a length above `max` (a broken or
     /// foreign stream).
     pub fn next_frame(&mut self, max: usize) -> Result<Option<Frame<'_>>, u32> {
-        if self.len() < HEADER {
+        if self.buffered() < HEADER {
             return Ok(None);
         }
-        let len = u32::from_le_bytes(self.buf[self.start..self.start + HEADER].try_into().unwrap());
+        let len = u32::from_le_bytes(
+            self.buf[self.start..self.start + HEADER]
+                .try_into()
+                .unwrap(),
+        );
         if len == BYE {
             self.start += HEADER;
             return Ok(Some(Frame::Bye));
@@ -204,7 +210,7 @@ impl RecvBuf {
             return Err(len);
         }
         let total = HEADER + len as usize;
-        if self.len() < total {
+        if self.buffered() < total {
             return Ok(None);
         }
         let s = self.start + HEADER;
@@ -214,10 +220,14 @@ impl RecvBuf {
 
     /// Bytes the frame at the front needs in all (header included), once its header arrived.
     pub fn need(&self) -> usize {
-        if self.len() < HEADER {
+        if self.buffered() < HEADER {
             return HEADER;
         }
-        let len = u32::from_le_bytes(self.buf[self.start..self.start + HEADER].try_into().unwrap());
+        let len = u32::from_le_bytes(
+            self.buf[self.start..self.start + HEADER]
+                .try_into()
+                .unwrap(),
+        );
         if len == BYE {
             HEADER
         } else {

@@ -43,7 +43,9 @@ fn interface_addr(name: &str) -> io::Result<Option<IpAddr>> {
             if family == libc::AF_INET {
                 // SAFETY: an AF_INET address is a sockaddr_in.
                 let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))));
+                found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))));
                 break;
             }
         }
@@ -122,7 +124,9 @@ fn sockaddr(addr: SocketAddr) -> (i32, Vec<u8>, libc::socklen_t) {
             sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
             let len = std::mem::size_of::<libc::sockaddr_in>();
             // SAFETY: sin is a plain struct of `len` bytes.
-            let b = unsafe { std::slice::from_raw_parts((&sin as *const libc::sockaddr_in).cast::<u8>(), len) };
+            let b = unsafe {
+                std::slice::from_raw_parts((&sin as *const libc::sockaddr_in).cast::<u8>(), len)
+            };
             (libc::AF_INET, b.to_vec(), len as libc::socklen_t)
         }
         SocketAddr::V6(a) => {
@@ -134,7 +138,9 @@ fn sockaddr(addr: SocketAddr) -> (i32, Vec<u8>, libc::socklen_t) {
             sin.sin6_scope_id = a.scope_id();
             let len = std::mem::size_of::<libc::sockaddr_in6>();
             // SAFETY: sin is a plain struct of `len` bytes.
-            let b = unsafe { std::slice::from_raw_parts((&sin as *const libc::sockaddr_in6).cast::<u8>(), len) };
+            let b = unsafe {
+                std::slice::from_raw_parts((&sin as *const libc::sockaddr_in6).cast::<u8>(), len)
+            };
             (libc::AF_INET6, b.to_vec(), len as libc::socklen_t)
         }
     }

@@ -38,6 +38,8 @@ pub struct TcpConfig {
     pub sendq_bytes: usize,
     /// How long MPI_Finalize waits for peers to take the last bytes (FERRITE_TCP_LINGER_MS).
     pub linger_ms: u64,
+    /// Connection attempts to a peer before it counts as failed (FERRITE_TCP_CONNECT_RETRIES).
+    pub connect_retries: u32,
 }
 
 impl TcpConfig {
@@ -57,6 +59,7 @@ impl TcpConfig {
             max_packet,
             sendq_bytes: config::get("FERRITE_TCP_SENDQ"),
             linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
+            connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
         })
     }
 }
@@ -179,11 +182,9 @@ impl Tcp {
     fn cm(&mut self) -> MpiResult<&mut Cm> {
         if self.cm.is_none() {
             let secret = self.board.secret()?;
-            self.cm = Some(Cm::new(
-                self.rank,
-                secret,
-                handshake::Config::new(self.size),
-            ));
+            let mut hs = handshake::Config::new(self.size);
+            hs.max_retries = self.cfg.connect_retries;
+            self.cm = Some(Cm::new(self.rank, secret, hs));
         }
         Ok(self.cm.as_mut().expect("just made"))
     }
@@ -227,7 +228,9 @@ impl Tcp {
     }
 
     fn set_interest(&mut self, sid: SockId) {
-        let Some(s) = self.socks.get(&sid) else { return };
+        let Some(s) = self.socks.get(&sid) else {
+            return;
+        };
         let queued = match (s.phase, s.peer) {
             (Phase::Up, Some(p)) => self.peers.get(&p).is_some_and(|p| !p.q.is_empty()),
             _ => false,
@@ -244,7 +247,9 @@ impl Tcp {
 
     /// Writes pending handshake bytes, then (when up) the peer's frames.
     fn flush_sock(&mut self, sid: SockId) {
-        let Some(s) = self.socks.get_mut(&sid) else { return };
+        let Some(s) = self.socks.get_mut(&sid) else {
+            return;
+        };
         let fd = s.stream.as_raw_fd();
         let mut broken = None;
         if !s.ctl.is_empty() {
@@ -272,17 +277,27 @@ impl Tcp {
     /// A socket failed or closed under us. An up connection that ends without the peer's BYE
     /// means the peer is gone.
     fn sock_broken(&mut self, sid: SockId, why: &str) {
-        let Some(s) = self.socks.get(&sid) else { return };
+        let Some(s) = self.socks.get(&sid) else {
+            return;
+        };
         let (peer, phase, clean) = (s.peer, s.phase, s.bye);
+        if clean {
+            // The peer finalized. Answer with our BYE (best effort: it only tells the peer
+            // that our EOF is a clean one too) in case we are not closing ourselves.
+            let _ = conn::sendv(
+                s.stream.as_raw_fd(),
+                &[IoSlice::new(&conn::BYE.to_le_bytes())],
+            );
+        }
         self.drop_sock(sid);
         if let (Phase::Up, Some(peer)) = (phase, peer) {
             self.stats.conns_closed += 1;
-            if !clean {
-                self.fail(
-                    peer,
-                    format!("the connection to rank {peer} was lost ({why}) before it finalized"),
-                );
-            }
+            let why = if clean {
+                format!("rank {peer} has closed its connections in MPI_Finalize")
+            } else {
+                format!("the connection to rank {peer} was lost ({why}) before it finalized")
+            };
+            self.fail(peer, why);
         } else if let Some(peer) = peer {
             self.peers.entry(peer).or_default().last_error = Some(why.to_string());
         }
@@ -307,7 +322,9 @@ impl Tcp {
                     let Some(sid) = self.cm.as_ref().and_then(|c| c.socket_of(peer)) else {
                         continue;
                     };
-                    let Some(s) = self.socks.get_mut(&sid) else { continue };
+                    let Some(s) = self.socks.get_mut(&sid) else {
+                        continue;
+                    };
                     s.phase = Phase::Up;
                     s.peer = Some(peer);
                     if s.outgoing {
@@ -336,7 +353,9 @@ impl Tcp {
         match a {
             Action::Connect { sock, peer } => {
                 let res = match self.board.get(peer) {
-                    Ok(Some(addr)) => listener::connect(addr).map_err(|e| format!("connect to {addr}: {e}")),
+                    Ok(Some(addr)) => {
+                        listener::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))
+                    }
                     Ok(None) => Err(format!("rank {peer} published no tcp business card")),
                     Err(e) => Err(e.msg),
                 };
@@ -420,7 +439,9 @@ impl Tcp {
         let mut budget = 4 * self.cfg.max_packet.max(1 << 16);
         let max = self.cfg.max_packet;
         loop {
-            let Some(s) = self.socks.get_mut(&sid) else { return delivered };
+            let Some(s) = self.socks.get_mut(&sid) else {
+                return delivered;
+            };
             if s.phase == Phase::Connecting {
                 return delivered;
             }
@@ -489,7 +510,9 @@ impl Tcp {
 
     /// Our connect finished (or failed).
     fn connected(&mut self, sid: SockId) {
-        let Some(s) = self.socks.get_mut(&sid) else { return };
+        let Some(s) = self.socks.get_mut(&sid) else {
+            return;
+        };
         match s.stream.take_error() {
             Ok(None) => {
                 s.phase = Phase::Hello;
@@ -520,25 +543,35 @@ impl Tcp {
         self.peers.values().map(|p| p.q.bytes()).sum()
     }
 
-    /// Drives sockets (accept, connect, read, write) without delivering packets anywhere:
-    /// received packets are counted and dropped. Used while closing.
-    fn drive_discarding(&mut self, timeout_ms: i32) {
+    /// Drives every socket (accept, connect, handshakes, reads, writes), waiting up to
+    /// `timeout_ms` for activity; returns the packets delivered.
+    fn drive(&mut self, deliver: &mut dyn FnMut(Proc, &[u8]), timeout_ms: i32) -> usize {
+        self.timers();
+        let mut n = 0;
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
         // SAFETY: evs is valid for 64 events.
-        let n = unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 64, timeout_ms) };
-        for ev in evs.iter().take(n.max(0) as usize) {
+        let k = unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 64, timeout_ms) };
+        for ev in evs.iter().take(k.max(0) as usize) {
             let (events, token) = (ev.events, ev.u64);
             if token == LISTENER {
+                self.accept_all();
                 continue;
             }
             let sid = SockId(token);
-            if events & libc::EPOLLOUT as u32 != 0 {
+            let Some(s) = self.socks.get(&sid) else {
+                continue;
+            };
+            if s.phase == Phase::Connecting {
+                // Writable when the connect finished; ERR/HUP alone when it was refused.
+                self.connected(sid);
+            } else if events & libc::EPOLLOUT as u32 != 0 {
                 self.flush_sock(sid);
             }
             if events & (libc::EPOLLIN | libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-                self.read_sock(sid, &mut |_, _| {});
+                n += self.read_sock(sid, deliver);
             }
         }
+        n
     }
 }
 
@@ -641,30 +674,7 @@ impl Transport for Tcp {
             deliver(self.rank, &p);
             n += 1;
         }
-        self.timers();
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
-        // SAFETY: evs is valid for 64 events; timeout 0 never blocks.
-        let k = unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 64, 0) };
-        for ev in evs.iter().take(k.max(0) as usize) {
-            let (events, token) = (ev.events, ev.u64);
-            if token == LISTENER {
-                self.accept_all();
-                continue;
-            }
-            let sid = SockId(token);
-            let Some(s) = self.socks.get(&sid) else { continue };
-            if events & libc::EPOLLOUT as u32 != 0 {
-                if s.phase == Phase::Connecting {
-                    self.connected(sid);
-                } else {
-                    self.flush_sock(sid);
-                }
-            }
-            if events & (libc::EPOLLIN | libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
-                n += self.read_sock(sid, deliver);
-            }
-        }
-        n
+        n + self.drive(deliver, 0)
     }
 
     fn wake_fd(&self) -> Option<RawFd> {
@@ -694,10 +704,16 @@ impl Transport for Tcp {
         }
     }
 
-    /// Lets every peer take the last bytes, says BYE (so the EOF that follows is a clean
-    /// close), and waits for the peers' BYE and EOF, at most FERRITE_TCP_LINGER_MS.
+    /// Lets every peer take the last bytes (connecting first if packets still wait for a
+    /// connection), says BYE (so the EOF that follows is a clean close), and waits for the
+    /// peers' BYE and EOF, at most FERRITE_TCP_LINGER_MS in all. Packets arriving now are
+    /// dropped: after MPI_Finalize's barrier no peer sends anything this process needs.
     fn shutdown(&mut self) {
         let deadline = Instant::now() + std::time::Duration::from_millis(self.cfg.linger_ms);
+        let left = |d: Instant| d.saturating_duration_since(Instant::now()).as_millis() as i32;
+        while self.pending_bytes() > 0 && left(deadline) > 0 {
+            self.drive(&mut |_, _| {}, left(deadline).min(10));
+        }
         let up: Vec<(Proc, SockId)> = self
             .peers
             .iter()
@@ -705,11 +721,15 @@ impl Transport for Tcp {
             .filter_map(|(&r, p)| p.sock.map(|s| (r, s)))
             .collect();
         for &(r, sid) in &up {
-            self.peers.get_mut(&r).expect("listed").q.push(conn::BYE.to_le_bytes().to_vec());
+            self.peers
+                .get_mut(&r)
+                .expect("listed")
+                .q
+                .push(conn::BYE.to_le_bytes().to_vec());
             self.flush_sock(sid);
         }
         let mut shut: Vec<SockId> = Vec::new();
-        while Instant::now() < deadline {
+        while left(deadline) > 0 {
             for &(r, sid) in &up {
                 let flushed = self.peers.get(&r).is_some_and(|p| p.q.is_empty());
                 if flushed && !shut.contains(&sid) {
@@ -723,7 +743,7 @@ impl Transport for Tcp {
             if up.iter().all(|(_, sid)| !self.socks.contains_key(sid)) {
                 break;
             }
-            self.drive_discarding(10);
+            self.drive(&mut |_, _| {}, left(deadline).min(10));
         }
         let all: Vec<SockId> = self.socks.keys().copied().collect();
         for sid in all {
