@@ -492,7 +492,12 @@ impl Tcp {
             if budget == 0 {
                 return delivered;
             }
-            let need = s.rbuf.need().max(HELLO_LEN);
+            // A hello is read whole before anything else is parsed, so garbage from a
+            // stranger never sizes the buffer; frame lengths were checked by next_frame.
+            let need = match s.phase {
+                Phase::Up => s.rbuf.need().min(conn::HEADER + max),
+                _ => HELLO_LEN,
+            };
             match s.rbuf.fill(s.stream.as_raw_fd(), need) {
                 Ok(Filled::Bytes(n)) => budget = budget.saturating_sub(n),
                 Ok(Filled::WouldBlock) => return delivered,

@@ -263,6 +263,41 @@ fn a_peer_gone_without_closing_fails_later_sends_naming_it() {
 }
 
 #[test]
+fn a_reset_connection_fails_the_peer_too() {
+    let (_j, mut eps) = endpoints("rst", 2, 1 << 20);
+    assert!(eps[1].try_send(0, &[b"hi"]).unwrap());
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g[0].len() == 1);
+    let gone = eps.pop().unwrap();
+    // SO_LINGER 0: closing sends a reset instead of a FIN.
+    for s in gone.socks.values() {
+        let l = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket and option value of the stated size.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&l as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+    }
+    drop(gone);
+    pump(&mut eps, &mut got, |_| false);
+    let err = eps[0].try_send(1, &[b"x"]).unwrap_err();
+    assert!(
+        err.msg.contains("rank 1") && err.msg.contains("lost"),
+        "{}",
+        err.msg
+    );
+}
+
+#[test]
 fn an_unreachable_peer_is_an_error_after_retries() {
     let j = job("nocard");
     let mut cfg1 = cfg(1 << 20);
