@@ -119,6 +119,9 @@ pub struct Tcp {
 }
 
 const LISTENER: u64 = u64::MAX;
+/// A connection's receive buffer starts small (idle connections stay cheap) and grows to the
+/// largest frame it has had to hold.
+const RECV_BUF_INITIAL: usize = 8 << 10;
 
 impl Tcp {
     /// Listens and publishes this process's card (before MPI_Init's barrier).
@@ -367,7 +370,7 @@ impl Tcp {
                             outgoing: true,
                             phase: Phase::Connecting,
                             ctl: Vec::new(),
-                            rbuf: RecvBuf::new(HELLO_LEN.max(1 << 16)),
+                            rbuf: RecvBuf::new(RECV_BUF_INITIAL),
                             bye: false,
                             events: (libc::EPOLLIN | libc::EPOLLOUT) as u32,
                         };
@@ -419,7 +422,7 @@ impl Tcp {
                         outgoing: false,
                         phase: Phase::Hello,
                         ctl: Vec::new(),
-                        rbuf: RecvBuf::new(1 << 16),
+                        rbuf: RecvBuf::new(RECV_BUF_INITIAL),
                         bye: false,
                         events: libc::EPOLLIN as u32,
                     };
