@@ -392,3 +392,79 @@ fn nets_route_peers_to_tcp_when_shm_is_not_allowed() {
     assert!(!a.has_pending());
     assert_eq!(a.max_packet(1), 1 << 16);
 }
+
+#[test]
+fn frames_reassemble_across_any_split_and_oversize_lengths_are_refused() {
+    use std::os::unix::net::UnixStream;
+    let (mut tx, rx) = UnixStream::pair().unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let mut wire = Vec::new();
+    for len in [0usize, 1, 5, 9000, 3] {
+        wire.extend_from_slice(&conn::header(len));
+        wire.extend((0..len).map(|i| (i * 7 + len) as u8));
+    }
+    wire.extend_from_slice(&conn::BYE.to_le_bytes());
+    let mut rb = RecvBuf::new(16);
+    let mut frames: Vec<Option<Vec<u8>>> = Vec::new();
+    // Odd-sized chunks, so headers and bodies are split everywhere.
+    for chunk in wire.chunks(13) {
+        tx.write_all(chunk).unwrap();
+        let need = rb.need().min(conn::HEADER + 10_000);
+        while let Filled::Bytes(_) = rb.fill(rx.as_raw_fd(), need).unwrap() {}
+        while let Some(f) = rb.next_frame(10_000).unwrap() {
+            frames.push(match f {
+                Frame::Packet(p) => Some(p.to_vec()),
+                Frame::Bye => None,
+            });
+        }
+        rb.compact();
+    }
+    let want: Vec<Option<Vec<u8>>> = [0usize, 1, 5, 9000, 3]
+        .iter()
+        .map(|&len| Some((0..len).map(|i| (i * 7 + len) as u8).collect()))
+        .chain(std::iter::once(None))
+        .collect();
+    assert_eq!(frames, want);
+    tx.write_all(&conn::header(10_001)).unwrap();
+    rb.fill(rx.as_raw_fd(), 4).unwrap();
+    assert_eq!(rb.next_frame(10_000), Err(10_001));
+    drop(tx);
+    assert_eq!(rb.fill(rx.as_raw_fd(), 4).unwrap(), Filled::Eof);
+}
+
+#[test]
+fn the_send_queue_resumes_partial_writes_in_order() {
+    use std::os::unix::net::UnixStream;
+    let (tx, mut rx) = UnixStream::pair().unwrap();
+    tx.set_nonblocking(true).unwrap();
+    let mut q = SendQueue::default();
+    let frames: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| vec![i as u8; 7000 + i as usize])
+        .collect();
+    let total: usize = frames.iter().map(|f| f.len()).sum();
+    for f in &frames {
+        q.push(f.clone());
+    }
+    assert_eq!(q.bytes(), total);
+    let mut got = Vec::new();
+    rx.set_nonblocking(true).unwrap();
+    while !q.is_empty() {
+        q.flush(tx.as_raw_fd()).unwrap();
+        let mut b = [0u8; 4096];
+        while let Ok(n) = rx.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&b[..n]);
+        }
+    }
+    let mut b = [0u8; 65536];
+    while let Ok(n) = rx.read(&mut b) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&b[..n]);
+    }
+    assert_eq!(got, frames.concat());
+    assert_eq!(q.bytes(), 0);
+}
