@@ -793,13 +793,14 @@ impl Cm {
         }
         let p = self.peer(from);
         let old = std::mem::replace(&mut p.state, CmState::Connected { sock, id });
+        let ours = AttemptId {
+            gen: p.gen,
+            initiator: me,
+        };
         p.gen = p.gen.max(gen);
         let old_sock = match old {
             CmState::Dialing { sock, .. } => {
-                p.floor = p.floor.max(Some(AttemptId {
-                    gen: p.gen,
-                    initiator: me,
-                }));
+                p.floor = p.floor.max(Some(ours)); // our attempt lost to `id`
                 Some(sock)
             }
             CmState::Connected { sock, id: old } => {

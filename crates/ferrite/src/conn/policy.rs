@@ -12,10 +12,13 @@
 //!   that peer is acknowledged ([`Policy::datagrams_drained`]), so nothing sent over the
 //!   connection can overtake them. A connection unused for `idle` is closed.
 //!
-//! Under every policy at most `max_open` connections exist (open, opening or closing): asking
-//! for one more closes the least recently used open one first (eviction). A connection being
-//! closed keeps later messages queued until [`Policy::closed`], again so that nothing
-//! overtakes what is still in the old connection.
+//! Under every policy a budget of `max_open` connections (open, opening or closing) holds:
+//! asking for one more first closes the least recently used open one (eviction) and waits for
+//! that close. Peers' requests go through [`Policy::may_accept`], which holds them back while
+//! room is made (within limits that rule out deadlock and starvation); a transport that takes
+//! them anyway gets a soft budget (a peer-opened connection over budget evicts at once). A connection being closed keeps later messages queued until [`Policy::closed`], again
+//! so that nothing overtakes what is still in the old connection. Idle closing is adaptive's
+//! only.
 //!
 //! Driving it: after every call, take all of [`Policy::poll_action`] and carry the actions
 //! out before the next [`Policy::send`]; a `Flush` holds messages that must leave before any
@@ -86,6 +89,9 @@ pub struct Config {
     pub max_open: usize,
     /// 0: never close for idleness.
     pub idle: Micros,
+    /// Longest a peer's request may be held back for room ([`Policy::may_accept`]); past it
+    /// the request is taken over budget. Keep it well under the handshake's give-up time.
+    pub hold_max: Micros,
 }
 
 impl Config {
@@ -107,6 +113,7 @@ impl Config {
                 max_open
             },
             idle: idle_ms.saturating_mul(1000),
+            hold_max: 1_000_000,
         })
     }
 }
@@ -146,6 +153,8 @@ pub struct Counters {
     /// By [`CloseCause`].
     pub closed: [u64; 3],
     pub failed: u64,
+    /// Connections peers opened that took us over the budget (see [`Policy::may_accept`]).
+    pub over_budget: u64,
     pub open_now: u64,
     pub open_peak: u64,
     /// Messages that had to wait in a queue.
@@ -219,6 +228,13 @@ struct Peer<M> {
     queue: VecDeque<M>,
 }
 
+impl<M> Peer<M> {
+    /// An open connection with nothing waiting to go on it may be closed for idleness.
+    fn may_idle(&self) -> bool {
+        matches!(self.state, State::Open { .. }) && self.queue.is_empty()
+    }
+}
+
 /// The connection policy of one process.
 pub struct Policy<M> {
     rank: Proc,
@@ -226,6 +242,10 @@ pub struct Policy<M> {
     cfg: Config,
     peers: BTreeMap<Proc, Peer<M>>,
     wanted: VecDeque<Proc>,
+    /// Peers whose requests [`Policy::may_accept`] holds back, since when.
+    held: BTreeMap<Proc, Micros>,
+    /// Peers we wanted ourselves when `may_accept` gave their request our slot, and why.
+    reserved_from: BTreeMap<Proc, OpenCause>,
     actions: VecDeque<Action<M>>,
     counters: Counters,
 }
@@ -239,6 +259,8 @@ impl<M> Policy<M> {
             cfg,
             peers: BTreeMap::new(),
             wanted: VecDeque::new(),
+            held: BTreeMap::new(),
+            reserved_from: BTreeMap::new(),
             actions: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -375,6 +397,8 @@ impl<M> Policy<M> {
     /// before a new one's `connected` (one connection per peer at a time).
     pub fn connected(&mut self, peer: Proc, datagrams_in_flight: usize, now: Micros) {
         let adaptive = self.cfg.kind == Kind::Adaptive;
+        self.held.remove(&peer);
+        self.reserved_from.remove(&peer);
         let state = self.peer(peer).state;
         let cause = match state {
             State::Opening(c) => c,
@@ -383,6 +407,9 @@ impl<M> Policy<M> {
                 self.wanted.retain(|&q| q != peer);
                 self.counters.open_now += 1;
                 self.counters.open_peak = self.counters.open_peak.max(self.counters.open_now);
+                if self.counters.open_now as usize > self.cfg.max_open {
+                    self.counters.over_budget += 1;
+                }
                 OpenCause::Peer
             }
         };
@@ -401,6 +428,106 @@ impl<M> Policy<M> {
             self.evict_lru(peer);
         }
         self.admit_wanted(now);
+    }
+
+    /// Whether a connection `peer` asks for may be set up now. `true` reserves its slot (the
+    /// handshake then ends in [`Policy::connected`] or [`Policy::failed`], or the transport calls
+    /// [`Policy::release`] if it dropped the request after all). `false` means "not yet": the
+    /// transport holds the request back (drops the `ud` request, which the peer repeats; leaves
+    /// the socket in the listen backlog) and asks again later, while the least recently used
+    /// open connection, closed here, makes room. When nothing can be closed (every slot is still
+    /// opening) the request is taken over budget if it comes from a higher rank than one we
+    /// are connecting to ourselves, so processes cannot wait on each other in a cycle; and a
+    /// request held back for `hold_max` is taken over budget, so none starves (the peer would
+    /// give up). [`Counters::over_budget`] counts those.
+    pub fn may_accept(&mut self, peer: Proc, now: Micros) -> bool {
+        let p = self.peer(peer);
+        if matches!(
+            p.state,
+            State::Opening(_) | State::Open { .. } | State::Closing
+        ) {
+            return true; // its slot is already counted
+        }
+        let since = *self.held.entry(peer).or_insert(now);
+        let patience_left = now < since + self.cfg.hold_max;
+        if (self.counters.open_now as usize) >= self.cfg.max_open && patience_left {
+            if self.peers.values().any(|s| s.state == State::Closing) {
+                return false; // room is on its way
+            }
+            let evictable = self
+                .peers
+                .iter()
+                .any(|(&q, s)| q != peer && matches!(s.state, State::Open { .. }));
+            if evictable {
+                self.evict_lru(peer);
+                return false;
+            }
+            // Every slot is still opening. Slots we answer for complete on their own, but our
+            // own requests may be held back by peers that wait for us in turn. Taking the
+            // request when it comes from a higher rank than one we wait for breaks every such
+            // cycle: around a cycle some process's requester outranks its target.
+            let lowest_target = self
+                .peers
+                .iter()
+                .filter(|(_, s)| matches!(s.state, State::Opening(c) if c != OpenCause::Peer))
+                .map(|(&q, _)| q)
+                .min();
+            if lowest_target.is_none_or(|t| peer <= t) {
+                return false;
+            }
+        }
+        self.held.remove(&peer);
+        if (self.counters.open_now as usize) >= self.cfg.max_open {
+            self.counters.over_budget += 1;
+        }
+        self.wanted.retain(|&q| q != peer);
+        self.counters.requested[OpenCause::Peer as usize] += 1;
+        if let State::Wanted(c) = self.peer(peer).state {
+            self.reserved_from.insert(peer, c);
+        }
+        self.peer(peer).state = State::Opening(OpenCause::Peer);
+        self.counters.open_now += 1;
+        self.counters.open_peak = self.counters.open_peak.max(self.counters.open_now);
+        true
+    }
+
+    /// Gives back a slot [`Policy::may_accept`] reserved for a request that was dropped after
+    /// all (a stale duplicate, say).
+    pub fn release(&mut self, peer: Proc, now: Micros) {
+        if self.peer(peer).state == State::Opening(OpenCause::Peer) {
+            self.peer_attempt_over(peer, now);
+        }
+    }
+
+    /// The peer's attempt, whose slot we hold, will not complete: give the slot back; if we
+    /// wanted a connection ourselves (or messages wait for one), ask for ours.
+    fn peer_attempt_over(&mut self, peer: Proc, now: Micros) {
+        let adaptive = self.cfg.kind == Kind::Adaptive;
+        let prior = self.reserved_from.remove(&peer);
+        let p = self.peer(peer);
+        p.state = State::None;
+        let waiting = !p.queue.is_empty();
+        self.counters.open_now -= 1;
+        if let Some(cause) = prior {
+            self.want(peer, cause, now);
+        } else if waiting && adaptive {
+            self.flush(peer, Via::Datagram);
+        } else if waiting {
+            self.want(peer, OpenCause::FirstMessage, now);
+        }
+        self.admit_wanted(now);
+    }
+
+    /// The closing connection to `peer` is gone and a new one, which the peer opened while it
+    /// closed, is up: `closed` and `connected` at once, the new connection taking the old one's
+    /// slot (no other connection can take it in between).
+    pub fn replaced(&mut self, peer: Proc, datagrams_in_flight: usize, now: Micros) {
+        let p = self.peer(peer);
+        if p.state == State::Closing {
+            p.state = State::None;
+            self.counters.open_now -= 1;
+        }
+        self.connected(peer, datagrams_in_flight, now);
     }
 
     /// Adaptive: every datagram to `peer` is acknowledged; a connection waiting for that takes
@@ -436,7 +563,12 @@ impl<M> Policy<M> {
     /// Setting up the connection to `peer` failed.
     pub fn failed(&mut self, peer: Proc, now: Micros) {
         let p = self.peer(peer);
-        if !matches!(p.state, State::Opening(_)) {
+        let State::Opening(cause) = p.state else {
+            return;
+        };
+        if cause == OpenCause::Peer {
+            self.counters.failed += 1;
+            self.peer_attempt_over(peer, now);
             return;
         }
         p.state = State::None;
@@ -507,11 +639,7 @@ impl<M> Policy<M> {
         let due: Vec<Proc> = self
             .peers
             .iter()
-            .filter(|(_, s)| {
-                matches!(s.state, State::Open { .. })
-                    && s.queue.is_empty()
-                    && s.last_used + idle <= now
-            })
+            .filter(|(_, s)| s.may_idle() && s.last_used + idle <= now)
             .map(|(&q, _)| q)
             .collect();
         for q in due {
@@ -526,7 +654,7 @@ impl<M> Policy<M> {
         }
         self.peers
             .values()
-            .filter(|s| matches!(s.state, State::Open { .. }))
+            .filter(|s| s.may_idle())
             .map(|s| s.last_used + self.cfg.idle)
             .min()
     }
@@ -558,6 +686,7 @@ mod tests {
             threshold_bytes: 0,
             max_open: 100,
             idle: 1_000_000,
+            hold_max: 1_000_000,
         }
     }
 
@@ -769,6 +898,54 @@ mod tests {
                 cause: CloseCause::Eviction
             }]
         );
+    }
+
+    #[test]
+    fn requests_are_held_back_for_room_but_not_for_ever() {
+        let mut p: Policy<u32> = Policy::new(
+            0,
+            8,
+            Config {
+                max_open: 1,
+                hold_max: 100,
+                ..cfg(Kind::OnDemand)
+            },
+        );
+        p.connected(1, 0, 0);
+        assert!(!p.may_accept(2, 10), "full: hold back and make room");
+        assert_eq!(
+            actions(&mut p),
+            vec![Action::Close {
+                peer: 1,
+                cause: CloseCause::Eviction
+            }]
+        );
+        assert!(!p.may_accept(2, 20), "room is on its way");
+        assert!(actions(&mut p).is_empty());
+        p.closed(1, 30);
+        assert!(p.may_accept(2, 40), "room: the slot is reserved");
+        assert_eq!(p.counters().open_now, 1);
+        // The request was stale after all: the slot goes back.
+        p.release(2, 41);
+        assert_eq!(p.counters().open_now, 0);
+        // Our own attempt to 3 uses the budget and nothing can be evicted: a request from a
+        // lower rank than 3 waits (at most hold_max), one from a higher rank is taken.
+        p.send(3, 30, 1, 50);
+        actions(&mut p);
+        assert!(!p.may_accept(2, 60));
+        assert!(p.may_accept(4, 61));
+        assert!(!p.may_accept(2, 159));
+        assert!(p.may_accept(2, 160));
+        let c = p.counters();
+        assert_eq!((c.open_now, c.over_budget), (3, 2));
+        // A reserved slot whose handshake fails while our messages wait asks for ours.
+        assert_eq!(p.send(2, 20, 1, 170), Route::Queued);
+        p.failed(2, 180);
+        assert_eq!(p.counters().failed, 1);
+        assert!(actions(&mut p)
+            .iter()
+            .all(|a| !matches!(a, Action::Failed { .. })));
+        assert_eq!(p.counters().requested(OpenCause::FirstMessage), 2);
     }
 
     #[test]

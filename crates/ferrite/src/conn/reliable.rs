@@ -1,7 +1,7 @@
 //! Reliable, ordered, exactly-once messages over an unreliable datagram channel (the `udp`
 //! transport's reliability, also what the adaptive policy's datagram path runs on).
 //!
-//! One [`Reliable`] per process; it keeps a [`Link`] per peer it has talked to (memory grows with
+//! One [`Reliable`] per process; it keeps a `Link` per peer it has talked to (memory grows with
 //! peers contacted, not with the job). Per link and direction:
 //!
 //! - the sender numbers datagrams 0, 1, 2, ...; a message larger than a datagram's payload is
@@ -29,7 +29,7 @@
 use super::wire::{self, Drop, DropCounts, Kind};
 use super::Micros;
 use crate::transport::Proc;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub const HEADER_LEN: usize = 32;
 pub const FIRST: u8 = 1;
@@ -41,7 +41,8 @@ pub struct Config {
     pub job_size: u32,
     /// Largest datagram, header included (1472: UDP over a 1500-byte Ethernet MTU).
     pub max_datagram: usize,
-    /// Most unacknowledged datagrams per peer (at most 2^20).
+    /// Most unacknowledged datagrams per peer (at most 2^20); also how far ahead a receiver
+    /// keeps out-of-order datagrams, so both ends use the same value.
     pub window: u32,
     pub rto_initial: Micros,
     pub rto_max: Micros,
@@ -136,6 +137,8 @@ struct Link {
     reorder: BTreeMap<u64, (u8, Vec<u8>)>,
     partial: Option<Vec<u8>>,
     ack_due: Option<Micros>,
+    /// `next_deadline()` as last indexed in `Reliable::timers`.
+    deadline: Option<Micros>,
 }
 
 impl Link {
@@ -151,6 +154,7 @@ impl Link {
             reorder: BTreeMap::new(),
             partial: None,
             ack_due: None,
+            deadline: None,
         }
     }
 
@@ -186,6 +190,8 @@ pub struct Reliable {
     secret: u64,
     cfg: Config,
     links: BTreeMap<Proc, Link>,
+    /// Each link's next deadline, `(deadline, peer)`, kept equal to `Link::deadline`.
+    timers: BTreeSet<(Micros, Proc)>,
     out: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -199,6 +205,7 @@ impl Reliable {
             secret,
             cfg,
             links: BTreeMap::new(),
+            timers: BTreeSet::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -210,8 +217,9 @@ impl Reliable {
         links.entry(peer).or_insert_with(|| Link::new(rto))
     }
 
-    /// Takes a whole message for `to`. `Ok(false)`: no room now (window full), nothing taken;
-    /// the caller keeps it, in order, and tries again after feeding acknowledgements in.
+    /// Takes a whole message for `to`. `Ok(false)`: no room now (the window is full, or the
+    /// previous message is not wholly in it yet), nothing taken; the caller keeps the message,
+    /// in order, and tries again after feeding acknowledgements in.
     pub fn send(&mut self, to: Proc, msg: &[u8], now: Micros) -> Result<bool, PeerUnreachable> {
         assert!(
             to != self.rank && to < self.cfg.job_size,
@@ -240,6 +248,7 @@ impl Reliable {
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.len() as u64;
         self.pump(to, now);
+        self.retime(to);
         Ok(true)
     }
 
@@ -252,10 +261,20 @@ impl Reliable {
             .map_or(0, |l| l.inflight.len() + l.staged.len())
     }
 
-    /// Forgets a peer entirely (after it was reported unreachable and the job decided what to
-    /// do, or when a connection replaces the datagram path for good).
+    /// Forgets a peer entirely, after it was reported unreachable. (Sequence numbers restart
+    /// at 0, so a live peer would have to reset its side too.)
     pub fn reset(&mut self, peer: Proc) {
-        self.links.remove(&peer);
+        if let Some(Some(t)) = self.links.remove(&peer).map(|l| l.deadline) {
+            self.timers.remove(&(t, peer));
+        }
+    }
+
+    /// Test hook: both directions of the link to `peer` start at sequence number `seq` (the
+    /// peer must do the same), to exercise the 32-bit wrap on the wire.
+    #[cfg(test)]
+    fn start_at(&mut self, peer: Proc, seq: u64) {
+        let l = Self::link(&mut self.links, peer, self.cfg.rto_initial);
+        (l.send_base, l.next_seq, l.recv_next) = (seq, seq, seq);
     }
 
     /// Moves staged segments into the window and sends them.
@@ -318,6 +337,7 @@ impl Reliable {
             self.on_data(p.src, seq, p.flags, payload, now);
         }
         self.pump(p.src, now);
+        self.retime(p.src);
         Ok(())
     }
 
@@ -396,14 +416,32 @@ impl Reliable {
 
     /// Fires what is due at `now`: retransmissions (with backoff) and delayed acknowledgements.
     pub fn handle_timeout(&mut self, now: Micros) {
-        let peers: Vec<Proc> = self
-            .links
+        let due: Vec<Proc> = self
+            .timers
             .iter()
-            .filter(|(_, l)| l.next_deadline().is_some_and(|d| d <= now))
-            .map(|(&p, _)| p)
+            .take_while(|&&(t, _)| t <= now)
+            .map(|&(_, p)| p)
             .collect();
-        for peer in peers {
+        for peer in due {
             self.timeout_link(peer, now);
+            self.retime(peer);
+        }
+    }
+
+    /// Re-indexes `peer`'s deadline after its link changed.
+    fn retime(&mut self, peer: Proc) {
+        let Some(link) = self.links.get_mut(&peer) else {
+            return;
+        };
+        let new = link.next_deadline();
+        let old = std::mem::replace(&mut link.deadline, new);
+        if old != new {
+            if let Some(t) = old {
+                self.timers.remove(&(t, peer));
+            }
+            if let Some(t) = new {
+                self.timers.insert((t, peer));
+            }
         }
     }
 
@@ -458,7 +496,7 @@ impl Reliable {
 
     /// When [`Reliable::handle_timeout`] must next be called, if anything is pending.
     pub fn poll_timeout(&self) -> Option<Micros> {
-        self.links.values().filter_map(Link::next_deadline).min()
+        self.timers.first().map(|&(t, _)| t)
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
@@ -623,6 +661,38 @@ mod tests {
         assert_eq!(re.len(), 1, "only datagram 0 goes again");
         b.handle_datagram(&re[0], 30_000);
         assert_eq!(delivered(&mut b), vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_on_the_wire() {
+        let (mut a, mut b) = (
+            Reliable::new(0, SECRET, cfg()),
+            Reliable::new(1, SECRET, cfg()),
+        );
+        let start = (1u64 << 32) - 5;
+        a.start_at(1, start);
+        b.start_at(0, start);
+        let mut got = Vec::new();
+        for i in 0..40u8 {
+            assert_eq!(a.send(1, &[i; 15], u64::from(i)), Ok(true)); // two segments each
+            let mut dgs = drain(&mut a);
+            dgs.reverse(); // each message's segments out of order
+            for d in dgs {
+                b.handle_datagram(&d, u64::from(i));
+            }
+            b.handle_timeout(u64::from(i) + cfg().ack_delay);
+            for d in drain(&mut b) {
+                a.handle_datagram(&d, u64::from(i) + cfg().ack_delay);
+            }
+            assert_eq!(
+                a.in_flight(1),
+                0,
+                "message {i} acknowledged across the wrap"
+            );
+            got.extend(delivered(&mut b));
+        }
+        assert_eq!(got, (0..40u8).map(|i| vec![i; 15]).collect::<Vec<_>>());
+        assert_eq!(b.stats().duplicates + b.stats().beyond_window, 0);
     }
 
     #[test]

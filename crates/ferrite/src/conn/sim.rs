@@ -65,6 +65,11 @@ impl Faults {
     };
 }
 
+/// First byte of what travels on a simulated connection (a tcp socket, say) instead of the
+/// datagram channel: not a wire version, so never mistaken for a datagram.
+pub const PIPE: u8 = 0xee;
+pub const PIPE_DELAY: Micros = 3_000;
+
 /// A datagram in flight: (arrival time, sending order, destination, bytes).
 type InFlight = Reverse<(Micros, u64, Proc, Vec<u8>)>;
 
@@ -98,6 +103,13 @@ impl DatagramNet {
     }
 
     pub fn send(&mut self, to: Proc, bytes: Vec<u8>, now: Micros) {
+        if bytes.first() == Some(&PIPE) {
+            // A simulated connection: never lost, fixed delay, so in order.
+            self.queue
+                .push(Reverse((now + PIPE_DELAY, self.next, to, bytes)));
+            self.next += 1;
+            return;
+        }
         self.sent += 1;
         if self.rng.chance(self.faults.loss) {
             self.lost += 1;
@@ -130,6 +142,8 @@ pub struct World<N: Node> {
     pub now: Micros,
     timers: BTreeSet<(Micros, usize)>,
     deadlines: Vec<Option<Micros>>,
+    /// Steps taken without time advancing (a livelock guard).
+    same_time: u64,
 }
 
 impl<N: Node> World<N> {
@@ -141,6 +155,7 @@ impl<N: Node> World<N> {
             now: 0,
             timers: BTreeSet::new(),
             deadlines: vec![None; n],
+            same_time: 0,
         };
         for i in 0..n {
             w.touched(i);
@@ -179,6 +194,12 @@ impl<N: Node> World<N> {
         };
         if next > limit {
             return false;
+        }
+        if next == self.now {
+            self.same_time += 1;
+            assert!(self.same_time < 1_000_000, "livelock at {next}us");
+        } else {
+            self.same_time = 0;
         }
         self.now = next;
         while self
@@ -677,6 +698,339 @@ impl CmWorld {
                 }
             })
             .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The whole manager: policy + reliable datagrams + ud handshakes + simulated connections
+// ---------------------------------------------------------------------------------------------
+
+use super::policy::{self, Action as PAction, Policy, Route, Via};
+
+const PIPE_DATA: u8 = 0;
+/// "I will send nothing more on this connection" (after everything I sent on it).
+const PIPE_FIN: u8 = 1;
+/// "I have your FIN, so everything you sent before it."
+const PIPE_FINACK: u8 = 2;
+
+/// Close progress of a connection (the two FINs and their acknowledgements of TCP).
+#[derive(Default)]
+struct Closing {
+    fin_sent: bool,
+    got_fin: bool,
+    got_finack: bool,
+}
+
+struct Link {
+    epoch: AttemptId,
+    closing: Option<Closing>,
+}
+
+/// A process running the connection manager as a transport would: messages go where the
+/// policy says (datagrams through `Reliable`, or a simulated connection), connections are set
+/// up with `ud` and closed with a FIN handshake so nothing is overtaken.
+pub struct ManagedProc {
+    pub rank: Proc,
+    pub policy: Policy<Vec<u8>>,
+    pub rel: Reliable,
+    pub ud: Ud,
+    /// Messages the policy routed to datagrams that the window has not taken yet.
+    backlog: BTreeMap<Proc, VecDeque<Vec<u8>>>,
+    links: BTreeMap<Proc, Link>,
+    /// Connected events that came while the old connection to that peer was still closing.
+    stashed: BTreeMap<Proc, AttemptId>,
+    /// The workload: (time, order, destination) -> message.
+    pub workload: BTreeMap<(Micros, u64, Proc), Vec<u8>>,
+    pub received: BTreeMap<Proc, Vec<Vec<u8>>>,
+    pipe_out: Vec<(Proc, Vec<u8>)>,
+    /// Hold back requests for new connections while over budget ([`Policy::may_accept`]).
+    pub gate_incoming: bool,
+    /// Requests held back.
+    pub held: u64,
+}
+
+impl ManagedProc {
+    pub fn new(rank: Proc, size: u32, pcfg: policy::Config) -> ManagedProc {
+        let (rel, hs) = sim_configs(size);
+        let base = SimProc::new(rank, size, rel, hs);
+        ManagedProc {
+            rank,
+            policy: Policy::new(rank, size, pcfg),
+            rel: base.rel,
+            ud: base.ud,
+            backlog: BTreeMap::new(),
+            links: BTreeMap::new(),
+            stashed: BTreeMap::new(),
+            workload: BTreeMap::new(),
+            received: BTreeMap::new(),
+            pipe_out: Vec::new(),
+            gate_incoming: false,
+            held: 0,
+        }
+    }
+
+    fn pipe(&mut self, to: Proc, kind: u8, epoch: AttemptId, payload: &[u8]) {
+        let mut b = vec![PIPE, kind];
+        b.extend_from_slice(&self.rank.to_le_bytes());
+        b.extend_from_slice(&epoch.gen.to_le_bytes());
+        b.extend_from_slice(&epoch.initiator.to_le_bytes());
+        b.extend_from_slice(payload);
+        self.pipe_out.push((to, b));
+    }
+
+    fn send_on_connection(&mut self, to: Proc, msg: &[u8]) {
+        let link = self
+            .links
+            .get(&to)
+            .expect("a connection the policy says is open");
+        assert!(
+            link.closing.is_none(),
+            "{} -> {to}: sent on a closing link",
+            self.rank
+        );
+        let epoch = link.epoch;
+        self.pipe(to, PIPE_DATA, epoch, msg);
+    }
+
+    fn app_send(&mut self, to: Proc, msg: Vec<u8>, now: Micros) {
+        let len = msg.len();
+        match self.policy.send(to, msg, len, now) {
+            Route::Datagram(m) => self.backlog.entry(to).or_default().push_back(m),
+            Route::Connection(m) => self.send_on_connection(to, &m),
+            Route::Queued => {}
+        }
+    }
+
+    /// Carries out everything the machines asked for, until nothing changes.
+    fn settle(&mut self, now: Micros) {
+        for round in 0.. {
+            assert!(round < 10_000, "{}: the machines never settle", self.rank);
+            // Links whose datagrams are all acknowledged may take over (this may queue a Flush).
+            let drained: Vec<Proc> = self
+                .links
+                .keys()
+                .copied()
+                .filter(|&p| self.backlog.get(&p).is_none_or(VecDeque::is_empty))
+                .filter(|&p| self.rel.in_flight(p) == 0)
+                .collect();
+            for p in drained {
+                self.policy.datagrams_drained(p);
+            }
+            let mut busy = false;
+            while let Some(a) = self.policy.poll_action() {
+                busy = true;
+                match a {
+                    PAction::Open { peer, .. } => self.ud.connect(peer, now),
+                    PAction::Close { peer, .. } => self.start_close(peer),
+                    PAction::Flush { peer, via, msgs } => match via {
+                        Via::Datagram => self.backlog.entry(peer).or_default().extend(msgs),
+                        Via::Connection => {
+                            for m in msgs {
+                                self.send_on_connection(peer, &m);
+                            }
+                        }
+                    },
+                    PAction::Failed { peer, .. } => panic!("{}: {peer} failed", self.rank),
+                }
+            }
+            while let Some(e) = self.ud.poll_event() {
+                busy = true;
+                match e {
+                    HsEvent::Connected { peer, attempt, .. } => self.connected(peer, attempt, now),
+                    // The peer finished closing the old connection before we did: our close
+                    // completes when its FIN and FINACK arrive.
+                    HsEvent::Superseded { peer, .. } => {
+                        assert!(self.links.get(&peer).is_some_and(|l| l.closing.is_some()))
+                    }
+                    e => panic!("{}: {e:?}", self.rank),
+                }
+            }
+            while let Some(e) = self.rel.poll_event() {
+                busy = true;
+                match e {
+                    reliable::Event::Delivered { from, msg } => {
+                        self.policy.received(from, now);
+                        self.received.entry(from).or_default().push(msg);
+                    }
+                    reliable::Event::Unreachable { peer } => panic!("{peer} unreachable"),
+                }
+            }
+            for (&to, q) in self.backlog.iter_mut() {
+                while let Some(m) = q.front() {
+                    if !self.rel.send(to, m, now).expect("reachable") {
+                        break;
+                    }
+                    q.pop_front();
+                }
+            }
+            if !busy {
+                break;
+            }
+        }
+    }
+
+    fn connected(&mut self, peer: Proc, epoch: AttemptId, now: Micros) {
+        if let Some(old) = self.links.get(&peer) {
+            assert!(
+                old.closing.is_some(),
+                "{}: second connection to {peer}",
+                self.rank
+            );
+            self.stashed.insert(peer, epoch);
+            return;
+        }
+        self.links.insert(
+            peer,
+            Link {
+                epoch,
+                closing: None,
+            },
+        );
+        let waiting = self.rel.in_flight(peer) + self.backlog.get(&peer).map_or(0, VecDeque::len);
+        self.policy.connected(peer, waiting, now);
+    }
+
+    fn start_close(&mut self, peer: Proc) {
+        let link = self.links.get_mut(&peer).expect("closing an open link");
+        let c = link.closing.get_or_insert_with(Closing::default);
+        if !c.fin_sent {
+            c.fin_sent = true;
+            let epoch = link.epoch;
+            self.pipe(peer, PIPE_FIN, epoch, &[]);
+        }
+    }
+
+    fn on_pipe(&mut self, b: &[u8], now: Micros) {
+        let (kind, from) = (b[1], wire::u32_at(b, 2));
+        let epoch = AttemptId {
+            gen: wire::u32_at(b, 6),
+            initiator: wire::u32_at(b, 10),
+        };
+        self.ud.confirm_by_traffic(from, epoch);
+        self.settle(now);
+        if kind == PIPE_DATA {
+            self.policy.received(from, now);
+            self.received
+                .entry(from)
+                .or_default()
+                .push(b[14..].to_vec());
+            return;
+        }
+        let Some(link) = self.links.get_mut(&from).filter(|l| l.epoch == epoch) else {
+            panic!(
+                "{}: close of an unknown connection {epoch:?} from {from}",
+                self.rank
+            );
+        };
+        let c = link.closing.get_or_insert_with(Closing::default);
+        if kind == PIPE_FIN {
+            c.got_fin = true;
+            self.policy.peer_closing(from);
+            self.pipe(from, PIPE_FINACK, epoch, &[]);
+            self.start_close(from);
+        } else {
+            c.got_finack = true;
+        }
+        let c = self.links[&from].closing.as_ref().unwrap();
+        if c.got_fin && c.got_finack {
+            // Everything either side sent on it has arrived: it is gone.
+            self.links.remove(&from);
+            if self.ud.state(from) == PeerState::Connected(epoch) {
+                self.ud.close(from);
+            }
+            match self.stashed.remove(&from) {
+                None => self.policy.closed(from, now),
+                Some(next) => {
+                    // The peer's new connection takes over the old one's slot.
+                    self.links.insert(
+                        from,
+                        Link {
+                            epoch: next,
+                            closing: None,
+                        },
+                    );
+                    let waiting =
+                        self.rel.in_flight(from) + self.backlog.get(&from).map_or(0, VecDeque::len);
+                    self.policy.replaced(from, waiting, now);
+                }
+            }
+        }
+    }
+}
+
+impl ManagedProc {
+    /// A request for a new connection while the policy has no room is dropped (the peer
+    /// repeats it) when the budget is enforced on incoming connections.
+    fn held_back(&mut self, b: &[u8], now: Micros) -> bool {
+        if !self.gate_incoming {
+            return false;
+        }
+        let Ok(p) = wire::decode_prefix(b, SECRET, self.rank, u32::MAX) else {
+            return false;
+        };
+        if p.kind != Kind::Req || self.ud.state(p.src) != PeerState::Idle {
+            return false;
+        }
+        let held = !self.policy.may_accept(p.src, now);
+        self.held += u64::from(held);
+        held
+    }
+}
+
+impl Node for ManagedProc {
+    fn on_datagram(&mut self, b: &[u8], now: Micros) {
+        match wire::kind_of(b) {
+            _ if b.first() == Some(&PIPE) => self.on_pipe(b, now),
+            Some(Kind::Req) if self.held_back(b, now) => {}
+            Some(Kind::Req) if self.gate_incoming => {
+                let src = wire::u32_at(b, 4);
+                self.ud.handle_datagram(b, now);
+                if self.ud.state(src) == PeerState::Idle {
+                    self.policy.release(src, now); // not a live request after all
+                }
+            }
+            Some(Kind::Data | Kind::Ack) => self.rel.handle_datagram(b, now),
+            Some(Kind::Req | Kind::Reply | Kind::Confirm) => self.ud.handle_datagram(b, now),
+            _ => panic!("garbage in the simulation"),
+        }
+        self.settle(now);
+    }
+
+    fn on_timeout(&mut self, now: Micros) {
+        while let Some(entry) = self.workload.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, _, to), msg) = entry.remove_entry();
+            self.app_send(to, msg, now);
+            self.settle(now);
+        }
+        self.rel.handle_timeout(now);
+        self.ud.handle_timeout(now);
+        self.policy.handle_timeout(now);
+        self.settle(now);
+    }
+
+    fn next_timeout(&self) -> Option<Micros> {
+        [
+            self.rel.poll_timeout(),
+            self.ud.poll_timeout(),
+            self.policy.poll_timeout(),
+            self.workload.keys().next().map(|k| k.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn take_transmits(&mut self, out: &mut Vec<(Proc, Vec<u8>)>) {
+        out.append(&mut self.pipe_out);
+        while let Some(t) = self.rel.poll_transmit() {
+            out.push((t.to, t.bytes));
+        }
+        while let Some(t) = self.ud.poll_transmit() {
+            out.push((t.to, t.bytes));
+        }
     }
 }
 
