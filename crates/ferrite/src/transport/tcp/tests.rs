@@ -468,3 +468,31 @@ fn the_send_queue_resumes_partial_writes_in_order() {
     assert_eq!(got, frames.concat());
     assert_eq!(q.bytes(), 0);
 }
+
+#[test]
+fn a_ring_opens_two_connections_per_rank_and_nothing_else() {
+    let n = 16u32;
+    let (_j, mut eps) = endpoints("ring", n, 1 << 20);
+    for (r, ep) in eps.iter_mut().enumerate() {
+        let to = (r as u32 + 1) % n;
+        assert!(ep.try_send(to, &[&(r as u32).to_le_bytes()]).unwrap());
+    }
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == 1));
+    for (r, ep) in eps.iter().enumerate() {
+        let left = (r as u32 + n - 1) % n;
+        assert_eq!(got[r], vec![(left, left.to_le_bytes().to_vec())]);
+        let s = ep.stats();
+        assert_eq!(
+            (
+                s.conns_opened_first_message,
+                s.conns_accepted,
+                open_socks(ep)
+            ),
+            (1, 1, 2),
+            "rank {r}"
+        );
+XX
+        assert_eq!(ep.peers.len(), 2, "rank {r}");
+    }
+}
