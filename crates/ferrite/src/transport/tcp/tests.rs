@@ -492,7 +492,7 @@ fn a_ring_opens_two_connections_per_rank_and_nothing_else() {
             (1, 1, 2),
             "rank {r}"
         );
-XX
+        // State exists for the two neighbours only (one card fetched: the right one).
         assert_eq!(ep.peers.len(), 2, "rank {r}");
     }
 }
