@@ -119,7 +119,7 @@ pub fn read_signals(fd: RawFd) -> Vec<libc::c_int> {
 }
 
 /// In the child between fork and exec (async-signal-safe calls only): die with the
-/// launcher, unblock signals, restore SIGPIPE, and let `keep` survive exec.
+/// launcher, unblock signals, restore SIGPIPE, and let `keep` (if >= 0) survive exec.
 pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
     // SAFETY: only async-signal-safe calls on plain data; we are in a freshly forked child.
     unsafe {
@@ -136,7 +136,9 @@ pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
             std::ptr::null_mut(),
         ))?;
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        check(libc::fcntl(keep, libc::F_SETFD, 0))?;
+        if keep >= 0 {
+            check(libc::fcntl(keep, libc::F_SETFD, 0))?;
+        }
     }
     Ok(())
 }
@@ -254,4 +256,46 @@ pub fn random_hex(n: usize) -> String {
         got += r as usize;
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The address for an `--iface` value: an IP address as is, or the first IPv4 address of
+/// the interface of that name.
+pub fn iface_addr(spec: &str) -> io::Result<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr};
+    let spec = spec.trim();
+    if let Ok(ip) = spec.parse::<IpAddr>() {
+        return Ok(ip);
+    }
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we free below.
+    check(unsafe { libc::getifaddrs(&mut list) })?;
+    let mut found = None;
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+        // SAFETY: ifa_addr, when set, points to a sockaddr whose family tells its type.
+        if !ifa.ifa_addr.is_null()
+            && name.to_bytes() == spec.as_bytes()
+            && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET
+        {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                sin.sin_addr.s_addr,
+            ))));
+            break;
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("--iface {spec:?}: no such interface with an IPv4 address"),
+        )
+    })
 }

@@ -13,8 +13,8 @@ pub struct Knob {
 pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_TRANSPORTS",
-        default: "self,shm",
-        doc: "Comma list of transports Ferrite may use, e.g. `shm,self`.",
+        default: "self,shm,tcp",
+        doc: "Comma list of transports Ferrite may use; shm serves peers on the same host, tcp those on other hosts (and all, without shm).",
     },
     Knob {
         name: "FERRITE_PROGRESS_SPIN",
