@@ -312,10 +312,16 @@ impl Job {
                         io::ErrorKind::PermissionDenied => 126,
                         _ => 1,
                     };
-                    self.fail(
-                        code,
-                        &format!("cannot start rank {r}: {:?}: {e}", self.opts.program),
-                    );
+                    let host = self.place.host_of[r as usize];
+                    let msg = if self.place.local[host] {
+                        format!("cannot start rank {r}: {:?}: {e}", self.opts.program)
+                    } else {
+                        format!(
+                            "cannot start rank {r} on {}: launcher {:?}: {e}",
+                            self.place.names[host], self.opts.launcher
+                        )
+                    };
+                    self.fail(code, &msg);
                     break;
                 }
             }
