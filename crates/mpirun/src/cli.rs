@@ -31,7 +31,8 @@ Options:
 
 Ranks inherit mpirun's environment plus PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID and
 MPI_LOCALNRANKS. Ranks on other hosts start as `CMD <host> env VAR=VALUE... <program>`
-with PMI_PORT=<mpirun's address>:<port>, PMI_ID=<rank>, the -x/-genv variables and every
+with PMI_PORT=<mpirun's address>:<port>, PMI_ID=<rank>, FERRITE_PMI_SECRET (the job's
+PMI password), FERRITE_TCP_IF (with --iface), the -x/-genv variables and every
 FERRITE_* variable of mpirun's environment (words quoted for the remote shell when CMD is
 ssh or rsh). Names of this machine (its hostname, localhost, 127.0.0.1) start directly. Rank 0 reads mpirun's standard input; the others read /dev/null.
 mpirun exits 0 when every rank exits 0; otherwise with the first failing rank's exit code

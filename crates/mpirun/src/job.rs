@@ -63,6 +63,8 @@ pub struct Job {
     /// Remote ranks' PMI: the listener and the address they are told (PMI_PORT).
     pmi_listener: Option<TcpListener>,
     pmi_port: String,
+    /// What remote ranks' initack must carry (FERRITE_PMI_SECRET).
+    pmi_secret: String,
     unclaimed: Vec<Unclaimed>,
     ranks: Vec<Rank>,
     server: Server,
@@ -132,6 +134,7 @@ impl Job {
             place,
             pmi_listener,
             pmi_port,
+            pmi_secret: sys::random_hex(16),
             unclaimed: Vec::new(),
             ranks: Vec::new(),
             sigfd,
@@ -160,6 +163,7 @@ impl Job {
         }
         vars.push(("PMI_PORT".into(), self.pmi_port.clone()));
         vars.push(("PMI_ID".into(), r.to_string()));
+        vars.push(("FERRITE_PMI_SECRET".into(), self.pmi_secret.clone()));
         vars.push(("MPI_LOCALRANKID".into(), local_rank.to_string()));
         vars.push(("MPI_LOCALNRANKS".into(), local_n.to_string()));
         words.extend(vars.into_iter().map(|(k, v)| format!("{k}={v}")));
@@ -479,8 +483,9 @@ impl Job {
         }
     }
 
-    /// Reads an unclaimed connection's first line: `cmd=initack pmiid=R` from remote rank R
-    /// (not yet connected) makes it R's PMI connection; anything else closes it.
+    /// Reads an unclaimed connection's first line: `cmd=initack pmiid=R secret=S` from
+    /// remote rank R (not yet connected) with the job's secret makes it R's PMI connection;
+    /// anything else closes it.
     fn read_unclaimed(&mut self, i: usize, buf: &mut [u8]) {
         let u = &mut self.unclaimed[i];
         match sys::read(u.fd.as_raw_fd(), buf) {
@@ -512,7 +517,7 @@ impl Job {
         };
         let claimed = Message::parse(&line)
             .ok()
-            .filter(|m| m.cmd == "initack")
+            .filter(|m| m.cmd == "initack" && m.get("secret") == Some(&self.pmi_secret))
             .and_then(|m| m.get_int("pmiid"))
             .and_then(|id| usize::try_from(id).ok())
             .filter(|&r| {

@@ -169,3 +169,35 @@ fn a_missing_agent_or_bad_hostfile_is_reported() {
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("/nonexistent/hosts"), "{}", o.stderr);
 }
+
+#[test]
+fn a_stranger_on_the_pmi_port_is_turned_away() {
+    let d = Dir::new("stranger");
+    let seen = d.0.join("stranger.out");
+    // Before starting the real rank, the agent claims its id without the job's secret and
+    // records whatever mpirun answers (nothing: the connection is closed).
+    let agent = d.script(
+        "agent",
+        &format!(
+            "shift; for w in \"$@\"; do case $w in PMI_PORT=*) p=${{w#PMI_PORT=}};; \
+             PMI_ID=*) id=${{w#PMI_ID=}};; esac; done\n\
+             bash -c 'exec 3<>/dev/tcp/'${{p%:*}}'/'${{p##*:}}'; \
+             printf \"cmd=initack pmiid=%s\\n\" '$id' >&3; timeout 5 cat <&3' > '{}' 2>&1\n\
+             exec \"$@\"",
+            seen.display()
+        ),
+    );
+    let o = run(&[
+        "--host",
+        "far",
+        "--launcher",
+        &agent,
+        "--iface",
+        "127.0.0.1",
+        RANK,
+        "exchange",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.starts_with("rank 0/1 "), "{}", o.stdout);
+    assert_eq!(d.read("stranger.out"), "", "the stranger got an answer");
+}
