@@ -22,7 +22,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=17 # how many results a skipped run stands for (12 C runs, 5 checks)
+checks=20 # how many results a skipped run stands for (15 C runs, 5 checks)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -121,6 +121,8 @@ ko() { echo "FAIL $1"; [ -s "${2:-}" ] && tail -n 8 "$2" | sed 's/^/    | /'; fa
 c_suite "localhost + $B (local ranks direct, $B through the agent)" "$work/mpirun-2" "2 4"
 # Every rank through the agent, three hosts: -n 3 one each, -n 6 two each (alternating).
 c_suite "$A + $B + $C (all through the agent)" "$work/mpirun-3" "3 6"
+# The same over tcp only: ranks on one host talk through tcp too (mpirun forwards FERRITE_*).
+FERRITE_TRANSPORTS=tcp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=tcp,self" "$work/mpirun-3" "3"
 
 bindir=$root/tests/c/bin
 # Placement and output forwarding: each rank prints the address it sees on fh0 (not an

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// SIGTERM first; ranks still alive after this get SIGKILL.
 const KILL_GRACE: Duration = Duration::from_millis(500);
+/// Accepted PMI_PORT connections kept while they have not said which rank they are.
+const MAX_UNCLAIMED: usize = 64;
 /// After the last rank exited, how long to keep forwarding output its children still write.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
 
@@ -473,6 +475,10 @@ impl Job {
     fn accept_pmi(&mut self) {
         let Some(l) = &self.pmi_listener else { return };
         while let Ok((stream, _)) = l.accept() {
+            // Connections that never say who they are must not pile up: the oldest goes.
+            if self.unclaimed.len() >= MAX_UNCLAIMED {
+                self.unclaimed.remove(0);
+            }
             let _ = stream.set_nodelay(true);
             if stream.set_nonblocking(true).is_ok() {
                 self.unclaimed.push(Unclaimed {

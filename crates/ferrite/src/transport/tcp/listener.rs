@@ -1,7 +1,7 @@
 //! The listening socket: its address comes from FERRITE_TCP_IF (an interface name or an IP
 //! address; empty: loopback). Loopback is right for a job on one host; a job across hosts
-//! needs FERRITE_TCP_IF set to an address the other hosts reach (or, later, the launcher
-//! telling each rank which interface faces its peers).
+//! needs FERRITE_TCP_IF set to an interface the other hosts reach (`mpirun --iface NAME`
+//! sets it for every rank).
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
