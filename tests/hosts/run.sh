@@ -22,7 +22,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=20 # how many results a skipped run stands for (15 C runs, 5 checks)
+checks=22 # how many results a skipped run stands for (15 C runs, 7 checks)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -90,6 +90,11 @@ EOF
 }
 wrapper "$work/mpirun-2" --host "localhost,$B"
 wrapper "$work/mpirun-3" --host "$A,$B,$C"
+cat >"$work/mpirun-noif" <<EOF
+#!/bin/sh
+exec ip netns exec $A $MPIRUN_BIN --host $A,$B,$C --launcher $work/agent "\$@"
+EOF
+chmod +x "$work/mpirun-noif"
 
 # Wait until A reaches B and C over the bridge (addresses become usable after DAD etc.).
 for _ in $(seq 50); do
@@ -136,6 +141,21 @@ else
 fi
 want="0=$net.1 1=$net.2 2=$net.3 3=$net.1 "
 if [ "$got" = "$want" ]; then ok "ranks run where placed: $got"; else ko "placement: got '$got', want '$want'" "$log"; fi
+
+# Without --iface, mpirun and the ranks find their non-loopback address themselves.
+log=$work/noif.log
+if timeout -k 5 30 "$work/mpirun-noif" -n 3 "$bindir/ring" >"$log" 2>&1 && grep -qx "done: ring" "$log"; then
+    ok "ring across $A, $B, $C without --iface (addresses found by mpirun and the ranks)"
+else
+    ko "ring across $A, $B, $C without --iface" "$log"
+fi
+log=$work/noif-tcp.log
+if timeout -k 5 30 "$work/mpirun-noif" -n 6 -x FERRITE_TRANSPORTS=tcp,self "$bindir/ring" >"$log" 2>&1 &&
+   grep -qx "done: ring" "$log"; then
+    ok "ring across $A, $B, $C without --iface, tcp only"
+else
+    ko "ring across $A, $B, $C without --iface, tcp only" "$log"
+fi
 
 # A hostfile with slots: ranks 0-1 on A, 2-3 on B; rank 0's output comes back from A.
 printf '# two hosts\n%s slots=2\n%s slots=2\n' "$A" "$B" >"$work/hostfile"

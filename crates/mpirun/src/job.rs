@@ -115,7 +115,7 @@ impl Job {
         }
         let (mut pmi_listener, mut pmi_port) = (None, String::new());
         if place.any_remote() {
-            // On the --iface address, or on all of them (remote ranks use our hostname).
+            // On the --iface address, or on all of them.
             let ip = match &opts.iface {
                 Some(spec) => sys::iface_addr(spec)?,
                 None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -123,9 +123,11 @@ impl Job {
             let l = TcpListener::bind(SocketAddr::new(ip, 0))?;
             l.set_nonblocking(true)?;
             let port = l.local_addr()?.port();
-            pmi_port = match &opts.iface {
-                Some(_) => SocketAddr::new(ip, port).to_string(),
-                None => format!("{hostname}:{port}"),
+            // Without --iface: an address of ours others may reach (else the hostname).
+            pmi_port = match (&opts.iface, sys::reachable_addr(&hostname)) {
+                (Some(_), _) => SocketAddr::new(ip, port).to_string(),
+                (None, Some(v4)) => SocketAddr::new(IpAddr::V4(v4), port).to_string(),
+                (None, None) => format!("{hostname}:{port}"),
             };
             pmi_listener = Some(l);
         }

@@ -258,44 +258,74 @@ pub fn random_hex(n: usize) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The address for an `--iface` value: an IP address as is, or the first IPv4 address of
-/// the interface of that name.
-pub fn iface_addr(spec: &str) -> io::Result<std::net::IpAddr> {
-    use std::net::{IpAddr, Ipv4Addr};
-    let spec = spec.trim();
-    if let Ok(ip) = spec.parse::<IpAddr>() {
-        return Ok(ip);
-    }
+/// This machine's IPv4 addresses: (interface, address, interface is up).
+pub fn ipv4_addrs() -> io::Result<Vec<(String, std::net::Ipv4Addr, bool)>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `list` with a linked list we free below.
     check(unsafe { libc::getifaddrs(&mut list) })?;
-    let mut found = None;
+    let mut out = Vec::new();
     let mut cur = list;
     while !cur.is_null() {
         // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
         let ifa = unsafe { &*cur };
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
         // SAFETY: ifa_addr, when set, points to a sockaddr whose family tells its type.
-        if !ifa.ifa_addr.is_null()
-            && name.to_bytes() == spec.as_bytes()
-            && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET
-        {
+        if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
             // SAFETY: an AF_INET address is a sockaddr_in.
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-            found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                sin.sin_addr.s_addr,
-            ))));
-            break;
+            out.push((
+                name.to_string_lossy().into_owned(),
+                std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0,
+            ));
         }
         cur = ifa.ifa_next;
     }
     // SAFETY: `list` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(list) };
-    found.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("--iface {spec:?}: no such interface with an IPv4 address"),
-        )
-    })
+    Ok(out)
+}
+
+/// The address for an `--iface` value: an IP address as is, or the first IPv4 address of
+/// the interface of that name.
+pub fn iface_addr(spec: &str) -> io::Result<std::net::IpAddr> {
+    let spec = spec.trim();
+    if let Ok(ip) = spec.parse::<std::net::IpAddr>() {
+        return Ok(ip);
+    }
+    ipv4_addrs()?
+        .into_iter()
+        .find(|(name, _, _)| name == spec)
+        .map(|(_, ip, _)| std::net::IpAddr::V4(ip))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("--iface {spec:?}: no such interface with an IPv4 address"),
+            )
+        })
+}
+
+/// An address of this machine other hosts may reach, for a job across hosts without
+/// --iface: the hostname's address if it is one of ours and not loopback, else the first
+/// non-loopback address of an interface that is up; None if there is none.
+pub fn reachable_addr(hostname: &str) -> Option<std::net::Ipv4Addr> {
+    use std::net::ToSocketAddrs;
+    let ours: Vec<std::net::Ipv4Addr> = ipv4_addrs()
+        .ok()?
+        .into_iter()
+        .filter(|(_, ip, up)| *up && !ip.is_loopback())
+        .map(|(_, ip, _)| ip)
+        .collect();
+    let named = (hostname, 0)
+        .to_socket_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| match a.ip() {
+            std::net::IpAddr::V4(ip) => Some(ip),
+            _ => None,
+        })
+        .find(|ip| ours.contains(ip));
+    named.or_else(|| ours.first().copied())
 }

@@ -45,7 +45,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_TCP_IF",
         default: "",
-        doc: "Interface name or IP address tcp listens on; empty: loopback (one-host jobs).",
+        doc: "Interface name or IP address tcp listens on; empty: loopback, or in a job across hosts this host's non-loopback address.",
     },
     Knob {
         name: "FERRITE_TCP_MAX_PACKET",

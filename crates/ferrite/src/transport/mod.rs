@@ -172,8 +172,9 @@ impl Net {
     /// transports FERRITE_TRANSPORTS allows. Peers are contacted only when first needed.
     pub fn init(rank: Proc, size: u32, kvsname: &str) -> MpiResult<Net> {
         let list: String = config::get("FERRITE_TRANSPORTS");
-        // Which ranks share our host matters only when shm may take some of them.
-        let nodes = if size > 1 && parse_transports(&list)?.contains(&"shm") {
+        // Which ranks share our host: shm takes only those, and tcp listens on an address
+        // other hosts reach when there are other hosts.
+        let nodes = if size > 1 {
             // A launcher that cannot say (or errs) gets the single-host routing.
             pmi::get("PMI_process_mapping")
                 .ok()
@@ -231,7 +232,12 @@ impl Net {
         }
         // Every rank of a job across hosts listens (its peers elsewhere may dial it).
         if names.contains(&"tcp") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
-            let cfg = tcp::TcpConfig::from_knobs()?;
+            let mut cfg = tcp::TcpConfig::from_knobs()?;
+            let spec: String = config::get("FERRITE_TCP_IF");
+            if net.nodes.is_some() && spec.trim().is_empty() {
+                // Loopback cannot be reached from other hosts.
+                cfg.ip = tcp::listener::reachable_ip();
+            }
             net.tcp_route = Some(net.transports.len());
             let board = tcp::card::board_for(kvsname);
             net.transports
