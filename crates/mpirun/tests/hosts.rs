@@ -201,3 +201,55 @@ fn a_stranger_on_the_pmi_port_is_turned_away() {
     assert!(o.stdout.starts_with("rank 0/1 "), "{}", o.stdout);
     assert_eq!(d.read("stranger.out"), "", "the stranger got an answer");
 }
+
+/// Processes whose command line contains `needle`, not counting shells that mention it.
+fn running(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle) && !c.starts_with("/bin/sh") && !c.starts_with("sh "))
+        .count()
+}
+
+#[test]
+fn sigterm_to_mpirun_ends_remote_ranks_too() {
+    let d = Dir::new("term");
+    let agent = local_agent(&d);
+    // A duration no other test uses marks this job's processes.
+    let marker = format!("3{}.5", std::process::id() % 1000);
+    let mut child = Command::new(MPIRUN)
+        .args([
+            "--host",
+            "localhost,far:2",
+            "--launcher",
+            &agent,
+            "sleep",
+            &marker,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while running(&format!("sleep {marker}")) < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "ranks never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill has no memory effects; the pid is our live child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
+    let start = Instant::now();
+    while running(&format!("sleep {marker}")) > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "a rank survived the job"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
