@@ -219,7 +219,7 @@ fn sigterm_to_mpirun_ends_remote_ranks_too() {
     let agent = local_agent(&d);
     // A duration no other test uses marks this job's processes.
     let marker = format!("3{}.5", std::process::id() % 1000);
-    let mut child = Command::new(MPIRUN)
+    let child = Command::new(MPIRUN)
         .args([
             "--host",
             "localhost,far:2",
