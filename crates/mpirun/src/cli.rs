@@ -20,8 +20,9 @@ Options:
   --hostfile FILE      hosts from FILE, one `host [slots=N]` per line (also -machinefile)
   --launcher CMD       how to start a rank on another host: `CMD <host> <command...>`
                        (default ssh; CMD may have arguments, split at blanks)
-  --iface NAME         network interface (or IP) for the job: PMI listens on its address
-                       and every rank gets FERRITE_TCP_IF=NAME
+  --iface NAME         network interface for the job: PMI listens on its address and
+                       every rank gets FERRITE_TCP_IF=NAME (an IP address only suits
+                       ranks on this host); default: a non-loopback address of each host
   --tag-output         prefix each output line with [rank]<stdout>: or [rank]<stderr>:
   --oversubscribe      accepted; more ranks than cores is always allowed
   --allow-run-as-root  accepted; running as root is always allowed
@@ -34,7 +35,8 @@ MPI_LOCALNRANKS. Ranks on other hosts start as `CMD <host> env VAR=VALUE... <pro
 with PMI_PORT=<mpirun's address>:<port>, PMI_ID=<rank>, FERRITE_PMI_SECRET (the job's
 PMI password), FERRITE_TCP_IF (with --iface), the -x/-genv variables and every
 FERRITE_* variable of mpirun's environment (words quoted for the remote shell when CMD is
-ssh or rsh). Names of this machine (its hostname, localhost, 127.0.0.1) start directly. Rank 0 reads mpirun's standard input; the others read /dev/null.
+ssh or rsh). Names of this machine (its hostname, localhost, 127.0.0.1) start directly.
+Rank 0 reads mpirun's standard input; the others read /dev/null.
 mpirun exits 0 when every rank exits 0; otherwise with the first failing rank's exit code
 (128+N for a rank killed by signal N), or with the code a rank passed to MPI_Abort.
 ";
