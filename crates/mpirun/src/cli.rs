@@ -1,6 +1,8 @@
 //! Command-line parsing: the options Open MPI's and MPICH's launchers share, so scripts
 //! written for either run unchanged.
 
+use crate::bind::Bind;
+
 pub const USAGE: &str = "\
 Usage: mpirun [options] <program> [<args>...]
        mpiexec [options] <program> [<args>...]
@@ -13,6 +15,9 @@ Options:
   -x VAR=VALUE         set VAR=VALUE in every rank
   -genv VAR VALUE      set VAR=VALUE in every rank (MPICH style; also -env)
   --tag-output         prefix each output line with [rank]<stdout>: or [rank]<stderr>:
+  --bind-to core|none  core: bind rank i to CPU (i mod n) of mpirun's own CPU set;
+                       none: do not bind. Default: core when the job has no more ranks
+                       than mpirun's CPUs, none when it is oversubscribed
   --oversubscribe      accepted; more ranks than cores is always allowed
   --allow-run-as-root  accepted; running as root is always allowed
   -h, --help           show this help
@@ -31,6 +36,7 @@ pub struct Options {
     /// Variables to set in every rank, in command-line order.
     pub env: Vec<(String, String)>,
     pub tag_output: bool,
+    pub bind: Bind,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -53,6 +59,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     let mut np: Option<u32> = None;
     let mut env = Vec::new();
     let mut tag_output = false;
+    let mut bind = Bind::Auto;
     let mut i = 0;
     let value = |i: &mut usize, opt: &str| -> Result<String, String> {
         *i += 1;
@@ -98,6 +105,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 env.push((name, val));
             }
             "--tag-output" | "-tag-output" => tag_output = true,
+            "--bind-to" | "-bind-to" => bind = Bind::parse(&value(&mut i, a)?)?,
             "--oversubscribe" | "-oversubscribe" | "--allow-run-as-root" => {}
             _ if a.starts_with('-') && a.len() > 1 => {
                 return Err(format!("unknown option {a:?} (see mpirun --help)"));
@@ -113,6 +121,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
         np: np.unwrap_or(1),
         env,
         tag_output,
+        bind,
         program,
         args: args[i + 1..].to_vec(),
     }))
@@ -141,6 +150,12 @@ mod tests {
         assert!(o.tag_output);
         assert_eq!(o.program, "./a.out");
         assert_eq!(o.args, ["-n", "2", "--help"]);
+        assert_eq!(o.bind, Bind::Auto);
+        assert_eq!(run("--bind-to none -n 2 prog").bind, Bind::None);
+        assert_eq!(run("-bind-to core prog").bind, Bind::Core);
+        assert!(p("--bind-to socket prog")
+            .unwrap_err()
+            .contains("core or none"));
         let o = run("-- -weird-name x");
         assert_eq!((o.np, o.program.as_str()), (1, "-weird-name"));
     }

@@ -5,6 +5,7 @@
 //! blocks in poll when nothing happens; the only timers are the SIGTERM-to-SIGKILL grace
 //! while tearing down and a bounded wait for output after the last rank exited.
 
+use crate::bind;
 use crate::cli::Options;
 use crate::output::LineForwarder;
 use crate::sys::{self, Exit};
@@ -45,6 +46,8 @@ pub struct Job {
     opts: Options,
     kvsname: String,
     host: String,
+    /// mpirun's own CPUs, which ranks are bound to (see bind.rs).
+    cpus: Vec<usize>,
     ranks: Vec<Rank>,
     server: Server,
     sigfd: OwnedFd,
@@ -85,6 +88,7 @@ impl Job {
             opts,
             kvsname,
             host: sys::hostname(),
+            cpus: sys::affinity(),
             ranks: Vec::new(),
             sigfd,
             stdin_open: false,
@@ -121,8 +125,16 @@ impl Job {
             .process_group(0);
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
+        let cpu = bind::cpu_for(self.opts.bind, r, n, &self.cpus).map(sys::single_cpu);
         // SAFETY: the closure only makes async-signal-safe calls (see sys::child_setup).
-        unsafe { cmd.pre_exec(move || sys::child_setup(parent, child_fd)) };
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(set) = &cpu {
+                    sys::bind_child(set);
+                }
+                sys::child_setup(parent, child_fd)
+            })
+        };
         let mut child = cmd.spawn()?;
         drop(theirs);
         sys::set_nonblocking(ours.as_raw_fd())?;
