@@ -70,7 +70,10 @@ fn an_oversubscribed_job_is_not_bound() {
 #[test]
 fn bind_to_overrides_the_default() {
     let cpus = own_cpus();
-    assert_eq!(rank_cpus(&["--bind-to", "none", "-n", "1"]), vec![cpus.clone()]);
+    assert_eq!(
+        rank_cpus(&["--bind-to", "none", "-n", "1"]),
+        vec![cpus.clone()]
+    );
     let n = cpus.len() + 1;
     let expected: Vec<Vec<usize>> = (0..n).map(|r| vec![cpus[r % cpus.len()]]).collect();
     assert_eq!(

@@ -21,10 +21,11 @@ use super::status::Status;
 use super::Wire;
 use crate::abi::consts::*;
 use crate::error::{make_code, MpiError, MpiResult};
+use crate::fxhash::FxHashMap;
 use crate::objects::handles::{kind, HandleTable};
 use crate::runtime::config;
 use crate::transport::Proc;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Point-to-point state: requests, queues, packets waiting to go out.
@@ -32,7 +33,7 @@ pub struct P2p {
     pub rank: Proc,
     pub reqs: HandleTable<Request>,
     pub matching: Matching<MPI_Request, Unexpected>,
-    backlog: HashMap<Proc, VecDeque<Vec<u8>>>,
+    backlog: FxHashMap<Proc, VecDeque<Vec<u8>>>,
     backlog_len: usize,
     /// Receives that matched an RTS and wait for `flush` to read the data.
     reads: VecDeque<MPI_Request>,
@@ -83,7 +84,7 @@ impl P2p {
             rank: world_rank,
             reqs: HandleTable::new(kind::REQUEST),
             matching: Matching::default(),
-            backlog: HashMap::new(),
+            backlog: FxHashMap::default(),
             backlog_len: 0,
             reads: VecDeque::new(),
             streams: VecDeque::new(),
@@ -129,7 +130,7 @@ impl P2p {
         h: &Header,
         payload: &[u8],
     ) -> MpiResult<()> {
-        if self.backlog.get(&to).is_none_or(|q| q.is_empty())
+        if (self.backlog_len == 0 || self.backlog.get(&to).is_none_or(|q| q.is_empty()))
             && wire.try_send(to, &[&h.encode(), payload])?
         {
             return Ok(());
@@ -633,6 +634,10 @@ impl P2p {
     /// Sends what is queued and does deferred work that needs the network (single-copy
     /// reads, fragment streams). Returns true if anything happened.
     pub fn flush<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
+        // The common case, checked first since every progress pass comes here.
+        if !self.has_backlog() {
+            return false;
+        }
         let mut did = false;
         while let Some(h) = self.reads.pop_front() {
             did = true;
@@ -645,6 +650,9 @@ impl P2p {
 
     fn drain_backlog<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
         let mut did = false;
+        if self.backlog_len == 0 {
+            return false;
+        }
         for (&to, q) in self.backlog.iter_mut() {
             while let Some(pkt) = q.front() {
                 match wire.try_send(to, &[pkt]) {
@@ -710,6 +718,9 @@ impl P2p {
 
     fn do_streams<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
         let mut did = false;
+        if self.streams.is_empty() {
+            return false;
+        }
         let mut waiting = VecDeque::new();
         while let Some(h) = self.streams.pop_front() {
             let Some(Request {

@@ -10,12 +10,12 @@ pub mod segment;
 use super::{Proc, Transport, TransportStats};
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
+use crate::fxhash::FxHashMap;
 use crate::mpi_err;
 use crate::runtime::config;
 use doorbell::{BellAddr, Doorbell};
 use queue::{Queue, Received, Sent};
 use segment::{Geometry, Segment};
-use std::collections::HashMap;
 use std::os::unix::io::RawFd;
 
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +56,11 @@ pub struct Shm {
     cfg: ShmConfig,
     own: Segment,
     bell: Doorbell,
-    peers: HashMap<Proc, Peer>,
+    /// Peers mapped so far, found through `peer_index`; `last` caches the most recent
+    /// (peer, index), which is most sends of a pair exchange.
+    peers: Vec<Peer>,
+    peer_index: FxHashMap<Proc, usize>,
+    last: (Proc, usize),
     /// Own cells waiting to go back on the free ring (see queue.rs).
     unfreed: Vec<u64>,
     stats: TransportStats,
@@ -101,7 +105,9 @@ impl Shm {
             cfg,
             own,
             bell,
-            peers: HashMap::new(),
+            peers: Vec::new(),
+            peer_index: FxHashMap::default(),
+            last: (Proc::MAX, 0),
             unfreed: Vec::new(),
             stats: TransportStats::default(),
         })
@@ -114,6 +120,18 @@ impl Shm {
 
     /// The peer's mapping, made on first contact.
     fn peer(&mut self, to: Proc) -> MpiResult<&mut Peer> {
+        if self.last.0 != to {
+            let i = match self.peer_index.get(&to) {
+                Some(&i) => i,
+                None => self.map_peer(to)?,
+            };
+            self.last = (to, i);
+        }
+        Ok(&mut self.peers[self.last.1])
+    }
+
+    /// Maps `to`'s segment (first contact); returns its index in `peers`.
+    fn map_peer(&mut self, to: Proc) -> MpiResult<usize> {
         if to >= self.size {
             return Err(mpi_err!(
                 MPI_ERR_OTHER,
@@ -121,48 +139,44 @@ impl Shm {
                 self.size
             ));
         }
-        if !self.peers.contains_key(&to) {
-            let name = segment::object_name(&self.job, to);
-            let seg = match Segment::open(&name) {
-                Ok(Some(s)) => s,
-                Ok(None) => {
-                    return Err(mpi_err!(
-                        MPI_ERR_OTHER,
-                        "shm transport cannot reach rank {to}: /dev/shm{name} does not exist \
-                         (the rank is on another host, or has exited)"
-                    ))
-                }
-                Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
-            };
-            if seg.owner_rank != to {
+        let name = segment::object_name(&self.job, to);
+        let seg = match Segment::open(&name) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
                 return Err(mpi_err!(
                     MPI_ERR_OTHER,
-                    "shm transport: /dev/shm{name} belongs to rank {}, not {to}",
-                    seg.owner_rank
-                ));
+                    "shm transport cannot reach rank {to}: /dev/shm{name} does not exist \
+                     (the rank is on another host, or has exited)"
+                ))
             }
-            if seg.geometry().cell_size != self.cfg.geom.cell_size {
-                return Err(mpi_err!(
-                    MPI_ERR_OTHER,
-                    "shm transport: rank {to} uses {}-byte cells, rank {} uses {}; set \
-                     FERRITE_SHM_CELL_SIZE the same for every rank",
-                    seg.geometry().cell_size,
-                    self.rank,
-                    self.cfg.geom.cell_size
-                ));
-            }
-            self.stats.segments_mapped += 1;
-            let bell = doorbell::bell_addr(&self.job, to);
-            self.peers.insert(
-                to,
-                Peer {
-                    seg,
-                    bell,
-                    cma_ok: true,
-                },
-            );
+            Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
+        };
+        if seg.owner_rank != to {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: /dev/shm{name} belongs to rank {}, not {to}",
+                seg.owner_rank
+            ));
         }
-        Ok(self.peers.get_mut(&to).expect("just inserted"))
+        if seg.geometry().cell_size != self.cfg.geom.cell_size {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: rank {to} uses {}-byte cells, rank {} uses {}; set \
+                 FERRITE_SHM_CELL_SIZE the same for every rank",
+                seg.geometry().cell_size,
+                self.rank,
+                self.cfg.geom.cell_size
+            ));
+        }
+        self.stats.segments_mapped += 1;
+        let bell = doorbell::bell_addr(&self.job, to);
+        self.peers.push(Peer {
+            seg,
+            bell,
+            cma_ok: true,
+        });
+        self.peer_index.insert(to, self.peers.len() - 1);
+        Ok(self.peers.len() - 1)
     }
 
     /// Removes this process's segment name (peers keep their mappings).
