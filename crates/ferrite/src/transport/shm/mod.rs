@@ -55,6 +55,8 @@ pub struct Shm {
     job: String,
     cfg: ShmConfig,
     own: Segment,
+    /// The queue in `own`, laid out once (every progress pass polls it).
+    own_q: Queue,
     bell: Doorbell,
     /// Peers mapped so far, found through `peer_index`; `last` caches the most recent
     /// (peer, index), which is most sends of a pair exchange.
@@ -98,7 +100,11 @@ impl Shm {
         if cfg.cma {
             cma::allow_readers();
         }
+        // SAFETY: `own` is a live mapping laid out by its geometry, kept alive (and never
+        // moved: the mapping's address does not change) as long as `own_q`, both in `Shm`.
+        let own_q = unsafe { Queue::at(own.base(), own.geometry()) };
         Ok(Shm {
+            own_q,
             rank,
             size,
             job: job.to_string(),
@@ -113,9 +119,8 @@ impl Shm {
         })
     }
 
-    fn own_queue(&self) -> Queue {
-        // SAFETY: `own` is a live mapping laid out by its geometry.
-        unsafe { Queue::at(self.own.base(), self.own.geometry()) }
+    fn own_queue(&self) -> &Queue {
+        &self.own_q
     }
 
     /// The peer's mapping, made on first contact.
@@ -226,7 +231,7 @@ impl Transport for Shm {
     }
 
     fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
-        let q = self.own_queue();
+        let q = &self.own_q;
         let mut n = 0;
         let mut bytes = 0u64;
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
@@ -279,7 +284,7 @@ impl Transport for Shm {
     }
 
     fn arm(&mut self) -> bool {
-        let q = self.own_queue();
+        let q = &self.own_q;
         q.retry_free(&mut self.unfreed);
         q.arm()
     }
