@@ -47,6 +47,10 @@ fn send(
     request: Option<*mut MPI_Request>,
 ) -> MpiResult<()> {
     let h = state::with(|st| {
+        let blocking_standard = request.is_none() && matches!(mode, Mode::Standard | Mode::Ready);
+        if blocking_standard && st.send_eager_now(buf.cast(), count, dt, dest, tag, comm)? {
+            return Ok(0);
+        }
         let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
         let h = st.start_new(comm, &spec)?;
         if request.is_none() {

@@ -55,6 +55,8 @@ pub struct Matching<P, U> {
     posted_any: FxHashMap<u32, VecDeque<Entry<P>>>,
     unexpected: FxHashMap<u32, CtxUnexpected<U>>,
     n_posted: usize,
+    /// Of which ANY_SOURCE receives (in `posted_any`).
+    n_posted_any: usize,
     n_unexpected: usize,
 }
 
@@ -66,6 +68,7 @@ impl<P, U> Default for Matching<P, U> {
             posted_any: FxHashMap::default(),
             unexpected: FxHashMap::default(),
             n_posted: 0,
+            n_posted_any: 0,
             n_unexpected: 0,
         }
     }
@@ -91,21 +94,32 @@ impl<P, U> Matching<P, U> {
         if self.n_posted == 0 {
             return None;
         }
+        if self.n_posted_any == 0 {
+            // No wildcard receive anywhere: one lookup, and usually the first entry.
+            let q = self.posted.get_mut(&(ctx, src))?;
+            let i = first_match(q, tag, false)?;
+            let e = if i == 0 { q.pop_front()? } else { q.remove(i)? };
+            if q.is_empty() && self.posted.len() > KEEP_EMPTY {
+                self.posted.remove(&(ctx, src));
+            }
+            self.n_posted -= 1;
+            return Some(e.item);
+        }
         let specific = self
             .posted
             .get(&(ctx, src))
             .and_then(|q| first_match(q, tag, false).map(|i| (i, q[i].seq)));
-        let any = if self.posted_any.is_empty() {
-            None
-        } else {
-            self.posted_any
-                .get(&ctx)
-                .and_then(|q| first_match(q, tag, false).map(|i| (i, q[i].seq)))
-        };
+        let any = self
+            .posted_any
+            .get(&ctx)
+            .and_then(|q| first_match(q, tag, false).map(|i| (i, q[i].seq)));
         let item = match (specific, any) {
             (Some((i, a)), Some((_, b))) if a < b => take(&mut self.posted, (ctx, src), i),
             (Some((i, _)), None) => take(&mut self.posted, (ctx, src), i),
-            (_, Some((j, _))) => take(&mut self.posted_any, ctx, j),
+            (_, Some((j, _))) => {
+                self.n_posted_any -= 1;
+                take(&mut self.posted_any, ctx, j)
+            }
             (None, None) => None,
         };
         if item.is_some() {
@@ -135,6 +149,7 @@ impl<P, U> Matching<P, U> {
         let e = Entry { seq, tag, item: p };
         if src == MPI_ANY_SOURCE {
             self.posted_any.entry(ctx).or_default().push_back(e);
+            self.n_posted_any += 1;
         } else {
             self.posted.entry((ctx, src)).or_default().push_back(e);
         }
@@ -192,6 +207,7 @@ impl<P, U> Matching<P, U> {
             .find_map(|(k, q)| q.iter().position(|e| is_it(&e.item)).map(|i| (*k, i)));
         let (k, i) = found?;
         self.n_posted -= 1;
+        self.n_posted_any -= 1;
         take(&mut self.posted_any, k, i).map(|(_, p)| p)
     }
 }

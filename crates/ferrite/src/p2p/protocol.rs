@@ -139,6 +139,38 @@ impl P2p {
         Ok(())
     }
 
+    /// A standard-mode eager send that needs no request (MPI_Send's fast path): sent at
+    /// once if `data` fits one packet, nothing to `to` is queued and the transport has room.
+    /// `Ok(false)`: nothing was sent, the caller takes the general path.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_eager_now<W: Wire + ?Sized>(
+        &mut self,
+        wire: &mut W,
+        ctx: u32,
+        me: i32,
+        to: Proc,
+        tag: i32,
+        data: &[u8],
+    ) -> MpiResult<bool> {
+        if data.len() > self.eager_max(wire, to)
+            || (self.backlog_len > 0 && self.backlog.get(&to).is_some_and(|q| !q.is_empty()))
+        {
+            return Ok(false);
+        }
+        // No request: the receiver echoes `sreq` only for synchronous and rendezvous sends.
+        let hdr = Header {
+            kind: Kind::Eager,
+            context: ctx,
+            src: me,
+            tag,
+            len: data.len() as u64,
+            sreq: 0,
+            rreq: 0,
+            arg: 0,
+        };
+        wire.try_send(to, &[&hdr.encode(), data])
+    }
+
     /// A new request in the table.
     pub fn new_request(&mut self, comm: MPI_Comm, is_recv: bool) -> MPI_Request {
         self.reqs.insert(Request::new(comm, is_recv))

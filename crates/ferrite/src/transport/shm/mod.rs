@@ -43,6 +43,8 @@ impl ShmConfig {
 
 /// A peer whose segment we mapped.
 struct Peer {
+    /// The queue in `seg`, laid out once.
+    q: Queue,
     seg: Segment,
     bell: BellAddr,
     /// Cleared after the first EPERM/ENOSYS: later reads fall back to packets at once.
@@ -175,7 +177,11 @@ impl Shm {
         }
         self.stats.segments_mapped += 1;
         let bell = doorbell::bell_addr(&self.job, to);
+        // SAFETY: `seg` is a live, validated mapping laid out by its geometry; it stays mapped
+        // at the same address as long as the Peer that holds both.
+        let q = unsafe { Queue::at(seg.base(), seg.geometry()) };
         self.peers.push(Peer {
+            q,
             seg,
             bell,
             cma_ok: true,
@@ -210,9 +216,7 @@ impl Transport for Shm {
         }
         let from = self.rank;
         let peer = self.peer(to)?;
-        // SAFETY: the peer's segment is a live, validated mapping laid out by its geometry.
-        let q = unsafe { Queue::at(peer.seg.base(), peer.seg.geometry()) };
-        match q.send(from, parts) {
+        match peer.q.send(from, parts) {
             Sent::NoRoom => {
                 self.stats.no_room += 1;
                 Ok(false)
