@@ -170,10 +170,11 @@ impl Ferrite {
         tag: i32,
         comm: MPI_Comm,
     ) -> MpiResult<Spec> {
-        let (ctx, _, group) = self.comm_ctx(comm, Ctx::P2p)?;
+        let c = self.objects.comms.get(comm)?;
+        let (ctx, size) = (c.context_id, c.group.len());
         let d = self.check_buffer(buf, count, dt)?;
         check_recv_tag(tag)?;
-        check_recv_rank(src, group.len())?;
+        check_recv_rank(src, size)?;
         Ok(Spec::Recv {
             ctx,
             src,
@@ -249,6 +250,24 @@ impl Ferrite {
             self.p2p.reqs.remove(h);
             return Err(e);
         }
+        Ok(h)
+    }
+
+    /// [`Self::start_new`] taking the spec: a receive's target moves into the request
+    /// instead of being cloned (MPI_Recv, MPI_Irecv).
+    pub fn start_new_owned(&mut self, comm: MPI_Comm, spec: Spec) -> MpiResult<MPI_Request> {
+        let Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target,
+        } = spec
+        else {
+            return self.start_new(comm, &spec);
+        };
+        let h = self.p2p.new_request(comm, true);
+        self.p2p.start_recv(h, ctx, src, tag, target);
+        self.p2p.flush(&mut self.net);
         Ok(h)
     }
 
