@@ -15,6 +15,12 @@
 //! own CPU replies come while spinning and the limit stays high; with ranks sharing a CPU
 //! they come only after a yield, and the limit drops to a short burst, so the partner runs
 //! after a few microseconds instead of after a whole spin budget.
+//!
+//! A rank that has a CPU of its own (bound to one CPU, with no more ranks on the node than
+//! CPUs: mpirun's default binding) shares it with no partner: a wait that outlasts the spin
+//! phase means a slow partner, not a starved one, so its limit does not shrink (on a busy
+//! machine it would otherwise collapse and every wait would hand the CPU to other
+//! processes). `FERRITE_PROGRESS_ADAPT` overrides the guess.
 
 use crate::error::MpiResult;
 use crate::runtime::config;
@@ -28,6 +34,36 @@ use std::time::{Duration, Instant};
 fn spin_passes() -> u32 {
     static SPIN: OnceLock<u32> = OnceLock::new();
     *SPIN.get_or_init(|| config::get::<u32>("FERRITE_PROGRESS_SPIN").max(MIN_SPIN))
+}
+
+/// `FERRITE_PROGRESS_ADAPT`: whether the spin limit shrinks. `auto`: yes unless this
+/// process is bound to a single CPU and the node has no more ranks than online CPUs
+/// (`MPI_LOCALNRANKS`, set by mpirun and Hydra), when no partner shares its CPU.
+fn adapt() -> bool {
+    static ADAPT: OnceLock<bool> = OnceLock::new();
+    *ADAPT.get_or_init(
+        || match config::get::<String>("FERRITE_PROGRESS_ADAPT").as_str() {
+            "yes" | "1" => true,
+            "no" | "0" => false,
+            _ => !own_cpu(),
+        },
+    )
+}
+
+/// Bound to one CPU, with no more ranks on this node than online CPUs.
+fn own_cpu() -> bool {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    // SAFETY: CPU_COUNT only reads the set.
+    let bound = rc == 0 && unsafe { libc::CPU_COUNT(&set) } == 1;
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let local: Option<i64> = std::env::var("MPI_LOCALNRANKS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    bound && local.is_some_and(|n| n >= 1 && n <= online as i64)
 }
 
 /// The shortest spin phase, and the spin burst between two yields.
@@ -55,6 +91,7 @@ impl Ferrite {
             return Ok(());
         }
         let max = spin_passes();
+        let adapt = adapt();
         let mut limit = SPIN_LIMIT.load(Ordering::Relaxed);
         if limit == 0 {
             limit = max;
@@ -91,9 +128,9 @@ impl Ferrite {
         }
         let next = match (yield_until, blocked) {
             (None, _) => limit.saturating_mul(2).min(max),
-            (Some(_), false) => (limit / 4).max(MIN_SPIN),
+            (Some(_), false) if adapt => (limit / 4).max(MIN_SPIN),
             // A slow partner says nothing about whether it shares our CPU.
-            (Some(_), true) => limit,
+            (Some(_), _) => limit,
         };
         if next != limit {
             SPIN_LIMIT.store(next, Ordering::Relaxed);

@@ -22,6 +22,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Most idle progress passes to spin before yielding, then blocking in the kernel (the limit adapts below it).",
     },
     Knob {
+        name: "FERRITE_PROGRESS_ADAPT",
+        default: "auto",
+        doc: "Shorten the spin when waits end only after yielding (ranks sharing a CPU): yes, no, or auto (no when bound to one CPU with no more ranks on the node than CPUs).",
+    },
+    Knob {
         name: "FERRITE_SHM_CELL_SIZE",
         default: "16448",
         doc: "Bytes per shared-memory receive cell (rounded up to 64; a packet gets 16 less): the default sends 16 KiB messages eagerly.",
