@@ -9,6 +9,7 @@
 
 pub mod abi;
 pub mod coll;
+pub mod conn;
 pub mod error;
 pub mod fxhash;
 pub mod objects;
