@@ -11,6 +11,7 @@ pub mod abi;
 pub mod coll;
 pub mod conn;
 pub mod error;
+pub mod fxhash;
 pub mod objects;
 pub mod p2p;
 pub mod progress;

@@ -1,20 +1,77 @@
 //! The one progress engine, driven from MPI calls (no progress thread).
 //!
-//! `wait_until` polls every transport and lets the protocols act; when nothing happens for a
-//! while it blocks in the kernel (the transports' doorbells in one epoll set), so that many
-//! ranks on few cores sleep instead of spinning against each other.
+//! `wait_until` polls every transport and lets the protocols act. An idle wait goes
+//! through three phases:
+//!
+//! 1. spin: up to `limit` idle passes (a pass costs tens of nanoseconds), the fastest way
+//!    to see a reply from a partner running on another CPU;
+//! 2. yield: short spin bursts separated by `sched_yield`, so a partner that shares our CPU
+//!    (an oversubscribed or unbound job) gets to run and answer;
+//! 3. block: in the kernel on the transports' doorbells (one epoll set), so that idle ranks
+//!    use no CPU.
+//!
+//! `limit` adapts (at most `FERRITE_PROGRESS_SPIN`): a wait that ended while spinning
+//! doubles it, one that ended only after yielding divides it by four. With each rank on its
+//! own CPU replies come while spinning and the limit stays high; with ranks sharing a CPU
+//! they come only after a yield, and the limit drops to a short burst, so the partner runs
+//! after a few microseconds instead of after a whole spin budget.
+//!
+//! A rank that has a CPU of its own (bound to one CPU, with no more ranks on the node than
+//! CPUs: mpirun's default binding) shares it with no partner: a wait that outlasts the spin
+//! phase means a slow partner, not a starved one, so its limit does not shrink (on a busy
+//! machine it would otherwise collapse and every wait would hand the CPU to other
+//! processes). `FERRITE_PROGRESS_ADAPT` overrides the guess.
 
 use crate::error::MpiResult;
 use crate::runtime::config;
 use crate::state::Ferrite;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// `FERRITE_PROGRESS_SPIN`, read once: every blocking call starts here, so the environment
 /// is not parsed on the latency path.
 fn spin_passes() -> u32 {
     static SPIN: OnceLock<u32> = OnceLock::new();
-    *SPIN.get_or_init(|| config::get("FERRITE_PROGRESS_SPIN"))
+    *SPIN.get_or_init(|| config::get::<u32>("FERRITE_PROGRESS_SPIN").max(MIN_SPIN))
 }
+
+/// `FERRITE_PROGRESS_ADAPT`: whether the spin limit shrinks. `auto`: yes unless this
+/// process is bound to a single CPU and the node has no more ranks than online CPUs
+/// (`MPI_LOCALNRANKS`, set by mpirun and Hydra), when no partner shares its CPU.
+fn adapt() -> bool {
+    static ADAPT: OnceLock<bool> = OnceLock::new();
+    *ADAPT.get_or_init(
+        || match config::get::<String>("FERRITE_PROGRESS_ADAPT").as_str() {
+            "yes" | "1" => true,
+            "no" | "0" => false,
+            _ => !own_cpu(),
+        },
+    )
+}
+
+/// Bound to one CPU, with no more ranks on this node than online CPUs.
+fn own_cpu() -> bool {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    // SAFETY: CPU_COUNT only reads the set.
+    let bound = rc == 0 && unsafe { libc::CPU_COUNT(&set) } == 1;
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let local: Option<i64> = std::env::var("MPI_LOCALNRANKS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    bound && local.is_some_and(|n| n >= 1 && n <= online as i64)
+}
+
+/// The shortest spin phase, and the spin burst between two yields.
+const MIN_SPIN: u32 = 32;
+/// How long the yield phase lasts before blocking (and after each wake-up).
+const YIELD_FOR: Duration = Duration::from_micros(200);
+/// The adaptive spin limit (0: not set yet). Only used under the state lock.
+static SPIN_LIMIT: AtomicU32 = AtomicU32::new(0);
 
 impl Ferrite {
     /// One pass: deliver arrived packets to the protocols, then send what they queued.
@@ -28,29 +85,57 @@ impl Ferrite {
         delivered > 0 || flushed || coll
     }
 
-    /// Makes progress until `done` holds: spins for `FERRITE_PROGRESS_SPIN` idle passes, then
-    /// blocks. With a send backlog (waiting for credits) it sleeps only briefly, since credits
-    /// come back without a doorbell.
+    /// Makes progress until `done` holds: spins, yields, then blocks (see the module
+    /// comment). With a send backlog (waiting for credits) it sleeps only briefly, since
+    /// credits come back without a doorbell.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
-        let spin = spin_passes();
+        if done(self) {
+            return Ok(());
+        }
+        let max = spin_passes();
+        let adapt = adapt();
+        let mut limit = SPIN_LIMIT.load(Ordering::Relaxed);
+        if limit == 0 {
+            limit = max;
+        }
         let mut idle = 0u32;
+        // Set when the spin phase is over: the time the yield phase ends.
+        let mut yield_until: Option<Instant> = None;
+        let mut blocked = false;
         while !done(self) {
             if self.progress() {
                 idle = 0;
                 continue;
             }
             idle += 1;
-            if idle < spin {
-                std::hint::spin_loop();
-                continue;
+            match yield_until {
+                None if idle < limit => std::hint::spin_loop(),
+                None => {
+                    yield_until = Some(Instant::now() + YIELD_FOR);
+                    idle = 0;
+                }
+                Some(_) if idle < MIN_SPIN => std::hint::spin_loop(),
+                Some(end) => {
+                    idle = 0;
+                    if Instant::now() < end {
+                        std::thread::yield_now();
+                    } else {
+                        let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
+                        self.net.block(timeout);
+                        blocked = true;
+                        yield_until = Some(Instant::now() + YIELD_FOR);
+                    }
+                }
             }
-            if idle < spin + 8 {
-                std::thread::yield_now();
-                continue;
-            }
-            let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
-            self.net.block(timeout);
-            idle = spin;
+        }
+        let next = match (yield_until, blocked) {
+            (None, _) => limit.saturating_mul(2).min(max),
+            (Some(_), false) if adapt => (limit / 4).max(MIN_SPIN),
+            // A slow partner says nothing about whether it shares our CPU.
+            (Some(_), _) => limit,
+        };
+        if next != limit {
+            SPIN_LIMIT.store(next, Ordering::Relaxed);
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! Command-line parsing: the options Open MPI's and MPICH's launchers share, so scripts
 //! written for either run unchanged.
 
+use crate::bind::Bind;
 use crate::hosts::{self, HostSpec};
 
 pub const USAGE: &str = "\
@@ -24,6 +25,9 @@ Options:
                        every rank gets FERRITE_TCP_IF=NAME (an IP address only suits
                        ranks on this host); default: a non-loopback address of each host
   --tag-output         prefix each output line with [rank]<stdout>: or [rank]<stderr>:
+  --bind-to core|none  core: bind rank i to CPU (i mod n) of mpirun's own CPU set;
+                       none: do not bind. Default: core when the job has no more ranks
+                       than mpirun's CPUs, none when it is oversubscribed
   --oversubscribe      accepted; more ranks than cores is always allowed
   --allow-run-as-root  accepted; running as root is always allowed
   -h, --help           show this help
@@ -54,6 +58,7 @@ pub struct Options {
     pub hostfile: Option<String>,
     pub launcher: String,
     pub iface: Option<String>,
+    pub bind: Bind,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -80,6 +85,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     let mut hostfile = None;
     let mut launcher = "ssh".to_string();
     let mut iface = None;
+    let mut bind = Bind::Auto;
     let mut i = 0;
     let value = |i: &mut usize, opt: &str| -> Result<String, String> {
         *i += 1;
@@ -145,6 +151,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 }
                 iface = Some(v);
             }
+            "--bind-to" | "-bind-to" => bind = Bind::parse(&value(&mut i, a)?)?,
             "--oversubscribe" | "-oversubscribe" | "--allow-run-as-root" => {}
             _ if a.starts_with('-') && a.len() > 1 => {
                 return Err(format!("unknown option {a:?} (see mpirun --help)"));
@@ -165,6 +172,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
         hostfile,
         launcher,
         iface,
+        bind,
         program,
         args: args[i + 1..].to_vec(),
     }))
@@ -209,6 +217,12 @@ mod tests {
         assert!(o.tag_output);
         assert_eq!(o.program, "./a.out");
         assert_eq!(o.args, ["-n", "2", "--help"]);
+        assert_eq!(o.bind, Bind::Auto);
+        assert_eq!(run("--bind-to none -n 2 prog").bind, Bind::None);
+        assert_eq!(run("-bind-to core prog").bind, Bind::Core);
+        assert!(p("--bind-to socket prog")
+            .unwrap_err()
+            .contains("core or none"));
         let o = run("-- -weird-name x");
         assert_eq!((o.np, o.program.as_str()), (1, "-weird-name"));
     }

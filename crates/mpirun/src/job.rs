@@ -10,6 +10,7 @@
 //! blocks in poll when nothing happens; the only timers are the SIGTERM-to-SIGKILL grace
 //! while tearing down and a bounded wait for output after the last rank exited.
 
+use crate::bind;
 use crate::cli::Options;
 use crate::hosts::{self, Placement};
 use crate::output::LineForwarder;
@@ -68,6 +69,8 @@ pub struct Job {
     /// What remote ranks' initack must carry (FERRITE_PMI_SECRET).
     pmi_secret: String,
     unclaimed: Vec<Unclaimed>,
+    /// mpirun's own CPUs, which ranks are bound to (see bind.rs).
+    cpus: Vec<usize>,
     ranks: Vec<Rank>,
     server: Server,
     sigfd: OwnedFd,
@@ -140,6 +143,7 @@ impl Job {
             pmi_port,
             pmi_secret: sys::random_hex(16),
             unclaimed: Vec::new(),
+            cpus: sys::affinity(),
             ranks: Vec::new(),
             sigfd,
             stdin_open: false,
@@ -226,8 +230,21 @@ impl Job {
         .process_group(0);
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
+        // Binding counts the ranks of this host only; remote agents are not bound here.
+        let cpu = if remote {
+            None
+        } else {
+            bind::cpu_for(self.opts.bind, local_rank, local_n, &self.cpus).map(sys::single_cpu)
+        };
         // SAFETY: the closure only makes async-signal-safe calls (see sys::child_setup).
-        unsafe { cmd.pre_exec(move || sys::child_setup(parent, child_fd)) };
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(set) = &cpu {
+                    sys::bind_child(set);
+                }
+                sys::child_setup(parent, child_fd)
+            })
+        };
         let mut child = cmd.spawn()?;
         drop(theirs);
         if let Some(ours) = &ours {

@@ -1,5 +1,6 @@
 //! mpirun / mpiexec for Ferrite: starts N ranks on this host or others and serves them PMI-1.
 
+mod bind;
 mod cli;
 mod hosts;
 mod job;

@@ -143,6 +143,38 @@ pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPUs this process may run on, ascending (empty if the kernel will not say).
+pub fn affinity() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid cpu_set_t of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET only reads the set, for indices below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// A CPU set holding only `cpu`, made before fork so the child only has to apply it.
+pub fn single_cpu(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data; an all-zero set is empty.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` came from `affinity`, so it is below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    set
+}
+
+/// In the child between fork and exec: binds the calling process to `set`. A failure (the
+/// CPU left our cpuset meanwhile) is ignored: binding only helps performance.
+pub fn bind_child(set: &libc::cpu_set_t) {
+    // SAFETY: sched_setaffinity is a plain system call (async-signal-safe) reading `set`.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+}
+
 pub enum Exit {
     Code(i32),
     Signal(i32),

@@ -47,6 +47,10 @@ fn send(
     request: Option<*mut MPI_Request>,
 ) -> MpiResult<()> {
     let h = state::with(|st| {
+        let blocking_standard = request.is_none() && matches!(mode, Mode::Standard | Mode::Ready);
+        if blocking_standard && st.send_eager_now(buf.cast(), count, dt, dest, tag, comm)? {
+            return Ok(0);
+        }
         let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
         let h = st.start_new(comm, &spec)?;
         if request.is_none() {
@@ -128,7 +132,7 @@ macro_rules! recv_fns {
                      tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
                 let s = state::with(|st| {
                     let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
-                    let h = st.start_new(comm, &spec)?;
+                    let h = st.start_new_owned(comm, spec)?;
                     wait_status(st, h, comm)
                 })?;
                 // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
@@ -142,7 +146,7 @@ macro_rules! recv_fns {
                       tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
                 let h = state::with(|st| {
                     let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
-                    st.start_new(comm, &spec)
+                    st.start_new_owned(comm, spec)
                 })?;
                 // SAFETY: `request` is the caller's MPI_Request*.
                 unsafe { out(request, h) }

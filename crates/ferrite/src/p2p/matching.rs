@@ -13,7 +13,8 @@
 //! "earliest" can be decided across lists.
 
 use crate::abi::consts::{MPI_ANY_SOURCE, MPI_ANY_TAG};
-use std::collections::{HashMap, VecDeque};
+use crate::fxhash::FxHashMap;
+use std::collections::VecDeque;
 
 struct Entry<T> {
     seq: u64,
@@ -35,13 +36,27 @@ fn first_match<T>(q: &VecDeque<Entry<T>>, tag: i32, want_is_pattern: bool) -> Op
     }
 }
 
+/// A queue map whose emptied queues stay (with their allocation) while the map is small, so
+/// a steady exchange with a few peers allocates nothing per message; beyond `KEEP_EMPTY`
+/// keys emptied queues are dropped, so memory follows the live traffic.
+const KEEP_EMPTY: usize = 64;
+
+/// Unexpected messages of one context, by source, with their count (an ANY_SOURCE receive
+/// looks at no source queue when the count is 0).
+struct CtxUnexpected<U> {
+    count: usize,
+    by_src: FxHashMap<i32, VecDeque<Entry<U>>>,
+}
+
 /// Posted receives carry `P`, unexpected messages carry `U`.
 pub struct Matching<P, U> {
     seq: u64,
-    posted: HashMap<(u32, i32), VecDeque<Entry<P>>>,
-    posted_any: HashMap<u32, VecDeque<Entry<P>>>,
-    unexpected: HashMap<u32, HashMap<i32, VecDeque<Entry<U>>>>,
+    posted: FxHashMap<(u32, i32), VecDeque<Entry<P>>>,
+    posted_any: FxHashMap<u32, VecDeque<Entry<P>>>,
+    unexpected: FxHashMap<u32, CtxUnexpected<U>>,
     n_posted: usize,
+    /// Of which ANY_SOURCE receives (in `posted_any`).
+    n_posted_any: usize,
     n_unexpected: usize,
 }
 
@@ -49,10 +64,11 @@ impl<P, U> Default for Matching<P, U> {
     fn default() -> Self {
         Matching {
             seq: 0,
-            posted: HashMap::new(),
-            posted_any: HashMap::new(),
-            unexpected: HashMap::new(),
+            posted: FxHashMap::default(),
+            posted_any: FxHashMap::default(),
+            unexpected: FxHashMap::default(),
             n_posted: 0,
+            n_posted_any: 0,
             n_unexpected: 0,
         }
     }
@@ -75,6 +91,20 @@ impl<P, U> Matching<P, U> {
     /// A message (ctx, src, tag) arrived: removes and returns the earliest posted receive that
     /// accepts it, or None (the caller then calls [`Self::add_unexpected`]).
     pub fn arrive(&mut self, ctx: u32, src: i32, tag: i32) -> Option<P> {
+        if self.n_posted == 0 {
+            return None;
+        }
+        if self.n_posted_any == 0 {
+            // No wildcard receive anywhere: one lookup, and usually the first entry.
+            let q = self.posted.get_mut(&(ctx, src))?;
+            let i = first_match(q, tag, false)?;
+            let e = if i == 0 { q.pop_front()? } else { q.remove(i)? };
+            if q.is_empty() && self.posted.len() > KEEP_EMPTY {
+                self.posted.remove(&(ctx, src));
+            }
+            self.n_posted -= 1;
+            return Some(e.item);
+        }
         let specific = self
             .posted
             .get(&(ctx, src))
@@ -86,24 +116,30 @@ impl<P, U> Matching<P, U> {
         let item = match (specific, any) {
             (Some((i, a)), Some((_, b))) if a < b => take(&mut self.posted, (ctx, src), i),
             (Some((i, _)), None) => take(&mut self.posted, (ctx, src), i),
-            (_, Some((j, _))) => take(&mut self.posted_any, ctx, j),
+            (_, Some((j, _))) => {
+                self.n_posted_any -= 1;
+                take(&mut self.posted_any, ctx, j)
+            }
             (None, None) => None,
         };
         if item.is_some() {
             self.n_posted -= 1;
         }
-        item
+        item.map(|(_, p)| p)
     }
 
     /// Queues a message no posted receive accepted.
     pub fn add_unexpected(&mut self, ctx: u32, src: i32, tag: i32, u: U) {
         let seq = self.next_seq();
-        self.unexpected
-            .entry(ctx)
-            .or_default()
+        let c = self.unexpected.entry(ctx).or_insert_with(|| CtxUnexpected {
+            count: 0,
+            by_src: FxHashMap::default(),
+        });
+        c.by_src
             .entry(src)
             .or_default()
             .push_back(Entry { seq, tag, item: u });
+        c.count += 1;
         self.n_unexpected += 1;
     }
 
@@ -113,6 +149,7 @@ impl<P, U> Matching<P, U> {
         let e = Entry { seq, tag, item: p };
         if src == MPI_ANY_SOURCE {
             self.posted_any.entry(ctx).or_default().push_back(e);
+            self.n_posted_any += 1;
         } else {
             self.posted.entry((ctx, src)).or_default().push_back(e);
         }
@@ -121,12 +158,15 @@ impl<P, U> Matching<P, U> {
 
     /// The source queue and index of the earliest unexpected message a receive accepts.
     fn locate(&self, ctx: u32, src: i32, tag: i32) -> Option<(i32, usize)> {
-        let by_src = self.unexpected.get(&ctx)?;
+        if self.n_unexpected == 0 {
+            return None;
+        }
+        let c = self.unexpected.get(&ctx).filter(|c| c.count > 0)?;
         if src != MPI_ANY_SOURCE {
-            let q = by_src.get(&src)?;
+            let q = c.by_src.get(&src)?;
             return first_match(q, tag, true).map(|i| (src, i));
         }
-        by_src
+        c.by_src
             .iter()
             .filter_map(|(&s, q)| first_match(q, tag, true).map(|i| (q[i].seq, s, i)))
             .min_by_key(|&(seq, _, _)| seq)
@@ -136,7 +176,7 @@ impl<P, U> Matching<P, U> {
     /// Probe: the earliest unexpected message (source, tag, item) the pattern accepts.
     pub fn find_unexpected(&self, ctx: u32, src: i32, tag: i32) -> Option<(i32, i32, &U)> {
         let (s, i) = self.locate(ctx, src, tag)?;
-        let e = &self.unexpected[&ctx][&s][i];
+        let e = &self.unexpected[&ctx].by_src[&s][i];
         Some((s, e.tag, &e.item))
     }
 
@@ -144,17 +184,11 @@ impl<P, U> Matching<P, U> {
     /// accepts.
     pub fn take_unexpected(&mut self, ctx: u32, src: i32, tag: i32) -> Option<(i32, i32, U)> {
         let (s, i) = self.locate(ctx, src, tag)?;
-        let by_src = self.unexpected.get_mut(&ctx)?;
-        let q = by_src.get_mut(&s)?;
-        let e = q.remove(i)?;
-        if q.is_empty() {
-            by_src.remove(&s);
-            if by_src.is_empty() {
-                self.unexpected.remove(&ctx);
-            }
-        }
+        let c = self.unexpected.get_mut(&ctx)?;
+        let item = take(&mut c.by_src, s, i)?;
+        c.count -= 1;
         self.n_unexpected -= 1;
-        Some((s, e.tag, e.item))
+        Some((s, item.0, item.1))
     }
 
     /// Removes a posted receive (MPI_Cancel). Returns it if it was still posted.
@@ -165,7 +199,7 @@ impl<P, U> Matching<P, U> {
             .find_map(|(k, q)| q.iter().position(|e| is_it(&e.item)).map(|i| (*k, i)));
         if let Some((k, i)) = found {
             self.n_posted -= 1;
-            return take(&mut self.posted, k, i);
+            return take(&mut self.posted, k, i).map(|(_, p)| p);
         }
         let found = self
             .posted_any
@@ -173,21 +207,24 @@ impl<P, U> Matching<P, U> {
             .find_map(|(k, q)| q.iter().position(|e| is_it(&e.item)).map(|i| (*k, i)));
         let (k, i) = found?;
         self.n_posted -= 1;
-        take(&mut self.posted_any, k, i)
+        self.n_posted_any -= 1;
+        take(&mut self.posted_any, k, i).map(|(_, p)| p)
     }
 }
 
-fn take<K: std::hash::Hash + Eq, T>(
-    map: &mut HashMap<K, VecDeque<Entry<T>>>,
+/// Removes entry `i` of queue `key`: (tag, item). The emptied queue stays unless the map is
+/// large (see [`KEEP_EMPTY`]).
+fn take<K: std::hash::Hash + Eq + Copy, T>(
+    map: &mut FxHashMap<K, VecDeque<Entry<T>>>,
     key: K,
     i: usize,
-) -> Option<T> {
+) -> Option<(i32, T)> {
     let q = map.get_mut(&key)?;
-    let e = q.remove(i)?;
-    if q.is_empty() {
+    let e = if i == 0 { q.pop_front()? } else { q.remove(i)? };
+    if q.is_empty() && map.len() > KEEP_EMPTY {
         map.remove(&key);
     }
-    Some(e.item)
+    Some((e.tag, e.item))
 }
 
 #[cfg(test)]
@@ -268,6 +305,42 @@ mod tests {
         assert_eq!(m.find_unexpected(4, ANY_S, ANY_T).map(|x| *x.2), Some(100));
         assert_eq!(m.take_unexpected(4, s, t), Some((0, 10, 100)));
         assert_eq!(m.find_unexpected(4, ANY_S, 11), None);
+    }
+
+    #[test]
+    fn many_senders_keep_order_and_emptied_queues_do_not_pile_up() {
+        let mut m: Matching<u32, u32> = Matching::default();
+        for round in 0..3u32 {
+            for s in 0..200 {
+                m.add_unexpected(1, s, 7, round * 1000 + s as u32);
+            }
+        }
+        for round in 0..3u32 {
+            for s in (0..200).rev() {
+                assert_eq!(
+                    m.take_unexpected(1, s, 7),
+                    Some((s, 7, round * 1000 + s as u32))
+                );
+            }
+        }
+        assert_eq!(m.take_unexpected(1, ANY_S, ANY_T), None);
+        for s in 0..200 {
+            m.post(2, s, ANY_T, s as u32);
+        }
+        for s in 0..200 {
+            assert_eq!(m.arrive(2, s, 3), Some(s as u32));
+        }
+        assert!(
+            m.posted.len() <= KEEP_EMPTY + 1,
+            "{} posted queues",
+            m.posted.len()
+        );
+        assert!(m.unexpected[&1].by_src.len() <= KEEP_EMPTY + 1);
+        // Queues kept empty still match in order.
+        m.add_unexpected(1, 3, 1, 10);
+        m.add_unexpected(1, 2, 1, 11);
+        assert_eq!(m.take_unexpected(1, ANY_S, 1), Some((3, 1, 10)));
+        assert_eq!(m.take_unexpected(1, ANY_S, 1), Some((2, 1, 11)));
     }
 
     #[test]

@@ -111,6 +111,55 @@ impl Ferrite {
         })
     }
 
+    /// MPI_Send's fast path: a contiguous message that fits one packet, to a peer with
+    /// nothing queued, goes straight to the transport with no request. `Ok(false)` (nothing
+    /// done) sends the caller down the general path, which also reports invalid ranks and
+    /// tags; the checks made here fail exactly as they would there.
+    pub fn send_eager_now(
+        &mut self,
+        buf: *const u8,
+        count: i64,
+        dt: MPI_Datatype,
+        dest: i32,
+        tag: i32,
+        comm: MPI_Comm,
+    ) -> MpiResult<bool> {
+        let c = self.objects.comms.get(comm)?;
+        let (ctx, me) = (c.context_id, c.rank as i32);
+        let Some(&to) = usize::try_from(dest).ok().and_then(|d| c.group.get(d)) else {
+            return Ok(false);
+        };
+        if !(0..=TAG_UB).contains(&tag) || count < 0 || (buf.is_null() && count > 0) {
+            return Ok(false);
+        }
+        // Predefined basic types need no table lookup.
+        let (size, lb) = match builtin_size(dt) {
+            Some(size) => (size, 0),
+            None => {
+                let d = self.check_buffer(buf, count, dt)?;
+                if !d.is_contiguous() {
+                    return Ok(false);
+                }
+                (d.size(), d.true_lb())
+            }
+        };
+        let len = size * count as usize;
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else {
+            // SAFETY: MPI's contract for a blocking send: `buf` holds `count` elements of
+            // the contiguous type, i.e. `len` bytes from its true lower bound; they are only
+            // read, during this call.
+            unsafe { std::slice::from_raw_parts(buf.wrapping_offset(lb), len) }
+        };
+        let Ferrite { p2p, net, .. } = self;
+        if !p2p.send_eager_now(net, ctx, me, to, tag, data)? {
+            return Ok(false);
+        }
+        self.take_net_error(comm)?;
+        Ok(true)
+    }
+
     /// Checks a receive's arguments and resolves them into what MPI_Start needs.
     pub fn recv_spec(
         &mut self,
@@ -121,10 +170,11 @@ impl Ferrite {
         tag: i32,
         comm: MPI_Comm,
     ) -> MpiResult<Spec> {
-        let (ctx, _, group) = self.comm_ctx(comm, Ctx::P2p)?;
+        let c = self.objects.comms.get(comm)?;
+        let (ctx, size) = (c.context_id, c.group.len());
         let d = self.check_buffer(buf, count, dt)?;
         check_recv_tag(tag)?;
-        check_recv_rank(src, group.len())?;
+        check_recv_rank(src, size)?;
         Ok(Spec::Recv {
             ctx,
             src,
@@ -201,6 +251,24 @@ impl Ferrite {
             self.p2p.reqs.remove(h);
             return Err(e);
         }
+        Ok(h)
+    }
+
+    /// [`Self::start_new`] taking the spec: a receive's target moves into the request
+    /// instead of being cloned (MPI_Recv, MPI_Irecv).
+    pub fn start_new_owned(&mut self, comm: MPI_Comm, spec: Spec) -> MpiResult<MPI_Request> {
+        let Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target,
+        } = spec
+        else {
+            return self.start_new(comm, &spec);
+        };
+        let h = self.p2p.new_request(comm, true);
+        self.p2p.start_recv(h, ctx, src, tag, target);
+        self.p2p.flush(&mut self.net);
         Ok(h)
     }
 
@@ -464,6 +532,15 @@ impl Ferrite {
     pub fn check_net(&mut self, comm: MPI_Comm) -> MpiResult<()> {
         self.take_net_error(comm)
     }
+}
+
+/// The size of an MPICH predefined basic type from its handle alone (`0x4c00SSII`, SS the
+/// size in bytes, as `objects::datatype` decodes it); such types are contiguous with a zero
+/// lower bound and always committed.
+fn builtin_size(dt: MPI_Datatype) -> Option<usize> {
+    let u = dt as u32;
+    let size = ((u >> 8) & 0xff) as usize;
+    (u & 0xffff_0000 == 0x4c00_0000 && size != 0).then_some(size)
 }
 
 pub fn invalid_request(h: MPI_Request) -> MpiError {

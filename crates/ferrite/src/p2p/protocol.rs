@@ -21,10 +21,11 @@ use super::status::Status;
 use super::Wire;
 use crate::abi::consts::*;
 use crate::error::{make_code, MpiError, MpiResult};
+use crate::fxhash::FxHashMap;
 use crate::objects::handles::{kind, HandleTable};
 use crate::runtime::config;
 use crate::transport::Proc;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Point-to-point state: requests, queues, packets waiting to go out.
@@ -32,7 +33,7 @@ pub struct P2p {
     pub rank: Proc,
     pub reqs: HandleTable<Request>,
     pub matching: Matching<MPI_Request, Unexpected>,
-    backlog: HashMap<Proc, VecDeque<Vec<u8>>>,
+    backlog: FxHashMap<Proc, VecDeque<Vec<u8>>>,
     backlog_len: usize,
     /// Receives that matched an RTS and wait for `flush` to read the data.
     reads: VecDeque<MPI_Request>,
@@ -83,7 +84,7 @@ impl P2p {
             rank: world_rank,
             reqs: HandleTable::new(kind::REQUEST),
             matching: Matching::default(),
-            backlog: HashMap::new(),
+            backlog: FxHashMap::default(),
             backlog_len: 0,
             reads: VecDeque::new(),
             streams: VecDeque::new(),
@@ -129,13 +130,45 @@ impl P2p {
         h: &Header,
         payload: &[u8],
     ) -> MpiResult<()> {
-        if self.backlog.get(&to).is_none_or(|q| q.is_empty())
+        if (self.backlog_len == 0 || self.backlog.get(&to).is_none_or(|q| q.is_empty()))
             && wire.try_send(to, &[&h.encode(), payload])?
         {
             return Ok(());
         }
         self.queue(to, h, payload);
         Ok(())
+    }
+
+    /// A standard-mode eager send that needs no request (MPI_Send's fast path): sent at
+    /// once if `data` fits one packet, nothing to `to` is queued and the transport has room.
+    /// `Ok(false)`: nothing was sent, the caller takes the general path.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_eager_now<W: Wire + ?Sized>(
+        &mut self,
+        wire: &mut W,
+        ctx: u32,
+        me: i32,
+        to: Proc,
+        tag: i32,
+        data: &[u8],
+    ) -> MpiResult<bool> {
+        if data.len() > self.eager_max(wire, to)
+            || (self.backlog_len > 0 && self.backlog.get(&to).is_some_and(|q| !q.is_empty()))
+        {
+            return Ok(false);
+        }
+        // No request: the receiver echoes `sreq` only for synchronous and rendezvous sends.
+        let hdr = Header {
+            kind: Kind::Eager,
+            context: ctx,
+            src: me,
+            tag,
+            len: data.len() as u64,
+            sreq: 0,
+            rreq: 0,
+            arg: 0,
+        };
+        wire.try_send(to, &[&hdr.encode(), data])
     }
 
     /// A new request in the table.
@@ -633,6 +666,10 @@ impl P2p {
     /// Sends what is queued and does deferred work that needs the network (single-copy
     /// reads, fragment streams). Returns true if anything happened.
     pub fn flush<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
+        // The common case, checked first since every progress pass comes here.
+        if !self.has_backlog() {
+            return false;
+        }
         let mut did = false;
         while let Some(h) = self.reads.pop_front() {
             did = true;
@@ -645,6 +682,9 @@ impl P2p {
 
     fn drain_backlog<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
         let mut did = false;
+        if self.backlog_len == 0 {
+            return false;
+        }
         for (&to, q) in self.backlog.iter_mut() {
             while let Some(pkt) = q.front() {
                 match wire.try_send(to, &[pkt]) {
@@ -710,6 +750,9 @@ impl P2p {
 
     fn do_streams<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
         let mut did = false;
+        if self.streams.is_empty() {
+            return false;
+        }
         let mut waiting = VecDeque::new();
         while let Some(h) = self.streams.pop_front() {
             let Some(Request {

@@ -19,12 +19,17 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_PROGRESS_SPIN",
         default: "2000",
-        doc: "Idle progress passes to spin before yielding and then blocking in the kernel.",
+        doc: "Most idle progress passes to spin before yielding, then blocking in the kernel (the limit adapts below it).",
+    },
+    Knob {
+        name: "FERRITE_PROGRESS_ADAPT",
+        default: "auto",
+        doc: "Shorten the spin when waits end only after yielding (ranks sharing a CPU): yes, no, or auto (no when bound to one CPU with no more ranks on the node than CPUs).",
     },
     Knob {
         name: "FERRITE_SHM_CELL_SIZE",
-        default: "8192",
-        doc: "Bytes per shared-memory receive cell (rounded up to 64; a packet gets 16 less).",
+        default: "16448",
+        doc: "Bytes per shared-memory receive cell (rounded up to 64; a packet gets 16 less): the default sends 16 KiB messages eagerly.",
     },
     Knob {
         name: "FERRITE_SHM_CELLS_K",

@@ -10,12 +10,12 @@ pub mod segment;
 use super::{Proc, Transport, TransportStats};
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
+use crate::fxhash::FxHashMap;
 use crate::mpi_err;
 use crate::runtime::config;
 use doorbell::{BellAddr, Doorbell};
 use queue::{Queue, Received, Sent};
 use segment::{Geometry, Segment};
-use std::collections::HashMap;
 use std::os::unix::io::RawFd;
 
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +43,8 @@ impl ShmConfig {
 
 /// A peer whose segment we mapped.
 struct Peer {
+    /// The queue in `seg`, laid out once.
+    q: Queue,
     seg: Segment,
     bell: BellAddr,
     /// Cleared after the first EPERM/ENOSYS: later reads fall back to packets at once.
@@ -55,8 +57,14 @@ pub struct Shm {
     job: String,
     cfg: ShmConfig,
     own: Segment,
+    /// The queue in `own`, laid out once (every progress pass polls it).
+    own_q: Queue,
     bell: Doorbell,
-    peers: HashMap<Proc, Peer>,
+    /// Peers mapped so far, found through `peer_index`; `last` caches the most recent
+    /// (peer, index), which is most sends of a pair exchange.
+    peers: Vec<Peer>,
+    peer_index: FxHashMap<Proc, usize>,
+    last: (Proc, usize),
     /// Own cells waiting to go back on the free ring (see queue.rs).
     unfreed: Vec<u64>,
     stats: TransportStats,
@@ -94,26 +102,43 @@ impl Shm {
         if cfg.cma {
             cma::allow_readers();
         }
+        // SAFETY: `own` is a live mapping laid out by its geometry, kept alive (and never
+        // moved: the mapping's address does not change) as long as `own_q`, both in `Shm`.
+        let own_q = unsafe { Queue::at(own.base(), own.geometry()) };
         Ok(Shm {
+            own_q,
             rank,
             size,
             job: job.to_string(),
             cfg,
             own,
             bell,
-            peers: HashMap::new(),
+            peers: Vec::new(),
+            peer_index: FxHashMap::default(),
+            last: (Proc::MAX, 0),
             unfreed: Vec::new(),
             stats: TransportStats::default(),
         })
     }
 
-    fn own_queue(&self) -> Queue {
-        // SAFETY: `own` is a live mapping laid out by its geometry.
-        unsafe { Queue::at(self.own.base(), self.own.geometry()) }
+    fn own_queue(&self) -> &Queue {
+        &self.own_q
     }
 
     /// The peer's mapping, made on first contact.
     fn peer(&mut self, to: Proc) -> MpiResult<&mut Peer> {
+        if self.last.0 != to {
+            let i = match self.peer_index.get(&to) {
+                Some(&i) => i,
+                None => self.map_peer(to)?,
+            };
+            self.last = (to, i);
+        }
+        Ok(&mut self.peers[self.last.1])
+    }
+
+    /// Maps `to`'s segment (first contact); returns its index in `peers`.
+    fn map_peer(&mut self, to: Proc) -> MpiResult<usize> {
         if to >= self.size {
             return Err(mpi_err!(
                 MPI_ERR_OTHER,
@@ -121,48 +146,48 @@ impl Shm {
                 self.size
             ));
         }
-        if !self.peers.contains_key(&to) {
-            let name = segment::object_name(&self.job, to);
-            let seg = match Segment::open(&name) {
-                Ok(Some(s)) => s,
-                Ok(None) => {
-                    return Err(mpi_err!(
-                        MPI_ERR_OTHER,
-                        "shm transport cannot reach rank {to}: /dev/shm{name} does not exist \
-                         (the rank is on another host, or has exited)"
-                    ))
-                }
-                Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
-            };
-            if seg.owner_rank != to {
+        let name = segment::object_name(&self.job, to);
+        let seg = match Segment::open(&name) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
                 return Err(mpi_err!(
                     MPI_ERR_OTHER,
-                    "shm transport: /dev/shm{name} belongs to rank {}, not {to}",
-                    seg.owner_rank
-                ));
+                    "shm transport cannot reach rank {to}: /dev/shm{name} does not exist \
+                     (the rank is on another host, or has exited)"
+                ))
             }
-            if seg.geometry().cell_size != self.cfg.geom.cell_size {
-                return Err(mpi_err!(
-                    MPI_ERR_OTHER,
-                    "shm transport: rank {to} uses {}-byte cells, rank {} uses {}; set \
-                     FERRITE_SHM_CELL_SIZE the same for every rank",
-                    seg.geometry().cell_size,
-                    self.rank,
-                    self.cfg.geom.cell_size
-                ));
-            }
-            self.stats.segments_mapped += 1;
-            let bell = doorbell::bell_addr(&self.job, to);
-            self.peers.insert(
-                to,
-                Peer {
-                    seg,
-                    bell,
-                    cma_ok: true,
-                },
-            );
+            Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
+        };
+        if seg.owner_rank != to {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: /dev/shm{name} belongs to rank {}, not {to}",
+                seg.owner_rank
+            ));
         }
-        Ok(self.peers.get_mut(&to).expect("just inserted"))
+        if seg.geometry().cell_size != self.cfg.geom.cell_size {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: rank {to} uses {}-byte cells, rank {} uses {}; set \
+                 FERRITE_SHM_CELL_SIZE the same for every rank",
+                seg.geometry().cell_size,
+                self.rank,
+                self.cfg.geom.cell_size
+            ));
+        }
+        self.stats.segments_mapped += 1;
+        let bell = doorbell::bell_addr(&self.job, to);
+        // SAFETY: `seg` is a live, validated mapping laid out by its geometry; it stays mapped
+        // at the same address as long as the Peer that holds both.
+        let q = unsafe { Queue::at(seg.base(), seg.geometry()) };
+        self.peers.push(Peer {
+            q,
+            seg,
+            bell,
+            cma_ok: true,
+        });
+        self.peer_index.insert(to, self.peers.len() - 1);
+        Ok(self.peers.len() - 1)
     }
 
     /// Removes this process's segment name (peers keep their mappings).
@@ -191,9 +216,7 @@ impl Transport for Shm {
         }
         let from = self.rank;
         let peer = self.peer(to)?;
-        // SAFETY: the peer's segment is a live, validated mapping laid out by its geometry.
-        let q = unsafe { Queue::at(peer.seg.base(), peer.seg.geometry()) };
-        match q.send(from, parts) {
+        match peer.q.send(from, parts) {
             Sent::NoRoom => {
                 self.stats.no_room += 1;
                 Ok(false)
@@ -212,7 +235,7 @@ impl Transport for Shm {
     }
 
     fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
-        let q = self.own_queue();
+        let q = &self.own_q;
         let mut n = 0;
         let mut bytes = 0u64;
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
@@ -265,7 +288,7 @@ impl Transport for Shm {
     }
 
     fn arm(&mut self) -> bool {
-        let q = self.own_queue();
+        let q = &self.own_q;
         q.retry_free(&mut self.unfreed);
         q.arm()
     }

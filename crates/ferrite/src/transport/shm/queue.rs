@@ -187,6 +187,11 @@ pub struct Queue {
     geom: Geometry,
 }
 
+// SAFETY: a Queue is pointers into a shared mapping that other processes use concurrently
+// anyway; all access goes through atomics and the rings' hand-over protocol, so which
+// thread of this process holds the Queue does not matter.
+unsafe impl Send for Queue {}
+
 impl Queue {
     /// # Safety
     /// As for [`Ring::at`]: `base` must be a live mapping laid out as `geom` says.
