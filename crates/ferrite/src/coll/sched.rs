@@ -430,8 +430,7 @@ impl<H> Run<H> {
         }
     }
 
-    /// The buffers (tests).
-    #[cfg(test)]
+    /// The schedule's buffers (internal collectives read their result here).
     pub fn bufs(&self) -> &[Vec<u8>] {
         &self.bufs
     }
