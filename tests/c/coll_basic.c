@@ -286,16 +286,17 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_rank(comm, &me));
     MPI_CHECK(MPI_Comm_size(comm, &np));
     const char *combos[][5] = {
-        /* bcast, allreduce, allgather, alltoall */
-        {"auto", "auto", "auto", "auto"},
-        {"binomial", "recursive_doubling", "bruck", "bruck"},
-        {"scatter_allgather", "rabenseifner", "ring", "pairwise"},
+        /* bcast, allreduce, allgather, alltoall, reduce */
+        {"auto", "auto", "auto", "auto", "auto"},
+        {"binomial", "recursive_doubling", "bruck", "bruck", "binomial"},
+        {"scatter_allgather", "rabenseifner", "ring", "pairwise", "rabenseifner"},
     };
     for (unsigned c = 0; c < sizeof combos / sizeof *combos; c++) {
         set_algo("FERRITE_COLL_BCAST_ALGO", combos[c][0]);
         set_algo("FERRITE_COLL_ALLREDUCE_ALGO", combos[c][1]);
         set_algo("FERRITE_COLL_ALLGATHER_ALGO", combos[c][2]);
         set_algo("FERRITE_COLL_ALLTOALL_ALGO", combos[c][3]);
+        set_algo("FERRITE_COLL_REDUCE_ALGO", combos[c][4]);
         all_checks();
     }
     MPI_CHECK(MPI_Comm_free(&comm));

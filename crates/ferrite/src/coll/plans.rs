@@ -328,8 +328,19 @@ pub fn reduce(
     let acc = sl(p.buf(len), 0, len);
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(inp.user(acc, 0, c));
-    forced("FERRITE_COLL_REDUCE_ALGO", &["binomial"])?;
-    algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
+    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])?.as_str() {
+        "auto" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => "rabenseifner",
+        "auto" => "binomial",
+        a => a,
+    }
+    .to_string();
+    if algo == "rabenseifner" {
+        // The Rabenseifner allreduce, the result kept at the root only: 2 log2 p rounds
+        // moving 2m bytes per rank, against log2 n rounds of m bytes for the tree.
+        algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, red.esize);
+    } else {
+        algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
+    }
     if me == r {
         p.outputs.push(out.user(acc, 0, c));
     }
