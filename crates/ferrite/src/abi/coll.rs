@@ -463,6 +463,9 @@ fn reduce_local(
         Ok((st.coll.ops.reducer(op, datatype, &d)?, d))
     })?;
     let n = count as usize;
+    if n == 0 || d.size() == 0 {
+        return Ok(()); // nothing to combine; the buffers may be null
+    }
     let (mut a, mut b) = (Vec::new(), Vec::new());
     // SAFETY: the caller's buffers hold `count` elements of `datatype`; the user function
     // runs here with no lock held.

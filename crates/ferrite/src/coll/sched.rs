@@ -234,11 +234,25 @@ impl<H> Run<H> {
     pub unsafe fn start(plan: Arc<Plan>, tag: i32) -> Self {
         let mut bufs: Vec<Vec<u8>> = plan.bufs.iter().map(|&n| vec![0u8; n]).collect();
         for i in &plan.inputs {
+            if i.count == 0 || i.slice.len == 0 {
+                continue; // the pointer may be null
+            }
+            let dst = &mut bufs[i.slice.buf][i.slice.off..i.slice.off + i.slice.len];
+            if i.dt.is_contiguous() {
+                let n = (i.dt.size() * i.count).min(dst.len());
+                // SAFETY: per the contract the user buffer holds `count` elements, i.e. at
+                // least `n` bytes from its true lower bound.
+                let src = unsafe {
+                    std::slice::from_raw_parts((i.ptr as *const u8).offset(i.dt.true_lb()), n)
+                };
+                dst[..n].copy_from_slice(src);
+                continue;
+            }
             let mut v = Vec::with_capacity(i.slice.len);
             // SAFETY: per the contract the user buffer is readable.
             unsafe { i.dt.pack(i.ptr as *const u8, i.count, &mut v) };
-            let n = v.len().min(i.slice.len);
-            bufs[i.slice.buf][i.slice.off..i.slice.off + n].copy_from_slice(&v[..n]);
+            let n = v.len().min(dst.len());
+            dst[..n].copy_from_slice(&v[..n]);
         }
         Run {
             plan,
@@ -424,6 +438,9 @@ impl<H> Run<H> {
     /// The plan's output buffers are writable as described.
     pub unsafe fn write_outputs(&self) {
         for o in &self.plan.outputs {
+            if o.count == 0 || o.slice.len == 0 {
+                continue; // the pointer may be null
+            }
             let data = &self.bufs[o.slice.buf][o.slice.off..o.slice.off + o.slice.len];
             // SAFETY: per the contract the user buffer holds `count` elements of `dt`.
             unsafe { o.dt.unpack(data, o.ptr as *mut u8, o.count) };
