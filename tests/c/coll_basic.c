@@ -334,6 +334,12 @@ static void all_checks(void)
         check_scan_rs(n > 100 ? 100 : n);
     }
     check_derived();
+    /* zero counts with null buffers */
+    MPI_CHECK(MPI_Bcast(NULL, 0, MPI_INT, 0, comm));
+    MPI_CHECK(MPI_Allreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, comm));
+    MPI_CHECK(MPI_Allgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm));
+    MPI_CHECK(MPI_Alltoall(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm));
+    MPI_CHECK(MPI_Reduce_local(NULL, NULL, 0, MPI_INT, MPI_SUM));
 }
 
 int main(int argc, char **argv)
