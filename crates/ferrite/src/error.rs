@@ -111,12 +111,16 @@ pub fn make_code(class: c_int, text: String) -> c_int {
 /// The class of an error code (MPI_Error_class). User codes are resolved by the errhandler
 /// module, which registers them; here they map to their recorded class bits.
 pub fn class_of(code: c_int) -> c_int {
+    if code > MPI_ERR_LASTCODE {
+        // Classes and codes made by MPI_Add_error_class/code live above MPI_ERR_LASTCODE.
+        return crate::objects::errhandler::user_class_of(code);
+    }
     code & 0x7f
 }
 
 /// The message remembered for `code`, if it is still in the ring.
 pub fn message_of(code: c_int) -> Option<String> {
-    if code & !0x7f == 0 || code & USER_CODE_BIT != 0 {
+    if code & !0x7f == 0 || code & USER_CODE_BIT != 0 || code > MPI_ERR_LASTCODE {
         return None;
     }
     let slot = (((code & !USER_CODE_BIT) >> SLOT_SHIFT) as usize - 1) % RING;
@@ -188,16 +192,40 @@ pub fn class_string(class: c_int) -> &'static str {
         56 => "Memory cannot be attached (e.g., because of resource exhaustion)",
         57 => "Memory cannot be shared (e.g., some process in the group of the specified communicator cannot expose shared memory)",
         58 => "Passed window has the wrong flavor for the called function",
+        59 => "MPI_T: out of memory",
+        60 => "MPI_T: the tool information interface is not initialized",
+        61 => "MPI_T: the interface cannot be initialized now",
+        62 => "MPI_T: invalid index",
+        63 => "MPI_T: item index out of range",
+        64 => "MPI_T: invalid handle",
+        65 => "MPI_T: no more handles available",
+        66 => "MPI_T: no more sessions available",
+        67 => "MPI_T: invalid session",
+        68 => "MPI_T: control variable cannot be set at this moment",
+        69 => "MPI_T: control variable cannot be set until the end of the execution",
+        70 => "MPI_T: performance variable cannot be started or stopped",
+        71 => "MPI_T: performance variable cannot be written or reset",
+        72 => "MPI_T: performance variable cannot be read and written atomically",
+        73 => "MPI_T: name does not match any variable or category",
         74 => "Invalid MPI_T handle or argument",
         75 => "Invalid session handle",
         76 => "Communication with an aborted or failed process",
         77 => "Value is too large to store",
+        78 => "MPI_T: requested functionality not supported",
+        79 => "Invalid error handler",
         _ => "Unknown error class",
     }
 }
 
 /// The full text for a code: class text, then what was wrong.
 pub fn code_string(code: c_int) -> String {
+    if let Some(s) = crate::objects::errhandler::user_string(code) {
+        return s;
+    }
+    if code > MPI_ERR_LASTCODE {
+        // A user class or code without a string: MPI says the string is empty.
+        return String::new();
+    }
     match message_of(code) {
         Some(m) => format!("{}, {}", class_string(class_of(code)), m),
         None => class_string(class_of(code)).to_string(),

@@ -4,7 +4,9 @@
 use super::consts::*;
 use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::objects::attr::{self, Owner};
 use crate::objects::comm::Comm;
+use crate::objects::info::Info;
 use crate::runtime::pmi;
 use crate::state;
 use std::ffi::c_void;
@@ -56,10 +58,9 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) on ErrObj::Comm(comm) => {
-        // Intercommunicators come with the object-model work; every comm here is intra.
-        with_comm(comm, |_| ())?;
+        let inter = with_comm(comm, |c| c.inter.is_some())?;
         // SAFETY: the caller passes an int* output.
-        unsafe { out(flag, 0) }
+        unsafe { out(flag, inter as c_int) }
     }
 }
 
@@ -82,17 +83,34 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int)
         on ErrObj::Comm(comm) => {
-        let name = with_comm(comm, |c| c.name.clone())?;
+        let name = if comm == MPI_COMM_NULL {
+            "MPI_COMM_NULL".to_string()
+        } else {
+            with_comm(comm, |c| c.name.clone())?
+        };
         // SAFETY: the caller passes a buffer of MPI_MAX_OBJECT_NAME chars and an int*.
         unsafe { out_str(comm_name, MPI_MAX_OBJECT_NAME, resultlen, &name) }
     }
 }
 
-/// A new communicator with the same group, in the same order, and a new context.
+/// MPI_Comm_dup: new context, same group, error handler, topology and hints; attributes
+/// copied through their callbacks (outside the state lock).
 fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
+    let h = state::with(|st| st.comm_dup(comm))?;
+    attr::copy_all(Owner::Comm, comm, h)?;
+    Ok(h)
+}
+
+/// Copies the hints of `info` (MPI_INFO_NULL: none) onto `comm`.
+fn set_info(comm: MPI_Comm, info: MPI_Info) -> MpiResult<()> {
     state::with(|st| {
-        let rank = st.objects.comms.get(comm)?.rank as c_int;
-        st.comm_split(comm, 0, rank)
+        let hints = if info == MPI_INFO_NULL {
+            Info::default()
+        } else {
+            st.objects.infos.get(info)?.clone()
+        };
+        st.objects.comms.get_mut(comm)?.info = hints;
+        Ok(())
     })
 }
 
@@ -105,12 +123,61 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_dup_with_info(comm: MPI_Comm, _info: c_int, newcomm: *mut MPI_Comm)
+    fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
-        // No info hints change a communicator's behaviour yet.
         let h = dup(comm)?;
+        set_info(h, info)?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }
+    }
+}
+
+/// A request that is already complete (nonblocking calls that finish at once).
+fn completed_request(comm: MPI_Comm) -> MpiResult<MPI_Request> {
+    state::with(|st| {
+        let mut r = crate::p2p::request::Request::new(comm, false);
+        r.done = true;
+        r.status = crate::p2p::protocol::empty_status();
+        Ok(st.p2p.reqs.insert(r))
+    })
+}
+
+mpi_fn! {
+    /// Completes at once: the exchange runs inside the call, the request is already done.
+    fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request)
+        on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        let r = completed_request(comm)?;
+        // SAFETY: the caller passes MPI_Comm* and MPI_Request* outputs.
+        unsafe { out(newcomm, h)?; out(request, r) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm,
+        request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+        let h = dup(comm)?;
+        set_info(h, info)?;
+        let r = completed_request(comm)?;
+        // SAFETY: the caller passes MPI_Comm* and MPI_Request* outputs.
+        unsafe { out(newcomm, h)?; out(request, r) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) on ErrObj::Comm(comm) => {
+        set_info(comm, info)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            let hints = st.objects.comms.get(comm)?.info.clone();
+            Ok(st.objects.infos.user.insert(hints))
+        })?;
+        // SAFETY: the caller passes an MPI_Info* output.
+        unsafe { out(info_used, h) }
     }
 }
 
@@ -120,6 +187,116 @@ mpi_fn! {
         let h = state::with(|st| st.comm_split(comm, color, key))?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info,
+        newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        const RESOURCE: &str = "mpi_hw_resource_type";
+        const SHARED_MEMORY: &str = "mpi_shared_memory";
+        let asked = state::with(|st| {
+            Ok(if info == MPI_INFO_NULL { None } else {
+                st.objects.infos.get(info)?.get(RESOURCE).map(str::to_string)
+            })
+        })?;
+        // Shared memory is the one resource we know: guided requests for it (or nothing
+        // else) get the host's processes; an unguided request gets them when that is a
+        // strict subset of `comm`, and says so through `info`.
+        let shared = match split_type {
+            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
+            // 4 is MPICH's value of MPI_COMM_TYPE_RESOURCE_GUIDED (mpi4py's wheel passes it).
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED | 4 => asked.as_deref() == Some(SHARED_MEMORY),
+            MPI_UNDEFINED => false,
+            _ => return Err(crate::mpi_err!(MPI_ERR_ARG, "unknown split_type {split_type}")),
+        };
+        let mut h = state::with(|st| st.comm_split_type(comm, shared, key))?;
+        if split_type == MPI_COMM_TYPE_HW_UNGUIDED && h != MPI_COMM_NULL {
+            let whole = state::with(|st| Ok(st.objects.comms.get(h)?.size() == st.objects.comms.get(comm)?.size()))?;
+            if whole {
+                state::with(|st| { st.comm_remove(h); Ok(()) })?;
+                h = MPI_COMM_NULL;
+            } else if info != MPI_INFO_NULL {
+                state::with(|st| { st.objects.infos.get_mut(info)?.set(RESOURCE, SHARED_MEMORY); Ok(()) })?;
+            }
+        }
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm)
+        on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            let g = st.objects.groups.get(group)?;
+            st.comm_create(comm, &g)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int,
+        newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        if tag < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_TAG, "invalid tag {tag}"));
+        }
+        let h = state::with(|st| {
+            let g = st.objects.groups.get(group)?;
+            st.comm_create_group(comm, &g, tag)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm,
+        remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm)
+        on ErrObj::Comm(local_comm) => {
+        let h = state::with(|st| {
+            st.intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag)
+        })?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newintercomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm)
+        on ErrObj::Comm(intercomm) => {
+        let h = state::with(|st| st.intercomm_merge(intercomm, high != 0))?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newintracomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) on ErrObj::Comm(comm) => {
+        let n = state::with(|st| {
+            let c = st.objects.comms.get(comm)?;
+            c.inter.as_ref().map(|i| i.remote.len()).ok_or_else(|| {
+                MpiError::new(MPI_ERR_COMM, "MPI_Comm_remote_size needs an intercommunicator")
+            })
+        })?;
+        // SAFETY: the caller passes an int* output.
+        unsafe { out(size, n as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) on ErrObj::Comm(comm) => {
+        let h = state::with(|st| {
+            let c = st.objects.comms.get(comm)?;
+            let g = c.inter.as_ref().map(|i| i.remote.clone()).ok_or_else(|| {
+                MpiError::new(MPI_ERR_COMM, "MPI_Comm_remote_group needs an intercommunicator")
+            })?;
+            Ok(st.objects.groups.insert(g))
+        })?;
+        // SAFETY: the caller passes an MPI_Group* output.
+        unsafe { out(group, h) }
     }
 }
 
@@ -135,7 +312,12 @@ mpi_fn! {
                 return Err(crate::mpi_err!(MPI_ERR_COMM, "cannot free a predefined communicator"));
             }
             st.objects.comms.get(h).map_err(|e| e.on(ErrObj::Comm(h)))?;
-            st.objects.comms.user.remove(h);
+            Ok(())
+        })?;
+        // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
+        attr::delete_all(Owner::Comm, h)?;
+        state::with(|st| {
+            st.comm_remove(h);
             Ok(())
         })?;
         // SAFETY: as above.
@@ -176,42 +358,58 @@ fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
         MPI_WTIME_IS_GLOBAL => return Some(&a.wtime_is_global),
         MPI_UNIVERSE_SIZE => (&a.universe_size, pmi::universe_size().unwrap_or(0) as c_int),
         MPI_APPNUM => (&a.appnum, pmi::appnum().unwrap_or(0) as c_int),
-        MPI_LASTUSEDCODE => return Some(&a.lastusedcode),
+        MPI_LASTUSEDCODE => (
+            &a.lastusedcode,
+            crate::objects::errhandler::last_used_code(),
+        ),
         _ => return None,
     };
     slot.store(value, Ordering::Relaxed);
     Some(slot)
 }
 
-/// MPI_Comm_get_attr for the predefined keyvals (user keyvals come with the object model).
+/// MPI_Comm_get_attr: predefined keyvals, then user keyvals.
 ///
 /// # Safety
 /// `attribute_val` is valid for writing one pointer; `flag` for one int.
-unsafe fn get_attr(
+pub(crate) unsafe fn get_attr(
     comm: MPI_Comm,
     keyval: c_int,
     attribute_val: *mut c_void,
     flag: *mut c_int,
 ) -> MpiResult<()> {
     with_comm(comm, |_| ())?;
-    match predefined(keyval) {
-        Some(v) => {
-            // SAFETY: per this function's contract; the value lives in a static.
-            unsafe {
-                out(attribute_val.cast::<*mut c_int>(), v.as_ptr())?;
-                out(flag, 1)
-            }
-        }
-        None if keyval == MPI_KEYVAL_INVALID => Err(MpiError::new(
-            MPI_ERR_KEYVAL,
-            "MPI_KEYVAL_INVALID is not a keyval",
-        )),
-        None => Err(crate::mpi_err!(
-            MPI_ERR_KEYVAL,
-            "keyval {:#x} is not a predefined attribute (user keyvals are not implemented yet)",
-            keyval as u32
-        )),
+    if let Some(v) = predefined(keyval) {
+        // Predefined attributes are on every communicator (copied by every dup, as MPICH).
+        // SAFETY: per this function's contract; the value lives in a static.
+        return unsafe {
+            out(attribute_val.cast::<*mut c_int>(), v.as_ptr())?;
+            out(flag, 1)
+        };
     }
+    match attr::get(Owner::Comm, comm, keyval)? {
+        // SAFETY: per this function's contract.
+        Some(v) => unsafe {
+            out(attribute_val.cast::<*mut c_void>(), v as *mut c_void)?;
+            out(flag, 1)
+        },
+        // SAFETY: per this function's contract.
+        None => unsafe { out(flag, 0) },
+    }
+}
+
+/// True for the keyvals of predefined attributes (which users cannot set or delete).
+pub(crate) fn is_predefined(keyval: c_int) -> bool {
+    matches!(
+        keyval,
+        MPI_TAG_UB
+            | MPI_HOST
+            | MPI_IO
+            | MPI_WTIME_IS_GLOBAL
+            | MPI_UNIVERSE_SIZE
+            | MPI_APPNUM
+            | MPI_LASTUSEDCODE
+    )
 }
 
 mpi_fn! {
@@ -228,5 +426,14 @@ mpi_fn! {
         on ErrObj::Comm(comm) => {
         // SAFETY: the caller passes a void** (as void*) and an int*.
         unsafe { get_attr(comm, keyval, attribute_val, flag) }
+    }
+}
+
+mpi_fn! {
+    /// No process is ever spawned, so no process has a parent.
+    fn MPI_Comm_get_parent(parent: *mut MPI_Comm) on ErrObj::NoObject => {
+        state::with(|_| Ok(()))?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(parent, MPI_COMM_NULL) }
     }
 }

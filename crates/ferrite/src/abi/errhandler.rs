@@ -21,18 +21,22 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler)
         on ErrObj::Comm(comm) => {
-        state::with(|st| {
-            if st.objects.errhandlers.resolve(errhandler).is_none() {
-                return Err(crate::mpi_err!(
-                    MPI_ERR_ARG,
-                    "invalid error handler {:#x}",
-                    errhandler as u32
-                ));
-            }
-            st.objects.comms.get_mut(comm)?.errhandler = errhandler;
-            Ok(())
-        })
+        set_comm_errhandler(comm, errhandler)
     }
+}
+
+fn set_comm_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> crate::error::MpiResult<()> {
+    state::with(|st| {
+        if st.objects.errhandlers.resolve(errhandler).is_none() {
+            return Err(crate::mpi_err!(
+                MPI_ERR_ARG,
+                "invalid error handler {:#x}",
+                errhandler as u32
+            ));
+        }
+        st.objects.comms.get_mut(comm)?.errhandler = errhandler;
+        Ok(())
+    })
 }
 
 mpi_fn! {
@@ -76,7 +80,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int)
         on ErrObj::NoObject => {
-        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) {
+        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) && !errhandler::is_user(errorcode) {
             return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error code {errorcode}"));
         }
         let text = error::code_string(errorcode);
@@ -87,10 +91,111 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on ErrObj::NoObject => {
-        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) {
+        if !(0..=MPI_ERR_LASTCODE).contains(&errorcode) && !errhandler::is_user(errorcode) {
             return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error code {errorcode}"));
         }
         // SAFETY: the caller passes an int* output.
         unsafe { out(errorclass, error::class_of(errorcode)) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Add_error_class(errorclass: *mut c_int) on ErrObj::NoObject => {
+        state::with(|_| Ok(()))?;
+        let c = errhandler::add_class().ok_or_else(|| MpiError::new(MPI_ERR_OTHER,
+            "no more user error classes (at most 49)"))?;
+        // SAFETY: the caller passes an int* output.
+        unsafe { out(errorclass, c) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) on ErrObj::NoObject => {
+        state::with(|_| Ok(()))?;
+        if !errhandler::is_class(errorclass) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorclass} is not an error class"));
+        }
+        let c = errhandler::add_code(errorclass);
+        // SAFETY: the caller passes an int* output.
+        unsafe { out(errorcode, c) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) on ErrObj::NoObject => {
+        if string.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for string"));
+        }
+        if !errhandler::is_user(errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG,
+                "error code {errorcode} was not made by MPI_Add_error_class/code"));
+        }
+        // SAFETY: non-null NUL-terminated string from the caller.
+        let s = unsafe { std::ffi::CStr::from_ptr(string) }.to_string_lossy();
+        if s.len() >= MPI_MAX_ERROR_STRING as usize {
+            return Err(crate::mpi_err!(MPI_ERR_ARG,
+                "error string of {} characters (at most {})", s.len(), MPI_MAX_ERROR_STRING - 1));
+        }
+        errhandler::set_string(errorcode, s.into_owned());
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// The MPI-1 name of MPI_Comm_create_errhandler.
+    fn MPI_Errhandler_create(comm_errhandler_fn: Option<CommErrhandlerFn>,
+        errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
+        let f = comm_errhandler_fn
+            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
+        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::Comm(f))))?;
+        // SAFETY: the caller passes an MPI_Errhandler* output.
+        unsafe { out(errhandler, h) }
+    }
+}
+
+mpi_fn! {
+    /// The MPI-1 name of MPI_Comm_set_errhandler.
+    fn MPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI_Errhandler) on ErrObj::Comm(comm) => {
+        set_comm_errhandler(comm, errhandler)
+    }
+}
+
+mpi_fn! {
+    /// The MPI-1 name of MPI_Comm_get_errhandler.
+    fn MPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut MPI_Errhandler)
+        on ErrObj::Comm(comm) => {
+        let h = state::with(|st| Ok(st.objects.comms.get(comm)?.errhandler))?;
+        // SAFETY: the caller passes an MPI_Errhandler* output.
+        unsafe { out(errhandler, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Remove_error_class(errorclass: c_int) on ErrObj::NoObject => {
+        if !errhandler::is_user(errorclass) || errhandler::is_user_code(errorclass) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorclass} is not a class made by MPI_Add_error_class"));
+        }
+        errhandler::remove(errorclass)
+            .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error class {errorclass}: {why}"))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Remove_error_code(errorcode: c_int) on ErrObj::NoObject => {
+        if !errhandler::is_user_code(errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorcode} is not a code made by MPI_Add_error_code"));
+        }
+        errhandler::remove(errorcode)
+            .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error code {errorcode}: {why}"))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Remove_error_string(errorcode: c_int) on ErrObj::NoObject => {
+        if !errhandler::is_user(errorcode) {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorcode} was not made by MPI_Add_error_class/code"));
+        }
+        errhandler::remove_string(errorcode);
+        Ok(())
     }
 }

@@ -60,9 +60,13 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Finalize() on ErrObj::NoObject => {
+        // MPI_COMM_SELF is "freed" first, so its attributes' delete callbacks run while
+        // MPI is fully usable (MPI 4.1 11.2.4); then those of MPI_COMM_WORLD.
+        crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_SELF)?;
+        crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_WORLD)?;
         state::with(|st| {
             // Everything this process sent must reach its peers before it leaves.
-            st.wait_until(|st| !st.p2p.has_backlog())?;
+            st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
             pmi::barrier()?;
             st.net.shutdown();
             Ok(())

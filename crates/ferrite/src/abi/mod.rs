@@ -6,18 +6,23 @@
 
 #[macro_use]
 pub mod macros;
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod environment;
 pub mod errhandler;
+pub mod group;
+pub mod info;
 pub mod init;
 pub mod p2p;
+pub mod pack;
 pub mod request;
 pub mod status;
 pub mod stubs;
 pub mod symbols;
+pub mod topo;
 pub mod types;
 pub mod version;
 

@@ -613,10 +613,9 @@ fn set_elements(status: *mut MPI_Status, dt: MPI_Datatype, count: MPI_Count) -> 
     if count < 0 {
         return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
     }
-    // `count` basic elements: their size when the type is made of one kind of element.
+    // The bytes `count` basic elements take in the type's packed form.
     let t = state::with(|st| st.objects.datatypes.get(dt))?;
-    let basic = t.basic_size.unwrap_or(t.size()) as u64;
-    s.bytes = (count as u64).saturating_mul(basic);
+    s.bytes = t.bytes_for_elements(count as u64);
     // SAFETY: a real, writable status from the caller.
     unsafe { store(status, &s) };
     Ok(())

@@ -2,9 +2,10 @@
 //! handler. MPI_COMM_WORLD and MPI_COMM_SELF are builtins; the rest live in a handle table.
 
 use super::handles::{kind, HandleTable};
+use super::info::Info;
+use super::topo::Topo;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
-use crate::state::Ferrite;
 use std::sync::Arc;
 
 pub struct Comm {
@@ -16,11 +17,50 @@ pub struct Comm {
     pub group: Arc<[u32]>,
     pub errhandler: MPI_Errhandler,
     pub name: String,
+    /// Intercommunicators only: the remote group and the hidden helper communicators.
+    pub inter: Option<Inter>,
+    pub topo: Option<Arc<Topo>>,
+    /// Hints given by MPI_Comm_set_info / dup_with_info (MPI_Comm_get_info returns them).
+    pub info: Info,
+}
+
+/// What an intercommunicator has besides its local group.
+#[derive(Clone, Debug)]
+pub struct Inter {
+    /// World rank of each remote rank.
+    pub remote: Arc<[u32]>,
+    /// Intracommunicator over the local group (internal exchanges within a side).
+    pub local_comm: MPI_Comm,
+    /// Intracommunicator over both groups, the group of the lower-world-rank leader first
+    /// (internal exchanges across sides: merge, dup).
+    pub union_comm: MPI_Comm,
 }
 
 impl Comm {
+    pub fn new(context_id: u32, rank: u32, group: Arc<[u32]>, errhandler: MPI_Errhandler) -> Self {
+        Comm {
+            context_id,
+            rank,
+            group,
+            errhandler,
+            name: String::new(),
+            inter: None,
+            topo: None,
+            info: Info::default(),
+        }
+    }
+
     pub fn size(&self) -> u32 {
         self.group.len() as u32
+    }
+
+    /// The processes ranks in point-to-point calls refer to: the remote group of an
+    /// intercommunicator, the group otherwise.
+    pub fn peers(&self) -> &Arc<[u32]> {
+        match &self.inter {
+            Some(i) => &i.remote,
+            None => &self.group,
+        }
     }
 }
 
@@ -43,18 +83,22 @@ impl Comms {
     pub fn new(world_rank: u32, world_size: u32) -> Self {
         Comms {
             world: Comm {
-                context_id: WORLD_CONTEXT,
-                rank: world_rank,
-                group: (0..world_size).collect(),
-                errhandler: MPI_ERRORS_ARE_FATAL,
                 name: "MPI_COMM_WORLD".into(),
+                ..Comm::new(
+                    WORLD_CONTEXT,
+                    world_rank,
+                    (0..world_size).collect(),
+                    MPI_ERRORS_ARE_FATAL,
+                )
             },
             self_: Comm {
-                context_id: SELF_CONTEXT,
-                rank: 0,
-                group: Arc::from([world_rank]),
-                errhandler: MPI_ERRORS_ARE_FATAL,
                 name: "MPI_COMM_SELF".into(),
+                ..Comm::new(
+                    SELF_CONTEXT,
+                    0,
+                    Arc::from([world_rank]),
+                    MPI_ERRORS_ARE_FATAL,
+                )
             },
             user: HandleTable::new(kind::COMM),
             next_context: FIRST_USER_CONTEXT,
@@ -75,53 +119,6 @@ impl Comms {
             MPI_COMM_SELF => Ok(&mut self.self_),
             _ => self.user.get_mut(h).ok_or_else(|| invalid(h)),
         }
-    }
-}
-
-impl Ferrite {
-    /// MPI_Comm_split: collective over `comm`. Members with the same `color` form a new
-    /// communicator ordered by (`key`, rank in `comm`); MPI_UNDEFINED gets MPI_COMM_NULL.
-    /// MPI_Comm_dup is a split with one color and the rank as key.
-    pub fn comm_split(&mut self, comm: MPI_Comm, color: i32, key: i32) -> MpiResult<MPI_Comm> {
-        if color < 0 && color != MPI_UNDEFINED {
-            return Err(crate::mpi_err!(
-                MPI_ERR_ARG,
-                "invalid color {color} (must be non-negative or MPI_UNDEFINED)"
-            ));
-        }
-        let (parent, my_rank, errhandler) = {
-            let c = self.objects.comms.get(comm)?;
-            (c.group.clone(), c.rank as usize, c.errhandler)
-        };
-        let mut mine = Vec::with_capacity(12);
-        mine.extend_from_slice(&color.to_le_bytes());
-        mine.extend_from_slice(&key.to_le_bytes());
-        mine.extend_from_slice(&self.objects.comms.next_context.to_le_bytes());
-        let all = self.allgather_fixed(comm, &mine)?;
-        let field =
-            |r: &[u8], i: usize| u32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap());
-        let records: Vec<&[u8]> = all.chunks_exact(12).collect();
-        let context = records.iter().map(|r| field(r, 2)).max().unwrap_or(0);
-        self.objects.comms.next_context = context + 2;
-        if color == MPI_UNDEFINED {
-            return Ok(MPI_COMM_NULL);
-        }
-        let mut members: Vec<(i32, usize)> = records
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| field(r, 0) as i32 == color)
-            .map(|(i, r)| (field(r, 1) as i32, i))
-            .collect();
-        members.sort_unstable();
-        let rank = members.iter().position(|&(_, i)| i == my_rank).unwrap_or(0) as u32;
-        let comm = Comm {
-            context_id: context,
-            rank,
-            group: members.iter().map(|&(_, i)| parent[i]).collect(),
-            errhandler,
-            name: String::new(),
-        };
-        Ok(self.objects.comms.user.insert(comm))
     }
 }
 

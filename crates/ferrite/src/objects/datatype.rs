@@ -1,19 +1,210 @@
 //! Datatypes: the layout of one element and how to pack/unpack `count` of them.
 //!
-//! A type is kept as the list of data blocks of one element, `(displacement, length)` in
-//! type-map order with adjacent blocks merged, plus its bounds. That serves every constructor
-//! (contiguous, vector, hvector, indexed, hindexed, struct, resized) with one pack/unpack loop;
-//! a long vector costs one entry per block (a compact repeated form is later work).
+//! A type's data is a short tree: a list of nodes in type-map order, each either a run of
+//! bytes (all basic elements of one kind) or `count` repetitions of a shared sub-list at a
+//! stride. A vector of 1,000,000 blocks is one `Repeat` node over one `Bytes` node; the
+//! tree is walked (flattened lazily) on pack/unpack, never expanded. Constructors compute
+//! bounds arithmetically, so building a type costs the size of its arguments, not of its
+//! type map.
 //!
 //! The protocols use only `Datatypes::get` and `Datatype::{size, is_contiguous, true_lb,
-//! pack, unpack}`.
+//! pack, unpack, elements_in}`.
 
 use super::handles::{kind, HandleTable};
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
+/// One kind of basic element: its size (MPI_Get_elements counts these) and the unit its
+/// bytes are reversed in for "external32" (half the size for complex numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Basic {
+    pub size: u32,
+    pub swap: u32,
+}
+
 #[derive(Clone, Debug, PartialEq)]
+pub enum Node {
+    /// `len` bytes at `disp`, made of basic elements of kind `basic`.
+    Bytes {
+        disp: isize,
+        len: usize,
+        basic: Basic,
+    },
+    /// `count` copies of `body`, copy k displaced by `disp + k * stride`.
+    Repeat {
+        disp: isize,
+        count: usize,
+        stride: isize,
+        body: Arc<[Node]>,
+        /// Data bytes of one copy of `body`.
+        body_size: usize,
+    },
+}
+
+impl Node {
+    fn size(&self) -> usize {
+        match self {
+            Node::Bytes { len, .. } => *len,
+            Node::Repeat {
+                count, body_size, ..
+            } => count * body_size,
+        }
+    }
+
+    fn shifted(&self, by: isize) -> Node {
+        let mut n = self.clone();
+        match &mut n {
+            Node::Bytes { disp, .. } | Node::Repeat { disp, .. } => *disp += by,
+        }
+        n
+    }
+}
+
+/// Calls `f(offset, len, basic)` for every byte run of `nodes` placed at `base`, in type-map
+/// order, until `f` breaks.
+fn walk<F>(nodes: &[Node], base: isize, f: &mut F) -> ControlFlow<()>
+where
+    F: FnMut(isize, usize, Basic) -> ControlFlow<()>,
+{
+    for n in nodes {
+        match n {
+            Node::Bytes { disp, len, basic } => f(base + disp, *len, *basic)?,
+            Node::Repeat {
+                disp,
+                count,
+                stride,
+                body,
+                ..
+            } => {
+                for k in 0..*count as isize {
+                    walk(body, base + disp + k * stride, f)?;
+                }
+            }
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+/// If `nodes` in order cover one gap-free byte range, that range as (start, len); a list
+/// with no data is `Some((0, 0))`.
+fn dense_run(nodes: &[Node]) -> Option<(isize, usize)> {
+    let mut acc: Option<(isize, usize)> = None;
+    for n in nodes {
+        let (s, l) = match n {
+            Node::Bytes { disp, len, .. } => (*disp, *len),
+            Node::Repeat {
+                disp,
+                count,
+                stride,
+                body,
+                body_size,
+            } => {
+                if *count == 0 || *body_size == 0 {
+                    continue;
+                }
+                let (bs, bl) = dense_run(body)?;
+                if *count > 1 && *stride != bl as isize {
+                    return None;
+                }
+                (disp + bs, count * bl)
+            }
+        };
+        if l == 0 {
+            continue;
+        }
+        acc = match acc {
+            None => Some((s, l)),
+            Some((as_, al)) if as_ + al as isize == s => Some((as_, al + l)),
+            Some(_) => return None,
+        };
+    }
+    Some(acc.unwrap_or((0, 0)))
+}
+
+/// Appends `n` to a node list, merging it into a preceding adjacent run of the same kind.
+fn push(list: &mut Vec<Node>, n: Node) {
+    if let (
+        Some(Node::Bytes {
+            disp: pd,
+            len: pl,
+            basic: pb,
+        }),
+        Node::Bytes { disp, len, basic },
+    ) = (list.last_mut(), &n)
+    {
+        if *pd + *pl as isize == *disp && pb == basic {
+            *pl += len;
+            return;
+        }
+    }
+    if n.size() > 0 {
+        list.push(n);
+    }
+}
+
+/// Body lists up to this long are copied when placed once; longer ones are shared.
+const INLINE_NODES: usize = 8;
+
+/// Appends `count` copies of `body` (of `body_size` data bytes), copy k at
+/// `disp + k * stride`, to `list` in the most compact form.
+fn push_repeat(
+    list: &mut Vec<Node>,
+    disp: isize,
+    count: usize,
+    stride: isize,
+    body: &Arc<[Node]>,
+    body_size: usize,
+) {
+    if count == 0 || body_size == 0 {
+        return;
+    }
+    if let [Node::Bytes {
+        disp: d,
+        len,
+        basic,
+    }] = &**body
+    {
+        if count == 1 || stride == *len as isize {
+            return push(
+                list,
+                Node::Bytes {
+                    disp: disp + d,
+                    len: len * count,
+                    basic: *basic,
+                },
+            );
+        }
+    }
+    if count == 1 && body.len() <= INLINE_NODES {
+        for n in body.iter() {
+            push(list, n.shifted(disp));
+        }
+        return;
+    }
+    // A repeat of a single repeat with a dense body whose copies abut is one longer repeat.
+    list.push(Node::Repeat {
+        disp,
+        count,
+        stride,
+        body: body.clone(),
+        body_size,
+    });
+}
+
+/// What a constructor was called with (MPI_Type_get_envelope/contents).
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    pub combiner: i32,
+    pub ints: Vec<i32>,
+    pub aints: Vec<isize>,
+    /// Constituent types: the handle they were given as, and the object itself (kept alive
+    /// even if the user frees the handle).
+    pub types: Vec<(MPI_Datatype, Arc<Datatype>)>,
+}
+
+#[derive(Clone, Debug)]
 pub struct Datatype {
     /// Bytes of data in one element.
     pub size: usize,
@@ -25,15 +216,110 @@ pub struct Datatype {
     /// without gaps (extent == size), so `count` elements are one block.
     pub contiguous: bool,
     pub committed: bool,
-    /// Size of each basic element when they all have the same size (MPI_Get_elements).
-    pub basic_size: Option<usize>,
-    /// Data of one element: (displacement from the buffer, length), adjacent blocks merged.
-    blocks: Vec<(isize, usize)>,
+    /// Basic elements in one element (MPI_Get_elements).
+    pub elements: u64,
+    /// The data of one element, displacements relative to the buffer.
+    nodes: Arc<[Node]>,
+    /// None for predefined types (combiner MPI_COMBINER_NAMED).
+    pub envelope: Option<Arc<Envelope>>,
+    pub name: String,
+}
+
+impl PartialEq for Datatype {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            self.size,
+            self.lb,
+            self.extent,
+            self.true_lb,
+            self.true_extent,
+        ) == (o.size, o.lb, o.extent, o.true_lb, o.true_extent)
+            && self.nodes == o.nodes
+    }
+}
+
+/// Bounds and size of a piece of a type being built.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    lb: isize,
+    ub: isize,
+    tlb: isize,
+    tub: isize,
+    size: usize,
+    elements: u64,
+}
+
+impl Span {
+    const EMPTY: Span = Span {
+        lb: isize::MAX,
+        ub: isize::MIN,
+        tlb: isize::MAX,
+        tub: isize::MIN,
+        size: 0,
+        elements: 0,
+    };
+
+    fn of(t: &Datatype) -> Span {
+        Span {
+            lb: t.lb,
+            ub: t.lb + t.extent,
+            tlb: t.true_lb,
+            tub: t.true_lb + t.true_extent,
+            size: t.size,
+            elements: t.elements,
+        }
+    }
+
+    /// `n` copies of self, copy k shifted by `disp + k * step`.
+    fn repeat(self, disp: isize, n: usize, step: isize) -> Span {
+        if n == 0 || self.lb > self.ub {
+            return Span::EMPTY;
+        }
+        let reach = (n as isize - 1) * step;
+        let (lo, hi) = (reach.min(0), reach.max(0));
+        let data = self.size > 0;
+        Span {
+            lb: disp + self.lb + lo,
+            ub: disp + self.ub + hi,
+            tlb: if data {
+                disp + self.tlb + lo
+            } else {
+                isize::MAX
+            },
+            tub: if data {
+                disp + self.tub + hi
+            } else {
+                isize::MIN
+            },
+            size: self.size * n,
+            elements: self.elements * n as u64,
+        }
+    }
+
+    fn union(self, o: Span) -> Span {
+        Span {
+            lb: self.lb.min(o.lb),
+            ub: self.ub.max(o.ub),
+            tlb: self.tlb.min(o.tlb),
+            tub: self.tub.max(o.tub),
+            size: self.size + o.size,
+            elements: self.elements + o.elements,
+        }
+    }
 }
 
 impl Datatype {
     /// A predefined type of `size` bytes (one basic element).
     pub fn basic(size: usize) -> Self {
+        Self::basic_of(Basic {
+            size: size as u32,
+            swap: size as u32,
+        })
+    }
+
+    /// A predefined type of one basic element of kind `b`.
+    pub fn basic_of(b: Basic) -> Self {
+        let size = b.size as usize;
         Datatype {
             size,
             lb: 0,
@@ -42,8 +328,18 @@ impl Datatype {
             true_extent: size as isize,
             contiguous: true,
             committed: true,
-            basic_size: Some(size),
-            blocks: if size > 0 { vec![(0, size)] } else { vec![] },
+            elements: u64::from(size > 0),
+            nodes: if size > 0 {
+                Arc::from(vec![Node::Bytes {
+                    disp: 0,
+                    len: size,
+                    basic: b,
+                }])
+            } else {
+                Arc::from(vec![])
+            },
+            envelope: None,
+            name: String::new(),
         }
     }
 
@@ -59,17 +355,79 @@ impl Datatype {
         self.true_lb
     }
 
+    /// Number of nodes of the internal representation (tests check it stays small).
+    pub fn node_count(&self) -> usize {
+        fn count(nodes: &[Node]) -> usize {
+            nodes
+                .iter()
+                .map(|n| match n {
+                    Node::Bytes { .. } => 1,
+                    Node::Repeat { body, .. } => 1 + count(body),
+                })
+                .sum()
+        }
+        count(&self.nodes)
+    }
+
     /// Basic elements in `bytes` of packed data of this type (MPI_Get_elements), or None
-    /// (MPI_UNDEFINED) when that is not a whole number of basic elements.
+    /// (MPI_UNDEFINED) when the bytes end inside a basic element.
     pub fn elements_in(&self, bytes: u64) -> Option<u64> {
-        match self.basic_size {
-            Some(0) => Some(0),
-            Some(b) if bytes.is_multiple_of(b as u64) => Some(bytes / b as u64),
-            _ => None,
+        if self.size == 0 {
+            return Some(0);
+        }
+        let whole = bytes / self.size as u64;
+        let mut rem = (bytes % self.size as u64) as usize;
+        let mut n = whole * self.elements;
+        let mut partial = false;
+        let _ = walk(&self.nodes, 0, &mut |_, len, b| {
+            if rem == 0 {
+                return ControlFlow::Break(());
+            }
+            let take = len.min(rem);
+            n += (take / b.size as usize) as u64;
+            partial = take % b.size as usize != 0;
+            rem -= take;
+            ControlFlow::Continue(())
+        });
+        (!partial).then_some(n)
+    }
+
+    /// Bytes of packed data holding `n` basic elements (MPI_Status_set_elements): whole
+    /// elements first, then the prefix of one more.
+    pub fn bytes_for_elements(&self, n: u64) -> u64 {
+        if self.elements == 0 {
+            return 0;
+        }
+        let whole = n / self.elements;
+        let mut rem = n % self.elements;
+        let mut bytes = whole * self.size as u64;
+        let _ = walk(&self.nodes, 0, &mut |_, len, b| {
+            if rem == 0 {
+                return ControlFlow::Break(());
+            }
+            let here = (len / b.size as usize) as u64;
+            let take = here.min(rem);
+            bytes += take * b.size as u64;
+            rem -= take;
+            ControlFlow::Continue(())
+        });
+        bytes
+    }
+
+    /// Calls `f(offset from buf, len, basic)` for each byte run of `count` elements.
+    fn runs<F>(&self, count: usize, mut f: F)
+    where
+        F: FnMut(isize, usize, Basic) -> ControlFlow<()>,
+    {
+        for i in 0..count as isize {
+            if walk(&self.nodes, i * self.extent, &mut f).is_break() {
+                return;
+            }
         }
     }
 
-    /// Appends the data of `count` elements at `buf` to `out`.
+    /// Appends the data of `count` elements at `buf` to `out`. `buf` may be MPI_BOTTOM (null)
+    /// when the type holds absolute addresses.
     ///
     /// # Safety
     /// `buf` with this type's layout and `count` elements is readable memory.
@@ -77,19 +435,17 @@ impl Datatype {
         if self.contiguous {
             let len = self.size * count;
             // SAFETY: per the contract the `len` bytes at buf + true_lb are readable.
-            let src = unsafe { std::slice::from_raw_parts(buf.offset(self.true_lb), len) };
+            let src = unsafe { std::slice::from_raw_parts(buf.wrapping_offset(self.true_lb), len) };
             out.extend_from_slice(src);
             return;
         }
         out.reserve(self.size * count);
-        for i in 0..count as isize {
-            for &(disp, len) in &self.blocks {
-                // SAFETY: element i's block lies inside the buffer described by the contract.
-                let src =
-                    unsafe { std::slice::from_raw_parts(buf.offset(i * self.extent + disp), len) };
-                out.extend_from_slice(src);
-            }
-        }
+        self.runs(count, |off, len, _| {
+            // SAFETY: each run lies inside the buffer described by the contract.
+            let src = unsafe { std::slice::from_raw_parts(buf.wrapping_offset(off), len) };
+            out.extend_from_slice(src);
+            ControlFlow::Continue(())
+        });
     }
 
     /// Scatters packed `data` (at most `count` elements' worth; may end mid-element) into
@@ -104,114 +460,111 @@ impl Datatype {
             // SAFETY: per the contract `total` <= size*count bytes at buf + true_lb are
             // writable, and they cannot overlap `data`.
             unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), buf.offset(self.true_lb), total)
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    buf.wrapping_offset(self.true_lb),
+                    total,
+                )
             };
             return;
         }
         let mut done = 0usize;
-        'outer: for i in 0..count as isize {
-            for &(disp, len) in &self.blocks {
-                if done >= total {
-                    break 'outer;
-                }
-                let n = len.min(total - done);
-                // SAFETY: element i's block is writable per the contract; `n` <= block length.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr().add(done),
-                        buf.offset(i * self.extent + disp),
-                        n,
-                    )
-                };
-                done += n;
+        self.runs(count, |off, len, _| {
+            if done >= total {
+                return ControlFlow::Break(());
             }
-        }
+            let n = len.min(total - done);
+            // SAFETY: the run is writable per the contract; `n` <= its length.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr().add(done), buf.wrapping_offset(off), n)
+            };
+            done += n;
+            ControlFlow::Continue(())
+        });
     }
 
-    /// The type made of `copies` of `old`, copy k placed at byte displacement `disps[k]`
-    /// (struct-like: each entry may have its own old type). The common core of every
-    /// constructor: computes bounds by MPI's rules and merges adjacent blocks.
-    pub fn from_parts(parts: &[(isize, &Datatype)]) -> Datatype {
-        let mut blocks: Vec<(isize, usize)> = Vec::new();
-        let mut size = 0usize;
-        let (mut lb, mut ub) = (isize::MAX, isize::MIN);
-        let (mut tlb, mut tub) = (isize::MAX, isize::MIN);
-        let mut basic: Option<Option<usize>> = None;
-        for &(disp, old) in parts {
-            lb = lb.min(disp + old.lb);
-            ub = ub.max(disp + old.lb + old.extent);
-            if old.size > 0 {
-                tlb = tlb.min(disp + old.true_lb);
-                tub = tub.max(disp + old.true_lb + old.true_extent);
-                basic = match basic {
-                    None => Some(old.basic_size),
-                    Some(b) if b == old.basic_size => Some(b),
-                    Some(_) => Some(None),
-                };
-            }
-            size += old.size;
-            for &(d, len) in &old.blocks {
-                let d = disp + d;
-                match blocks.last_mut() {
-                    Some((pd, pl)) if *pd + *pl as isize == d => *pl += len,
-                    _ => blocks.push((d, len)),
+    /// Converts packed data of `count` elements between native (little-endian) and
+    /// "external32" (big-endian) byte order, in place; the conversion is its own inverse.
+    pub fn swap_external32(&self, data: &mut [u8], count: usize) {
+        let mut at = 0usize;
+        self.runs(count, |_, len, b| {
+            let end = (at + len).min(data.len());
+            if b.swap > 1 {
+                for unit in data[at..end].chunks_exact_mut(b.swap as usize) {
+                    unit.reverse();
                 }
             }
+            at = end;
+            if at >= data.len() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+    }
+
+    /// The common core of the constructors: blocks of `n` copies of a type (stride its
+    /// extent) at byte displacements, in order. Bounds follow MPI's rules.
+    pub fn from_blocks(blocks: &[(isize, usize, &Datatype)]) -> Datatype {
+        let mut nodes = Vec::new();
+        let mut span = Span::EMPTY;
+        for &(disp, n, old) in blocks {
+            span = span.union(Span::of(old).repeat(disp, n, old.extent));
+            push_repeat(&mut nodes, disp, n, old.extent, &old.nodes, old.size);
         }
-        if parts.is_empty() {
-            (lb, ub) = (0, 0);
-        }
-        if tlb > tub {
-            (tlb, tub) = (lb, lb);
-        }
-        let extent = ub - lb;
-        let contiguous = blocks.len() <= 1 && extent == size as isize && {
-            blocks.first().is_none_or(|&(d, _)| d == tlb)
+        Self::finish(nodes, span)
+    }
+
+    fn finish(nodes: Vec<Node>, span: Span) -> Datatype {
+        let (lb, ub) = if span.lb > span.ub {
+            (0, 0)
+        } else {
+            (span.lb, span.ub)
         };
+        let (tlb, tub) = if span.tlb > span.tub {
+            (lb, lb)
+        } else {
+            (span.tlb, span.tub)
+        };
+        let extent = ub - lb;
+        let contiguous = extent == span.size as isize
+            && match dense_run(&nodes) {
+                Some((start, len)) => len == span.size && (len == 0 || start == tlb),
+                None => false,
+            };
         Datatype {
-            size,
+            size: span.size,
             lb,
             extent,
             true_lb: tlb,
             true_extent: tub - tlb,
             contiguous,
             committed: false,
-            basic_size: basic.unwrap_or(Some(0)),
-            blocks,
+            elements: span.elements,
+            nodes: Arc::from(nodes),
+            envelope: None,
+            name: String::new(),
         }
     }
 
     /// `count` blocks of `blocklen` elements of `old`, block i starting at byte `stride * i`.
     pub fn hvector(count: usize, blocklen: usize, stride: isize, old: &Datatype) -> Datatype {
-        let mut parts = Vec::with_capacity(count * blocklen);
-        for i in 0..count as isize {
-            for j in 0..blocklen as isize {
-                parts.push((i * stride + j * old.extent, old));
-            }
-        }
-        Self::from_parts(&parts)
+        let block = Self::from_blocks(&[(0, blocklen, old)]);
+        let mut nodes = Vec::new();
+        push_repeat(&mut nodes, 0, count, stride, &block.nodes, block.size);
+        let block_span = Span::of(old).repeat(0, blocklen, old.extent);
+        Self::finish(nodes, block_span.repeat(0, count, stride))
     }
 
     /// Blocks of `old` at byte displacements: (displacement, block length in elements).
     pub fn hindexed(blocks: &[(isize, usize)], old: &Datatype) -> Datatype {
-        let mut parts = Vec::new();
-        for &(disp, len) in blocks {
-            for j in 0..len as isize {
-                parts.push((disp + j * old.extent, old));
-            }
-        }
-        Self::from_parts(&parts)
+        let b: Vec<_> = blocks.iter().map(|&(d, n)| (d, n, old)).collect();
+        Self::from_blocks(&b)
     }
 
     /// MPI_Type_create_struct: (displacement, block length, type) per block.
     pub fn structure(blocks: &[(isize, usize, &Datatype)]) -> Datatype {
-        let mut parts = Vec::new();
-        for &(disp, len, old) in blocks {
-            for j in 0..len as isize {
-                parts.push((disp + j * old.extent, old));
-            }
-        }
-        Self::from_parts(&parts)
+        Self::from_blocks(blocks)
     }
 
     /// MPI_Type_create_resized: same data, new lower bound and extent.
@@ -221,7 +574,118 @@ impl Datatype {
         t.extent = extent;
         t.contiguous = old.contiguous && extent == old.size as isize && old.true_lb == lb;
         t.committed = false;
+        t.envelope = None;
+        t.name = String::new();
         t
+    }
+
+    /// MPI_Type_create_subarray. `order_c`: the last dimension varies fastest.
+    pub fn subarray(
+        sizes: &[usize],
+        subsizes: &[usize],
+        starts: &[usize],
+        order_c: bool,
+        old: &Datatype,
+    ) -> Datatype {
+        let runs: Vec<Vec<(usize, usize)>> = subsizes
+            .iter()
+            .zip(starts)
+            .map(|(&n, &s)| vec![(s, n)])
+            .collect();
+        Self::grid(sizes, &runs, order_c, old)
+    }
+
+    /// A type selecting, in each dimension d of an array of `sizes`, the index runs
+    /// `runs[d]` (start, length). The result has lb 0 and the whole array as its extent.
+    fn grid(
+        sizes: &[usize],
+        runs: &[Vec<(usize, usize)>],
+        order_c: bool,
+        old: &Datatype,
+    ) -> Datatype {
+        let dims: Vec<usize> = if order_c {
+            (0..sizes.len()).rev().collect()
+        } else {
+            (0..sizes.len()).collect()
+        };
+        // `t` covers the dimensions faster than d, with lb 0 and extent = stride of d.
+        let mut t = Self::resized(old, 0, old.extent);
+        let mut stride = old.extent;
+        for d in dims {
+            let blocks: Vec<(isize, usize)> = runs[d]
+                .iter()
+                .map(|&(s, n)| (s as isize * stride, n))
+                .collect();
+            let next = stride * sizes[d] as isize;
+            t = Self::resized(&Self::hindexed(&blocks, &t), 0, next);
+            stride = next;
+        }
+        t
+    }
+
+    /// MPI_Type_create_darray: the part of a `gsizes` array that process `rank` of a
+    /// `psizes` grid (row-major ranks) owns under each dimension's distribution.
+    /// `distribs[d]` is (MPI_DISTRIBUTE_*, darg).
+    pub fn darray(
+        rank: usize,
+        gsizes: &[usize],
+        distribs: &[(i32, i32)],
+        psizes: &[usize],
+        order_c: bool,
+        old: &Datatype,
+    ) -> MpiResult<Datatype> {
+        let nd = gsizes.len();
+        let mut coords = vec![0usize; nd];
+        let mut r = rank;
+        for d in (0..nd).rev() {
+            coords[d] = r % psizes[d];
+            r /= psizes[d];
+        }
+        let mut runs = Vec::with_capacity(nd);
+        for d in 0..nd {
+            let (g, p, c) = (gsizes[d], psizes[d], coords[d]);
+            let (dist, darg) = distribs[d];
+            let mine = match dist {
+                MPI_DISTRIBUTE_NONE => vec![(0, g)],
+                MPI_DISTRIBUTE_BLOCK => {
+                    let b = if darg == MPI_DISTRIBUTE_DFLT_DARG {
+                        g.div_ceil(p)
+                    } else {
+                        darg as usize
+                    };
+                    if b * p < g {
+                        return Err(crate::mpi_err!(
+                            MPI_ERR_ARG,
+                            "block size {b} too small for {g} elements on {p} processes in dimension {d}"
+                        ));
+                    }
+                    let s = (c * b).min(g);
+                    vec![(s, b.min(g - s))]
+                }
+                MPI_DISTRIBUTE_CYCLIC => {
+                    let b = if darg == MPI_DISTRIBUTE_DFLT_DARG {
+                        1
+                    } else {
+                        darg as usize
+                    };
+                    let mut v = Vec::new();
+                    let mut s = c * b;
+                    while s < g {
+                        v.push((s, b.min(g - s)));
+                        s += b * p;
+                    }
+                    v
+                }
+                _ => {
+                    return Err(crate::mpi_err!(
+                        MPI_ERR_ARG,
+                        "invalid distribution {dist} in dimension {d}"
+                    ))
+                }
+            };
+            runs.push(mine.into_iter().filter(|r| r.1 > 0).collect());
+        }
+        Ok(Self::grid(gsizes, &runs, order_c, old))
     }
 }
 
@@ -231,6 +695,7 @@ const RESERVED_DIRECT: u32 = 8;
 
 pub struct Datatypes {
     pub user: HandleTable<Arc<Datatype>>,
+    f90: std::collections::HashMap<(i32, i32, i32), MPI_Datatype>,
     builtin: Vec<Option<Arc<Datatype>>>,
     pairs: Vec<Arc<Datatype>>,
 }
@@ -246,18 +711,45 @@ fn pair(value: usize, align: usize) -> Datatype {
     let int = Datatype::basic(4);
     let v = Datatype::basic(value);
     let int_at = value.next_multiple_of(4) as isize;
-    let mut t = Datatype::from_parts(&[(0, &v), (int_at, &int)]);
+    let t = Datatype::from_blocks(&[(0, 1, &v), (int_at, 1, &int)]);
     let end = (int_at + 4) as usize;
-    t = Datatype::resized(&t, 0, end.next_multiple_of(align) as isize);
-    t.basic_size = None;
+    let mut t = Datatype::resized(&t, 0, end.next_multiple_of(align) as isize);
     t.committed = true;
     t
+}
+
+/// The kind of basic element of a predefined type from its MPICH handle: complex numbers
+/// swap per component; MPI_2INT and the Fortran pairs are two elements each.
+fn builtin_basic(h: u32) -> Basic {
+    let size = (h >> 8) & 0xff;
+    match h & 0xff {
+        // COMPLEX, DOUBLE_COMPLEX, COMPLEX8/16/32, CXX_*_COMPLEX, C_*_COMPLEX
+        0x1e | 0x22 | 0x28 | 0x2a | 0x2c | 0x34 | 0x35 | 0x36 | 0x40 | 0x41 | 0x42 => Basic {
+            size,
+            swap: size / 2,
+        },
+        // 2INT, 2INTEGER, 2REAL, 2DOUBLE_PRECISION
+        0x16 | 0x20 | 0x21 | 0x23 => Basic {
+            size: size / 2,
+            swap: size / 2,
+        },
+        _ => Basic { size, swap: size },
+    }
+}
+
+/// Name of a predefined datatype.
+pub fn builtin_name(h: MPI_Datatype) -> Option<&'static str> {
+    super::datatype_names::NAMES
+        .iter()
+        .find(|(v, _)| *v == h as u32)
+        .map(|(_, n)| *n)
 }
 
 impl Datatypes {
     pub fn new() -> Self {
         Datatypes {
             user: HandleTable::with_reserved(kind::DATATYPE, RESERVED_DIRECT),
+            f90: std::collections::HashMap::new(),
             builtin: vec![None; 256],
             // In handle order: FLOAT_INT, DOUBLE_INT, LONG_INT, SHORT_INT, LONG_DOUBLE_INT.
             pairs: vec![
@@ -273,12 +765,27 @@ impl Datatypes {
     /// Resolves a handle, builtin or user-made (committed or not).
     pub fn lookup(&mut self, h: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
         let u = h as u32;
-        // MPICH builtins: 0x4c00SSII, SS = size in bytes, II = index.
-        if u & 0xffff_0000 == 0x4c00_0000 && (u >> 8) & 0xff != 0 {
-            let size = ((u >> 8) & 0xff) as usize;
+        // MPICH builtins: 0x4c00SSII, SS = size in bytes, II = index (MPI_LB/UB have size 0).
+        if u & 0xffff_0000 == 0x4c00_0000 && (builtin_name(h).is_some() || (u >> 8) & 0xff != 0) {
             let slot = &mut self.builtin[(u & 0xff) as usize];
             return Ok(slot
-                .get_or_insert_with(|| Arc::new(Datatype::basic(size)))
+                .get_or_insert_with(|| {
+                    let b = builtin_basic(u);
+                    let size = ((u >> 8) & 0xff) as usize;
+                    let mut t = if b.size as usize == size {
+                        Datatype::basic_of(b)
+                    } else {
+                        let mut t = Datatype::from_blocks(&[(0, 2, &Datatype::basic_of(b))]);
+                        t.committed = true;
+                        t
+                    };
+                    t.name = match builtin_name(h) {
+                        Some(n) => n.into(),
+                        // A predefined type our mpi.h does not name (a newer MPICH's).
+                        None => format!("MPI datatype {u:#x}"),
+                    };
+                    Arc::new(t)
+                })
                 .clone());
         }
         if (MPI_FLOAT_INT as u32..MPI_FLOAT_INT as u32 + self.pairs.len() as u32).contains(&u) {
@@ -311,91 +818,59 @@ impl Datatypes {
         Ok(t)
     }
 
-    /// True for predefined types (which cannot be freed or committed away).
+    /// Replaces the object behind a handle (MPI_Type_set_name, MPI_Type_commit).
+    pub fn set(&mut self, h: MPI_Datatype, t: Arc<Datatype>) {
+        let u = h as u32;
+        if let Some(slot) = self.user.get_mut(h) {
+            *slot = t;
+        } else if (MPI_FLOAT_INT as u32..MPI_FLOAT_INT as u32 + self.pairs.len() as u32)
+            .contains(&u)
+        {
+            self.pairs[(u - MPI_FLOAT_INT as u32) as usize] = t;
+        } else if u & 0xffff_0000 == 0x4c00_0000 {
+            self.builtin[(u & 0xff) as usize] = Some(t);
+        }
+    }
+
+    /// True for predefined types (which cannot be freed or committed away), including the
+    /// parameterized Fortran types of MPI_Type_create_f90_*.
     pub fn is_builtin(&self, h: MPI_Datatype) -> bool {
-        !self.user.owns(h) || (h as u32 & 0x03ff_ffff) < RESERVED_DIRECT
+        !self.user.owns(h)
+            || (h as u32 & 0x03ff_ffff) < RESERVED_DIRECT
+            || self.f90.values().any(|&v| v == h)
+    }
+
+    /// The handle of the parameterized type (combiner, p, r) of MPI_Type_create_f90_*: one
+    /// per set of parameters, made from `base` on first use, never freed.
+    pub fn f90(
+        &mut self,
+        combiner: i32,
+        p: i32,
+        r: i32,
+        base: MPI_Datatype,
+    ) -> MpiResult<MPI_Datatype> {
+        if let Some(&h) = self.f90.get(&(combiner, p, r)) {
+            return Ok(h);
+        }
+        let b = self.lookup(base)?;
+        let mut t = (*b).clone();
+        let ints = if combiner == MPI_COMBINER_F90_INTEGER {
+            vec![r]
+        } else {
+            vec![p, r]
+        };
+        t.envelope = Some(Arc::new(Envelope {
+            combiner,
+            ints,
+            aints: vec![],
+            types: vec![],
+        }));
+        t.committed = true;
+        let h = self.user.insert(Arc::new(t));
+        self.f90.insert((combiner, p, r), h);
+        Ok(h)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pack_all(t: &Datatype, buf: &[u8], count: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        // SAFETY: the tests size `buf` to cover `count` elements of `t`.
-        unsafe { t.pack(buf.as_ptr(), count, &mut out) };
-        out
-    }
-
-    #[test]
-    fn vector_packs_a_strided_column_and_unpacks_it_back() {
-        let int = Datatype::basic(4);
-        // 3 blocks of 2 ints, stride 5 ints.
-        let v = Datatype::hvector(3, 2, 20, &int);
-        assert_eq!(v.size, 24);
-        assert_eq!(v.extent, 2 * 20 + 8);
-        assert!(!v.contiguous);
-        let src: Vec<u8> = (0..60u8).collect();
-        let packed = pack_all(&v, &src, 1);
-        let want: Vec<u8> = [0..8, 20..28, 40..48].into_iter().flatten().collect();
-        assert_eq!(packed, want);
-        let mut dst = vec![0xffu8; 60];
-        // SAFETY: `dst` covers one element of `v`.
-        unsafe { v.unpack(&packed, dst.as_mut_ptr(), 1) };
-        for (i, &b) in dst.iter().enumerate() {
-            let inside = (i % 20) < 8 && i < 48;
-            assert_eq!(b, if inside { i as u8 } else { 0xff }, "byte {i}");
-        }
-    }
-
-    #[test]
-    fn partial_unpack_stops_mid_element_and_never_overruns() {
-        let int = Datatype::basic(4);
-        let v = Datatype::hvector(2, 1, 8, &int); // extent 12, data at 0..4 and 8..12
-        let data = [1u8, 2, 3, 4, 5, 6];
-        let mut dst = vec![0u8; 24];
-        // SAFETY: `dst` covers two elements of `v`.
-        unsafe { v.unpack(&data, dst.as_mut_ptr(), 2) };
-        assert_eq!(&dst[..12], &[1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 0, 0]);
-        assert!(dst[12..].iter().all(|&b| b == 0));
-    }
-
-    #[test]
-    fn contiguous_of_contiguous_stays_one_block() {
-        let d = Datatype::basic(8);
-        let c = Datatype::hvector(1, 10, 0, &d);
-        assert!(c.contiguous);
-        assert_eq!((c.size, c.extent), (80, 80));
-        let c2 = Datatype::hvector(3, 1, c.extent, &c);
-        assert!(c2.contiguous);
-        assert_eq!(c2.blocks.len(), 1);
-        assert_eq!(c2.elements_in(240), Some(30));
-        assert_eq!(c2.elements_in(7), None);
-    }
-
-    #[test]
-    fn pair_types_have_c_struct_layout() {
-        let mut t = Datatypes::new();
-        let di = t.get(MPI_DOUBLE_INT).unwrap();
-        assert_eq!((di.size, di.extent), (12, 16));
-        let si = t.get(MPI_SHORT_INT).unwrap();
-        assert_eq!((si.size, si.extent), (6, 8));
-        let packed = pack_all(&si, &[1, 2, 9, 9, 3, 4, 5, 6], 1);
-        assert_eq!(packed, vec![1, 2, 3, 4, 5, 6]);
-        assert_eq!(t.get(MPI_INT).unwrap().size, 4);
-        assert!(t.get(MPI_DATATYPE_NULL).is_err());
-    }
-
-    #[test]
-    fn resized_and_struct_bounds_follow_the_standard() {
-        let int = Datatype::basic(4);
-        let dbl = Datatype::basic(8);
-        let s = Datatype::structure(&[(0, 1, &int), (8, 1, &dbl)]);
-        assert_eq!((s.size, s.lb, s.extent), (12, 0, 16));
-        assert_eq!(s.basic_size, None);
-        let r = Datatype::resized(&int, -4, 16);
-        assert_eq!((r.lb, r.extent, r.true_lb, r.true_extent), (-4, 16, 0, 4));
-        assert!(!r.contiguous);
-    }
-}
+mod tests;

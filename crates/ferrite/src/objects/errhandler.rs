@@ -4,7 +4,9 @@ use super::handles::{kind, HandleTable};
 use crate::abi::consts::*;
 use crate::error::{code_string, ErrObj};
 use crate::state;
+use std::collections::HashMap;
 use std::os::raw::c_int;
+use std::sync::Mutex;
 
 /// `void handler(MPI_Comm *, int *, ...)`
 pub type CommErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut c_int, ...);
@@ -94,4 +96,135 @@ pub fn fatal(func: &str, code: c_int) -> ! {
         code_string(code)
     );
     crate::runtime::abort_job(1, &format!("fatal error in {func}"))
+}
+
+/// Classes made by MPI_Add_error_class are `USER_CLASS_BASE + k` and codes made by
+/// MPI_Add_error_code are `USER_CODE_BASE + k`: above MPI_ERR_LASTCODE, as MPI requires
+/// (MPI_LASTUSEDCODE >= MPI_ERR_LASTCODE), and apart from the codes error.rs makes.
+const USER_CLASS_BASE: c_int = MPI_ERR_LASTCODE + 1;
+const USER_CODE_BASE: c_int = USER_CLASS_BASE + (1 << 28);
+/// The last predefined class (MPI_ERR_ERRHANDLER in our mpi.h).
+const LAST_PREDEFINED_CLASS: c_int = 79;
+
+/// User error classes, codes and strings (MPI 4.1 section 9.5). Kept outside the state so
+/// MPI_Error_string works whatever the state lock is doing.
+struct UserErrors {
+    classes: c_int,
+    /// Class of each user code, by code - USER_CODE_BASE.
+    code_class: Vec<c_int>,
+    strings: HashMap<c_int, String>,
+    /// Classes and codes given back by MPI_Remove_error_class/code (never handed out again).
+    removed: std::collections::HashSet<c_int>,
+    last_used: c_int,
+}
+
+static USER_ERRORS: Mutex<Option<UserErrors>> = Mutex::new(None);
+
+fn user_errors<R>(f: impl FnOnce(&mut UserErrors) -> R) -> R {
+    let mut g = USER_ERRORS.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(|| UserErrors {
+        classes: 0,
+        code_class: Vec::new(),
+        strings: HashMap::new(),
+        removed: std::collections::HashSet::new(),
+        last_used: MPI_ERR_LASTCODE,
+    }))
+}
+
+/// MPI_Add_error_class: a new class.
+pub fn add_class() -> Option<c_int> {
+    user_errors(|u| {
+        if u.classes >= (1 << 28) - 1 {
+            return None;
+        }
+        u.classes += 1;
+        let c = USER_CLASS_BASE + u.classes - 1;
+        u.last_used = u.last_used.max(c);
+        Some(c)
+    })
+}
+
+/// True for predefined classes and classes made by MPI_Add_error_class.
+pub fn is_class(c: c_int) -> bool {
+    (0..=LAST_PREDEFINED_CLASS).contains(&c)
+        || user_errors(|u| {
+            (USER_CLASS_BASE..USER_CLASS_BASE + u.classes).contains(&c) && !u.removed.contains(&c)
+        })
+}
+
+/// MPI_Add_error_code: a new code of class `class`.
+pub fn add_code(class: c_int) -> c_int {
+    user_errors(|u| {
+        u.code_class.push(class);
+        let code = USER_CODE_BASE + u.code_class.len() as c_int - 1;
+        u.last_used = u.last_used.max(code);
+        code
+    })
+}
+
+/// True for codes made by MPI_Add_error_code and classes made by MPI_Add_error_class.
+pub fn is_user(code: c_int) -> bool {
+    user_errors(|u| {
+        ((USER_CLASS_BASE..USER_CLASS_BASE + u.classes).contains(&code)
+            || (USER_CODE_BASE..USER_CODE_BASE + u.code_class.len() as c_int).contains(&code))
+            && !u.removed.contains(&code)
+    })
+}
+
+/// True for a user code (not a class).
+pub fn is_user_code(code: c_int) -> bool {
+    code >= USER_CODE_BASE && is_user(code)
+}
+
+/// MPI_Remove_error_class/code: refused while the class still has live codes.
+pub fn remove(code: c_int) -> Result<(), &'static str> {
+    user_errors(|u| {
+        if code < USER_CODE_BASE {
+            let live =
+                u.code_class.iter().enumerate().any(|(i, &c)| {
+                    c == code && !u.removed.contains(&(USER_CODE_BASE + i as c_int))
+                });
+            if live {
+                return Err("the class still has error codes");
+            }
+        }
+        u.removed.insert(code);
+        u.strings.remove(&code);
+        Ok(())
+    })
+}
+
+/// The class of a user class or code (MPI_ERR_UNKNOWN for a value never handed out).
+pub fn user_class_of(code: c_int) -> c_int {
+    user_errors(|u| {
+        if code >= USER_CODE_BASE {
+            u.code_class
+                .get((code - USER_CODE_BASE) as usize)
+                .copied()
+                .unwrap_or(MPI_ERR_UNKNOWN)
+        } else if code < USER_CLASS_BASE + u.classes {
+            code
+        } else {
+            MPI_ERR_UNKNOWN
+        }
+    })
+}
+
+pub fn set_string(code: c_int, s: String) {
+    user_errors(|u| u.strings.insert(code, s));
+}
+
+/// MPI_Remove_error_string.
+pub fn remove_string(code: c_int) -> bool {
+    user_errors(|u| u.strings.remove(&code).is_some())
+}
+
+/// The string of a user class or code, if one was set.
+pub fn user_string(code: c_int) -> Option<String> {
+    user_errors(|u| u.strings.get(&code).cloned())
+}
+
+/// The value of the MPI_LASTUSEDCODE attribute.
+pub fn last_used_code() -> c_int {
+    user_errors(|u| u.last_used)
 }

@@ -1,19 +1,31 @@
-//! MPI objects: communicators, groups, datatypes, error handlers, attributes.
+//! MPI objects: communicators, groups, datatypes, error handlers, attributes, info.
 
+pub mod attr;
 pub mod comm;
+pub mod comm_create;
 pub mod datatype;
+pub mod datatype_names;
 pub mod errhandler;
+pub mod group;
 pub mod handles;
+pub mod info;
+pub mod topo;
 
+use attr::Attrs;
 use comm::Comms;
 use datatype::Datatypes;
 use errhandler::Errhandlers;
+use group::Groups;
+use info::Infos;
 
 /// Every object table of the process.
 pub struct Objects {
     pub comms: Comms,
     pub errhandlers: Errhandlers,
     pub datatypes: Datatypes,
+    pub groups: Groups,
+    pub attrs: Attrs,
+    pub infos: Infos,
 }
 
 impl Objects {
@@ -22,6 +34,9 @@ impl Objects {
             comms: Comms::new(world_rank, world_size),
             errhandlers: Errhandlers::new(),
             datatypes: Datatypes::new(),
+            groups: Groups::default(),
+            attrs: Attrs::default(),
+            infos: Infos::new(world_size),
         }
     }
 }

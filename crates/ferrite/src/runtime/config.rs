@@ -43,6 +43,31 @@ pub const KNOBS: &[Knob] = &[
             "Use single-copy reads (process_vm_readv) for large messages when permitted; 0: never.",
     },
     Knob {
+        name: "FERRITE_TCP_IF",
+        default: "",
+        doc: "Interface name or IP address tcp listens on; empty: loopback (one-host jobs).",
+    },
+    Knob {
+        name: "FERRITE_TCP_MAX_PACKET",
+        default: "65536",
+        doc: "Largest tcp packet in bytes (eager limit, rendezvous fragment); same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_TCP_SENDQ",
+        default: "4194304",
+        doc: "Unwritten bytes queued per tcp peer before sends wait for the socket to drain.",
+    },
+    Knob {
+        name: "FERRITE_TCP_LINGER_MS",
+        default: "5000",
+        doc: "At MPI_Finalize, how long tcp waits for peers to take the last bytes and close.",
+    },
+    Knob {
+        name: "FERRITE_TCP_CONNECT_RETRIES",
+        default: "10",
+        doc: "Connection attempts (with backoff) to a tcp peer before sends to it fail.",
+    },
+    Knob {
         name: "FERRITE_EAGER_LIMIT",
         default: "0",
         doc: "Largest message sent eagerly; 0 means what fits in one packet of the transport.",

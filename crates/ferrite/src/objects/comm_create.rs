@@ -1,0 +1,439 @@
+//! Making communicators: split, create, create_group, split_type, intercommunicators,
+//! topologies. Every constructor is collective over its members and agrees on context ids
+//! the same way: each member proposes its `next_context`, the maximum wins, and every
+//! member moves past the ids taken. A process's live communicators therefore never share
+//! an id, however many are created and freed.
+//!
+//! Exchanges use the point-to-point layer's internal sends and receives on the parent's
+//! collective context (`coll_send`/`coll_recv`).
+
+use super::comm::{Comm, Inter};
+use super::group::rank_of;
+use super::topo::Topo;
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+use crate::state::Ferrite;
+use std::sync::Arc;
+
+/// (neighbour rank, weight) of one distributed-graph edge.
+pub type Edge = (i32, i32);
+
+/// Internal tags on a parent's collective context.
+const TAG_BCAST: i32 = 2;
+const TAG_INTERCOMM_LEADERS: i32 = 0x2000_0000;
+const TAG_CREATE_GROUP: i32 = 0x4000_0000;
+
+/// Context ids one intercommunicator takes: its own, its local and its union helper.
+const INTER_IDS: u32 = 6;
+
+fn u32s(v: &[u8]) -> Vec<u32> {
+    v.chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect()
+}
+
+fn bytes(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+impl Ferrite {
+    fn comm_info(&self, comm: MPI_Comm) -> MpiResult<(Arc<[u32]>, usize, MPI_Errhandler)> {
+        let c = self.objects.comms.get(comm)?;
+        Ok((c.group.clone(), c.rank as usize, c.errhandler))
+    }
+
+    fn intra_only(&self, comm: MPI_Comm, what: &str) -> MpiResult<()> {
+        if self.objects.comms.get(comm)?.inter.is_some() {
+            return Err(crate::mpi_err!(
+                MPI_ERR_COMM,
+                "{what} on an intercommunicator is not supported"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Members `members` (ranks in `comm`, the first is the root) exchange `mine` (the same
+    /// length everywhere): everyone gets all contributions in `members` order.
+    fn allgather_among(
+        &mut self,
+        comm: MPI_Comm,
+        members: &[i32],
+        tag: i32,
+        mine: &[u8],
+    ) -> MpiResult<Vec<u8>> {
+        let me = self.objects.comms.get(comm)?.rank as i32;
+        let root = members[0];
+        if me != root {
+            self.coll_send(comm, root, tag, mine)?;
+            return self.coll_recv(comm, root, tag);
+        }
+        let mut all = mine.to_vec();
+        for &r in &members[1..] {
+            all.extend(self.coll_recv(comm, r, tag)?);
+        }
+        for &r in &members[1..] {
+            self.coll_send(comm, r, tag, &all)?;
+        }
+        Ok(all)
+    }
+
+    /// MPI_Comm_split: members with the same `color` form a new communicator ordered by
+    /// (`key`, rank in `comm`); MPI_UNDEFINED gets MPI_COMM_NULL.
+    pub fn comm_split(&mut self, comm: MPI_Comm, color: i32, key: i32) -> MpiResult<MPI_Comm> {
+        if color < 0 && color != MPI_UNDEFINED {
+            return Err(crate::mpi_err!(
+                MPI_ERR_ARG,
+                "invalid color {color} (must be non-negative or MPI_UNDEFINED)"
+            ));
+        }
+        self.intra_only(comm, "MPI_Comm_split")?;
+        let (parent, my_rank, errhandler) = self.comm_info(comm)?;
+        let mine = bytes(&[color as u32, key as u32, self.objects.comms.next_context]);
+        let all = u32s(&self.allgather_fixed(comm, &mine)?);
+        let records: Vec<&[u32]> = all.chunks_exact(3).collect();
+        let context = records.iter().map(|r| r[2]).max().unwrap_or(0);
+        self.objects.comms.next_context = context + 2;
+        if color == MPI_UNDEFINED {
+            return Ok(MPI_COMM_NULL);
+        }
+        let mut members: Vec<(i32, usize)> = records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r[0] as i32 == color)
+            .map(|(i, r)| (r[1] as i32, i))
+            .collect();
+        members.sort_unstable();
+        let rank = members.iter().position(|&(_, i)| i == my_rank).unwrap_or(0) as u32;
+        let group: Arc<[u32]> = members.iter().map(|&(_, i)| parent[i]).collect();
+        Ok(self
+            .objects
+            .comms
+            .user
+            .insert(Comm::new(context, rank, group, errhandler)))
+    }
+
+    /// MPI_Comm_dup: same group, new context; keeps the error handler, topology and hints
+    /// (attributes are copied by the caller, outside the state lock).
+    pub fn comm_dup(&mut self, comm: MPI_Comm) -> MpiResult<MPI_Comm> {
+        let (inter, topo, info) = {
+            let c = self.objects.comms.get(comm)?;
+            (c.inter.clone(), c.topo.clone(), c.info.clone())
+        };
+        let h = match inter {
+            Some(i) => self.inter_dup(comm, &i)?,
+            None => {
+                let rank = self.objects.comms.get(comm)?.rank as i32;
+                self.comm_split(comm, 0, rank)?
+            }
+        };
+        let c = self.objects.comms.get_mut(h)?;
+        c.topo = topo;
+        c.info = info;
+        Ok(h)
+    }
+
+    /// MPI_Comm_create: collective over `comm`; members of `group` (a subset of its group)
+    /// get a communicator in the group's order, the others MPI_COMM_NULL.
+    pub fn comm_create(&mut self, comm: MPI_Comm, group: &[u32]) -> MpiResult<MPI_Comm> {
+        self.intra_only(comm, "MPI_Comm_create")?;
+        let (parent, _, _) = self.comm_info(comm)?;
+        if let Some(w) = group.iter().find(|w| !parent.contains(w)) {
+            return Err(crate::mpi_err!(
+                MPI_ERR_GROUP,
+                "group member (world rank {w}) is not in the communicator"
+            ));
+        }
+        match rank_of(group, self.world_rank) {
+            Some(r) => self.comm_split(comm, 0, r as i32),
+            None => self.comm_split(comm, MPI_UNDEFINED, 0),
+        }
+    }
+
+    /// MPI_Comm_create_group: collective over the members of `group` only.
+    pub fn comm_create_group(
+        &mut self,
+        comm: MPI_Comm,
+        group: &[u32],
+        tag: i32,
+    ) -> MpiResult<MPI_Comm> {
+        self.intra_only(comm, "MPI_Comm_create_group")?;
+        let (parent, _, errhandler) = self.comm_info(comm)?;
+        let Some(rank) = rank_of(group, self.world_rank) else {
+            return Ok(MPI_COMM_NULL);
+        };
+        let members = group
+            .iter()
+            .map(|w| {
+                rank_of(&parent, *w).map(|r| r as i32).ok_or_else(|| {
+                    crate::mpi_err!(
+                        MPI_ERR_GROUP,
+                        "group member (world rank {w}) is not in the communicator"
+                    )
+                })
+            })
+            .collect::<MpiResult<Vec<i32>>>()?;
+        let tag = TAG_CREATE_GROUP | (tag & 0x3fff_ffff);
+        let mine = self.objects.comms.next_context.to_le_bytes();
+        let all = u32s(&self.allgather_among(comm, &members, tag, &mine)?);
+        let context = all.iter().copied().max().unwrap_or(0);
+        self.objects.comms.next_context = context + 2;
+        Ok(self.objects.comms.user.insert(Comm::new(
+            context,
+            rank as u32,
+            Arc::from(group),
+            errhandler,
+        )))
+    }
+
+    /// MPI_Comm_split_type by shared memory: `shared` members get a communicator of the
+    /// processes on their host, the others MPI_COMM_NULL (collective over `comm` either way).
+    pub fn comm_split_type(
+        &mut self,
+        comm: MPI_Comm,
+        shared: bool,
+        key: i32,
+    ) -> MpiResult<MPI_Comm> {
+        self.intra_only(comm, "MPI_Comm_split_type")?;
+        let mut host = [0u8; 256];
+        let name = crate::runtime::hostname();
+        let n = name.len().min(host.len());
+        host[..n].copy_from_slice(&name.as_bytes()[..n]);
+        let all = self.allgather_fixed(comm, &host)?;
+        // Color: the lowest rank on my host.
+        let color = all
+            .chunks_exact(host.len())
+            .position(|h| h == host)
+            .unwrap_or(0) as i32;
+        let color = if shared { color } else { MPI_UNDEFINED };
+        self.comm_split(comm, color, key)
+    }
+
+    /// MPI_Intercomm_create: `local_comm`'s group and the group led by `remote_leader` (a
+    /// rank in `peer_comm`, meaningful at the local leader only) form an intercommunicator.
+    pub fn intercomm_create(
+        &mut self,
+        local_comm: MPI_Comm,
+        local_leader: i32,
+        peer_comm: MPI_Comm,
+        remote_leader: i32,
+        tag: i32,
+    ) -> MpiResult<MPI_Comm> {
+        self.intra_only(local_comm, "MPI_Intercomm_create")?;
+        let (lgroup, lrank, errhandler) = self.comm_info(local_comm)?;
+        if local_leader < 0 || local_leader as usize >= lgroup.len() {
+            return Err(crate::mpi_err!(
+                MPI_ERR_RANK,
+                "local_leader {local_leader} not in a communicator of size {}",
+                lgroup.len()
+            ));
+        }
+        let proposals = u32s(
+            &self.allgather_fixed(local_comm, &self.objects.comms.next_context.to_le_bytes())?,
+        );
+        let local_max = proposals.iter().copied().max().unwrap_or(0);
+        // [context, remote leader's world rank, remote group...]
+        let plan = if lrank == local_leader as usize {
+            let peer = self.objects.comms.get(peer_comm)?.peers().clone();
+            if remote_leader < 0 || remote_leader as usize >= peer.len() {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_RANK,
+                    "remote_leader {remote_leader} not in peer_comm of size {}",
+                    peer.len()
+                ));
+            }
+            let tag = TAG_INTERCOMM_LEADERS | (tag & 0x1fff_ffff);
+            let mut msg = vec![local_max, self.world_rank];
+            msg.extend(lgroup.iter());
+            let msg = bytes(&msg);
+            // The leader with the lower world rank sends first, so blocking sends of any
+            // size cannot wait on each other.
+            let theirs = if self.world_rank < peer[remote_leader as usize] {
+                self.coll_send(peer_comm, remote_leader, tag, &msg)?;
+                self.coll_recv(peer_comm, remote_leader, tag)?
+            } else {
+                let t = self.coll_recv(peer_comm, remote_leader, tag)?;
+                self.coll_send(peer_comm, remote_leader, tag, &msg)?;
+                t
+            };
+            let theirs = u32s(&theirs);
+            let mut plan = vec![local_max.max(theirs[0]), theirs[1]];
+            plan.extend(&theirs[2..]);
+            for r in 0..lgroup.len() as i32 {
+                if r != local_leader {
+                    self.coll_send(local_comm, r, TAG_BCAST, &bytes(&plan))?;
+                }
+            }
+            plan
+        } else {
+            u32s(&self.coll_recv(local_comm, local_leader, TAG_BCAST)?)
+        };
+        let context = plan[0];
+        let remote: Arc<[u32]> = Arc::from(&plan[2..]);
+        let local_first = lgroup[local_leader as usize] < plan[1];
+        self.objects.comms.next_context = self.objects.comms.next_context.max(context + INTER_IDS);
+        Ok(self.make_inter(context, lrank, lgroup, remote, local_first, errhandler))
+    }
+
+    /// Registers an intercommunicator with ids `context..context + INTER_IDS`.
+    fn make_inter(
+        &mut self,
+        context: u32,
+        lrank: usize,
+        local: Arc<[u32]>,
+        remote: Arc<[u32]>,
+        local_first: bool,
+        errhandler: MPI_Errhandler,
+    ) -> MPI_Comm {
+        let union: Arc<[u32]> = if local_first {
+            local.iter().chain(remote.iter()).copied().collect()
+        } else {
+            remote.iter().chain(local.iter()).copied().collect()
+        };
+        let urank = if local_first {
+            lrank
+        } else {
+            remote.len() + lrank
+        };
+        let comms = &mut self.objects.comms;
+        let local_comm = comms.user.insert(Comm::new(
+            context + 2,
+            lrank as u32,
+            local.clone(),
+            errhandler,
+        ));
+        let union_comm = comms
+            .user
+            .insert(Comm::new(context + 4, urank as u32, union, errhandler));
+        let mut c = Comm::new(context, lrank as u32, local, errhandler);
+        c.inter = Some(Inter {
+            remote,
+            local_comm,
+            union_comm,
+        });
+        comms.user.insert(c)
+    }
+
+    /// Same groups, new contexts.
+    fn inter_dup(&mut self, comm: MPI_Comm, i: &Inter) -> MpiResult<MPI_Comm> {
+        let (local, lrank, errhandler) = self.comm_info(comm)?;
+        let mine = self.objects.comms.next_context.to_le_bytes();
+        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
+        let context = all.iter().copied().max().unwrap_or(0);
+        self.objects.comms.next_context = context + INTER_IDS;
+        let local_first = self.objects.comms.get(i.union_comm)?.rank as usize == lrank;
+        Ok(self.make_inter(
+            context,
+            lrank,
+            local,
+            i.remote.clone(),
+            local_first,
+            errhandler,
+        ))
+    }
+
+    /// MPI_Intercomm_merge: an intracommunicator over both groups, the `high == false`
+    /// group first (ties: the group whose leader has the lower world rank).
+    pub fn intercomm_merge(&mut self, comm: MPI_Comm, high: bool) -> MpiResult<MPI_Comm> {
+        let (i, lrank, errhandler) = {
+            let c = self.objects.comms.get(comm)?;
+            let i = c.inter.clone().ok_or_else(|| {
+                MpiError::new(
+                    MPI_ERR_COMM,
+                    "MPI_Intercomm_merge needs an intercommunicator",
+                )
+            })?;
+            (i, c.rank as usize, c.errhandler)
+        };
+        let (union, urank) = {
+            let u = self.objects.comms.get(i.union_comm)?;
+            (u.group.clone(), u.rank as usize)
+        };
+        let local_first = urank == lrank;
+        let first_len = if local_first {
+            union.len() - i.remote.len()
+        } else {
+            i.remote.len()
+        };
+        let mine = bytes(&[high as u32, self.objects.comms.next_context]);
+        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
+        let records: Vec<&[u32]> = all.chunks_exact(2).collect();
+        let context = records.iter().map(|r| r[1]).max().unwrap_or(0);
+        self.objects.comms.next_context = context + 2;
+        let (high_first, high_second) = (records[0][0] != 0, records[first_len][0] != 0);
+        let swap = high_first && !high_second;
+        let order: Vec<usize> = if swap {
+            (first_len..union.len()).chain(0..first_len).collect()
+        } else {
+            (0..union.len()).collect()
+        };
+        let group: Arc<[u32]> = order.iter().map(|&k| union[k]).collect();
+        let rank = order.iter().position(|&k| k == urank).unwrap_or(0) as u32;
+        Ok(self
+            .objects
+            .comms
+            .user
+            .insert(Comm::new(context, rank, group, errhandler)))
+    }
+
+    /// Removes a communicator and, for an intercommunicator, its helpers.
+    pub fn comm_remove(&mut self, comm: MPI_Comm) {
+        if let Some(c) = self.objects.comms.user.remove(comm) {
+            if let Some(i) = c.inter {
+                self.objects.comms.user.remove(i.local_comm);
+                self.objects.comms.user.remove(i.union_comm);
+            }
+        }
+    }
+
+    /// The first `n` ranks of `comm` (in order) form a new communicator with topology
+    /// `topo`; the others get MPI_COMM_NULL (MPI_Cart_create, MPI_Graph_create).
+    pub fn comm_with_topo(&mut self, comm: MPI_Comm, n: usize, topo: Topo) -> MpiResult<MPI_Comm> {
+        self.intra_only(comm, "creating a topology")?;
+        let (group, rank, _) = self.comm_info(comm)?;
+        if n > group.len() {
+            return Err(crate::mpi_err!(
+                MPI_ERR_TOPOLOGY,
+                "topology of {n} processes on a communicator of {}",
+                group.len()
+            ));
+        }
+        let color = if rank < n { 0 } else { MPI_UNDEFINED };
+        let h = self.comm_split(comm, color, rank as i32)?;
+        if h != MPI_COMM_NULL {
+            self.objects.comms.get_mut(h)?.topo = Some(Arc::new(topo));
+        }
+        Ok(h)
+    }
+
+    /// MPI_Dist_graph_create: every process gives some edges (source, dest, weight); each
+    /// learns its own in- and out-edges. Edges are exchanged with two allgathers (counts,
+    /// then edge lists padded to the longest).
+    pub fn dist_graph_gather(
+        &mut self,
+        comm: MPI_Comm,
+        edges: &[(i32, i32, i32)],
+    ) -> MpiResult<(Vec<Edge>, Vec<Edge>)> {
+        let me = self.objects.comms.get(comm)?.rank as i32;
+        let counts = u32s(&self.allgather_fixed(comm, &(edges.len() as u32).to_le_bytes())?);
+        let longest = counts.iter().copied().max().unwrap_or(0) as usize;
+        let mut mine: Vec<u32> = edges
+            .iter()
+            .flat_map(|&(s, d, w)| [s as u32, d as u32, w as u32])
+            .collect();
+        mine.resize(3 * longest, 0);
+        let all = u32s(&self.allgather_fixed(comm, &bytes(&mine))?);
+        let (mut ins, mut outs) = (Vec::new(), Vec::new());
+        for (p, chunk) in all.chunks(3 * longest.max(1)).enumerate() {
+            for e in chunk.chunks_exact(3).take(counts[p] as usize) {
+                let (s, d, w) = (e[0] as i32, e[1] as i32, e[2] as i32);
+                if d == me {
+                    ins.push((s, w));
+                }
+                if s == me {
+                    outs.push((d, w));
+                }
+            }
+        }
+        Ok((ins, outs))
+    }
+}

@@ -1,0 +1,394 @@
+use super::*;
+use proptest::prelude::*;
+
+fn pack_all(t: &Datatype, buf: &[u8], count: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    // SAFETY: the tests size `buf` to cover `count` elements of `t`.
+    unsafe { t.pack(buf.as_ptr(), count, &mut out) };
+    out
+}
+
+#[test]
+fn vector_packs_a_strided_column_and_unpacks_it_back() {
+    let int = Datatype::basic(4);
+    // 3 blocks of 2 ints, stride 5 ints.
+    let v = Datatype::hvector(3, 2, 20, &int);
+    assert_eq!(v.size, 24);
+    assert_eq!(v.extent, 2 * 20 + 8);
+    assert!(!v.contiguous);
+    let src: Vec<u8> = (0..60u8).collect();
+    let packed = pack_all(&v, &src, 1);
+    let want: Vec<u8> = [0..8, 20..28, 40..48].into_iter().flatten().collect();
+    assert_eq!(packed, want);
+    let mut dst = vec![0xffu8; 60];
+    // SAFETY: `dst` covers one element of `v`.
+    unsafe { v.unpack(&packed, dst.as_mut_ptr(), 1) };
+    for (i, &b) in dst.iter().enumerate() {
+        let inside = (i % 20) < 8 && i < 48;
+        assert_eq!(b, if inside { i as u8 } else { 0xff }, "byte {i}");
+    }
+}
+
+#[test]
+fn partial_unpack_stops_mid_element_and_never_overruns() {
+    let int = Datatype::basic(4);
+    let v = Datatype::hvector(2, 1, 8, &int); // extent 12, data at 0..4 and 8..12
+    let data = [1u8, 2, 3, 4, 5, 6];
+    let mut dst = vec![0u8; 24];
+    // SAFETY: `dst` covers two elements of `v`.
+    unsafe { v.unpack(&data, dst.as_mut_ptr(), 2) };
+    assert_eq!(&dst[..12], &[1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 0, 0]);
+    assert!(dst[12..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn contiguous_of_contiguous_stays_one_block() {
+    let d = Datatype::basic(8);
+    let c = Datatype::hvector(1, 10, 0, &d);
+    assert!(c.contiguous);
+    assert_eq!((c.size, c.extent), (80, 80));
+    let c2 = Datatype::hvector(3, 1, c.extent, &c);
+    assert!(c2.contiguous);
+    assert_eq!(c2.node_count(), 1);
+    assert_eq!(c2.elements_in(240), Some(30));
+    assert_eq!(c2.elements_in(7), None);
+}
+
+#[test]
+fn a_million_block_vector_is_a_few_nodes() {
+    let int = Datatype::basic(4);
+    let v = Datatype::hvector(1_000_000, 1, 8, &int);
+    assert!(v.node_count() <= 2, "{} nodes", v.node_count());
+    assert_eq!((v.size, v.extent), (4_000_000, 8 * 999_999 + 4));
+    let v2 = Datatype::hvector(1000, 3, v.extent + 16, &v);
+    assert!(v2.node_count() <= 4);
+    assert_eq!(v2.elements, 3_000_000_000);
+    let idx = Datatype::hindexed(&[(0, 1_000_000), (4_000_000, 1_000_000)], &int);
+    assert_eq!(idx.node_count(), 1, "adjacent runs merge");
+    assert!(idx.contiguous);
+}
+
+#[test]
+fn pair_types_have_c_struct_layout() {
+    let mut t = Datatypes::new();
+    let di = t.get(MPI_DOUBLE_INT).unwrap();
+    assert_eq!((di.size, di.extent), (12, 16));
+    let si = t.get(MPI_SHORT_INT).unwrap();
+    assert_eq!((si.size, si.extent), (6, 8));
+    let packed = pack_all(&si, &[1, 2, 9, 9, 3, 4, 5, 6], 1);
+    assert_eq!(packed, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(si.elements_in(12), Some(4));
+    assert_eq!(t.get(MPI_INT).unwrap().size, 4);
+    assert!(t.get(MPI_DATATYPE_NULL).is_err());
+}
+
+#[test]
+fn resized_and_struct_bounds_follow_the_standard() {
+    let int = Datatype::basic(4);
+    let dbl = Datatype::basic(8);
+    let s = Datatype::structure(&[(0, 1, &int), (8, 1, &dbl)]);
+    assert_eq!((s.size, s.lb, s.extent), (12, 0, 16));
+    assert_eq!(s.elements, 2);
+    // 4 bytes of int, then 6 of the double: ends inside an element.
+    assert_eq!(s.elements_in(10), None);
+    assert_eq!(s.elements_in(16 + 4), None);
+    assert_eq!(s.elements_in(12 + 4), Some(3));
+    assert_eq!(s.bytes_for_elements(3), 16);
+    let r = Datatype::resized(&int, -4, 16);
+    assert_eq!((r.lb, r.extent, r.true_lb, r.true_extent), (-4, 16, 0, 4));
+    assert!(!r.contiguous);
+}
+
+#[test]
+fn subarray_of_a_c_array_selects_the_block() {
+    let int = Datatype::basic(4);
+    // 4x5 array, 2x3 block starting at (1, 2).
+    let s = Datatype::subarray(&[4, 5], &[2, 3], &[1, 2], true, &int);
+    assert_eq!((s.size, s.lb, s.extent), (24, 0, 80));
+    let src: Vec<u8> = (0..20).flat_map(|i: u32| i.to_le_bytes()).collect();
+    let packed = pack_all(&s, &src, 1);
+    let got: Vec<u32> = packed
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(got, vec![7, 8, 9, 12, 13, 14]);
+    // Fortran order: first index fastest; same block is (2..5, 1..3) of a 5x4 array.
+    let f = Datatype::subarray(&[5, 4], &[3, 2], &[2, 1], false, &int);
+    assert_eq!(pack_all(&f, &src, 1), packed);
+}
+
+#[test]
+fn darray_block_cyclic_partitions_the_array() {
+    let int = Datatype::basic(4);
+    let src: Vec<u8> = (0..30).flat_map(|i: u32| i.to_le_bytes()).collect();
+    let mut seen = vec![0; 30];
+    // 6x5 array over a 2x2 grid: rows block, columns cyclic(2).
+    for rank in 0..4 {
+        let d = Datatype::darray(
+            rank,
+            &[6, 5],
+            &[
+                (MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_DFLT_DARG),
+                (MPI_DISTRIBUTE_CYCLIC, 2),
+            ],
+            &[2, 2],
+            true,
+            &int,
+        )
+        .unwrap();
+        assert_eq!(d.extent, 120);
+        for c in pack_all(&d, &src, 1).chunks(4) {
+            let v = u32::from_le_bytes(c.try_into().unwrap()) as usize;
+            let (row, col) = (v / 5, v % 5);
+            assert_eq!(row / 3, rank / 2, "row {row} on rank {rank}");
+            assert_eq!((col / 2) % 2, rank % 2, "col {col} on rank {rank}");
+            seen[v] += 1;
+        }
+    }
+    assert!(seen.iter().all(|&n| n == 1), "{seen:?}");
+}
+
+#[test]
+fn external32_is_big_endian_per_basic_element() {
+    let mut t = Datatypes::new();
+    // struct { int32 a; double b; short c } packed: 4 + 8 + 2 bytes.
+    let int = Datatype::basic(4);
+    let dbl = Datatype::basic(8);
+    let short = Datatype::basic(2);
+    let s = Datatype::structure(&[(0, 1, &int), (8, 1, &dbl), (16, 1, &short)]);
+    let mut src = Vec::new();
+    src.extend_from_slice(&0x01020304i32.to_le_bytes());
+    src.extend_from_slice(&[0; 4]);
+    src.extend_from_slice(&1.0f64.to_le_bytes());
+    src.extend_from_slice(&0x0a0bi16.to_le_bytes());
+    src.extend_from_slice(&[0; 6]);
+    let mut p = pack_all(&s, &src, 1);
+    s.swap_external32(&mut p, 1);
+    assert_eq!(
+        p,
+        vec![1, 2, 3, 4, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x0a, 0x0b],
+        "hand-computed external32 bytes"
+    );
+    // A complex float swaps each 4-byte component.
+    let c = t.get(MPI_C_FLOAT_COMPLEX).unwrap();
+    let mut z = [1u8, 2, 3, 4, 5, 6, 7, 8];
+    c.swap_external32(&mut z, 1);
+    assert_eq!(z, [4, 3, 2, 1, 8, 7, 6, 5]);
+    assert_eq!(c.elements_in(16), Some(2));
+}
+
+/// A random type description, built both by the engine and by the naive reference.
+#[derive(Clone, Debug)]
+enum Spec {
+    Basic(usize),
+    Contig(usize, Box<Spec>),
+    Vector(usize, usize, isize, Box<Spec>),
+    Hindexed(Vec<(isize, usize)>, Box<Spec>),
+    Struct(Vec<(isize, usize, Spec)>),
+    Resized(isize, isize, Box<Spec>),
+}
+
+/// The naive type map: every basic element as (offset, size), plus lb and ub.
+struct Flat {
+    map: Vec<(isize, usize)>,
+    lb: isize,
+    ub: isize,
+}
+
+fn copies(parts: Vec<(isize, &Flat)>) -> Flat {
+    let mut map = Vec::new();
+    let (mut lb, mut ub) = (isize::MAX, isize::MIN);
+    for (d, f) in &parts {
+        map.extend(f.map.iter().map(|&(o, s)| (o + d, s)));
+        lb = lb.min(d + f.lb);
+        ub = ub.max(d + f.ub);
+    }
+    if parts.is_empty() {
+        (lb, ub) = (0, 0);
+    }
+    Flat { map, lb, ub }
+}
+
+fn flatten(s: &Spec) -> Flat {
+    match s {
+        Spec::Basic(n) => Flat {
+            map: vec![(0, *n)],
+            lb: 0,
+            ub: *n as isize,
+        },
+        Spec::Contig(n, t) => {
+            let f = flatten(t);
+            let e = f.ub - f.lb;
+            copies((0..*n as isize).map(|k| (k * e, &f)).collect())
+        }
+        Spec::Vector(count, bl, stride, t) => {
+            let f = flatten(t);
+            let e = f.ub - f.lb;
+            let mut parts = Vec::new();
+            for i in 0..*count as isize {
+                for j in 0..*bl as isize {
+                    parts.push((i * stride * e + j * e, &f));
+                }
+            }
+            copies(parts)
+        }
+        Spec::Hindexed(blocks, t) => {
+            let f = flatten(t);
+            let e = f.ub - f.lb;
+            let mut parts = Vec::new();
+            for &(d, n) in blocks {
+                for j in 0..n as isize {
+                    parts.push((d + j * e, &f));
+                }
+            }
+            copies(parts)
+        }
+        Spec::Struct(entries) => {
+            let flats: Vec<(isize, usize, Flat)> = entries
+                .iter()
+                .map(|(d, n, t)| (*d, *n, flatten(t)))
+                .collect();
+            let mut parts = Vec::new();
+            for (d, n, f) in &flats {
+                let e = f.ub - f.lb;
+                for j in 0..*n as isize {
+                    parts.push((d + j * e, f));
+                }
+            }
+            copies(parts)
+        }
+        Spec::Resized(lb, ext, t) => {
+            let f = flatten(t);
+            Flat {
+                map: f.map,
+                lb: *lb,
+                ub: lb + ext,
+            }
+        }
+    }
+}
+
+fn build(s: &Spec) -> Datatype {
+    match s {
+        Spec::Basic(n) => Datatype::basic(*n),
+        Spec::Contig(n, t) => Datatype::hvector(1, *n, 0, &build(t)),
+        Spec::Vector(count, bl, stride, t) => {
+            let o = build(t);
+            Datatype::hvector(*count, *bl, stride * o.extent, &o)
+        }
+        Spec::Hindexed(blocks, t) => Datatype::hindexed(blocks, &build(t)),
+        Spec::Struct(entries) => {
+            let built: Vec<(isize, usize, Datatype)> =
+                entries.iter().map(|(d, n, t)| (*d, *n, build(t))).collect();
+            let refs: Vec<(isize, usize, &Datatype)> =
+                built.iter().map(|(d, n, t)| (*d, *n, t)).collect();
+            Datatype::structure(&refs)
+        }
+        Spec::Resized(lb, ext, t) => Datatype::resized(&build(t), *lb, *ext),
+    }
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    let leaf = prop_oneof![Just(1usize), Just(2), Just(4), Just(8)].prop_map(Spec::Basic);
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            (0usize..4, inner.clone()).prop_map(|(n, t)| Spec::Contig(n, Box::new(t))),
+            (0usize..4, 0usize..3, -3isize..4, inner.clone())
+                .prop_map(|(c, b, s, t)| Spec::Vector(c, b, s, Box::new(t))),
+            (
+                prop::collection::vec((0isize..64, 0usize..3), 0..4),
+                inner.clone()
+            )
+                .prop_map(|(b, t)| Spec::Hindexed(b, Box::new(t))),
+            prop::collection::vec((0isize..64, 0usize..3, inner.clone()), 0..4)
+                .prop_map(Spec::Struct),
+            (-8isize..8, 0isize..48, inner).prop_map(|(lb, e, t)| Spec::Resized(
+                lb,
+                e,
+                Box::new(t)
+            )),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn engine_matches_the_naive_flattening(s in spec(), count in 0usize..4, cut in 0usize..512) {
+        let t = build(&s);
+        let f = flatten(&s);
+        let size: usize = f.map.iter().map(|e| e.1).sum();
+        prop_assert_eq!(t.size, size);
+        prop_assert_eq!((t.lb, t.extent), (f.lb, f.ub - f.lb));
+        if size > 0 {
+            let tlb = f.map.iter().filter(|e| e.1 > 0).map(|e| e.0).min().unwrap();
+            let tub = f.map.iter().map(|e| e.0 + e.1 as isize).max().unwrap();
+            prop_assert_eq!((t.true_lb, t.true_extent), (tlb, tub - tlb));
+        }
+        // Every byte the `count` elements touch, relative to the buffer.
+        let ext = t.extent;
+        let offs: Vec<(isize, usize)> = (0..count as isize)
+            .flat_map(|i| f.map.iter().map(move |&(o, s)| (o + i * ext, s)))
+            .collect();
+        let lo = offs.iter().map(|e| e.0).min().unwrap_or(0).min(0);
+        let hi = offs.iter().map(|e| e.0 + e.1 as isize).max().unwrap_or(0).max(0);
+        let base = (-lo) as usize;
+        let len = (hi - lo) as usize;
+        let src: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        let want: Vec<u8> = offs
+            .iter()
+            .flat_map(|&(o, s)| src[(base as isize + o) as usize..(base as isize + o) as usize + s].to_vec())
+            .collect();
+        let mut got = Vec::new();
+        // SAFETY: `src` covers every byte of `count` elements placed at `base`.
+        unsafe { t.pack(src.as_ptr().add(base), count, &mut got) };
+        prop_assert_eq!(&got, &want);
+
+        // Unpack a prefix into a fresh buffer; compare with the naive scatter.
+        let cut = cut.min(want.len());
+        let mut dst = vec![0xeeu8; len];
+        // SAFETY: `dst` covers `count` elements at `base`; `want` is a separate vector.
+        unsafe { t.unpack(&want[..cut], dst.as_mut_ptr().add(base), count) };
+        let mut naive = vec![0xeeu8; len];
+        let mut at = 0;
+        for &(o, s) in &offs {
+            for k in 0..s {
+                if at < cut {
+                    naive[(base as isize + o) as usize + k] = want[at];
+                }
+                at += 1;
+            }
+        }
+        prop_assert_eq!(&dst, &naive);
+
+        // Basic elements in the prefix, or None if it ends inside one.
+        let mut n = 0u64;
+        let mut left = cut;
+        let mut partial = false;
+        for &(_, s) in &offs {
+            if left == 0 { break; }
+            if left < s { partial = true; break; }
+            left -= s;
+            n += 1;
+        }
+        let expect = if partial { None } else { Some(n) };
+        prop_assert_eq!(t.elements_in(cut as u64), expect);
+        if let Some(n) = expect {
+            if t.size > 0 {
+                prop_assert_eq!(t.bytes_for_elements(n), cut as u64);
+            }
+        }
+
+        // external32: each basic element reversed.
+        let mut ext32 = got.clone();
+        t.swap_external32(&mut ext32, count);
+        let mut naive32 = Vec::new();
+        let mut at = 0;
+        for &(_, s) in &offs {
+            naive32.extend(got[at..at + s].iter().rev());
+            at += s;
+        }
+        prop_assert_eq!(ext32, naive32);
+    }
+}

@@ -1,0 +1,82 @@
+//! Info objects: ordered (key, value) string pairs.
+
+use super::handles::{kind, HandleTable};
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Info {
+    pub entries: Vec<(String, String)>,
+}
+
+impl Info {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|e| e.0 == key)
+            .map(|e| e.1.as_str())
+    }
+
+    pub fn set(&mut self, key: &str, value: &str) {
+        match self.entries.iter_mut().find(|e| e.0 == key) {
+            Some(e) => e.1 = value.to_string(),
+            None => self.entries.push((key.to_string(), value.to_string())),
+        }
+    }
+
+    pub fn delete(&mut self, key: &str) -> bool {
+        let n = self.entries.len();
+        self.entries.retain(|e| e.0 != key);
+        self.entries.len() != n
+    }
+}
+
+pub struct Infos {
+    pub user: HandleTable<Info>,
+    /// MPI_INFO_ENV: how this process was started.
+    pub env: Info,
+}
+
+impl Infos {
+    pub fn new(world_size: u32) -> Self {
+        let mut env = Info::default();
+        env.set("maxprocs", &world_size.to_string());
+        env.set("host", &crate::runtime::hostname());
+        if let Ok(d) = std::env::current_dir() {
+            env.set("wdir", &d.to_string_lossy());
+        }
+        if let Some(cmd) = std::env::args().next() {
+            env.set("command", &cmd);
+        }
+        env.set("thread_level", "MPI_THREAD_SERIALIZED");
+        Infos {
+            user: HandleTable::new(kind::INFO),
+            env,
+        }
+    }
+
+    pub fn get(&self, h: MPI_Info) -> MpiResult<&Info> {
+        if h == MPI_INFO_ENV {
+            return Ok(&self.env);
+        }
+        self.user.get(h).ok_or_else(|| invalid(h))
+    }
+
+    pub fn get_mut(&mut self, h: MPI_Info) -> MpiResult<&mut Info> {
+        if h == MPI_INFO_ENV {
+            return Err(MpiError::new(
+                MPI_ERR_INFO,
+                "MPI_INFO_ENV cannot be modified",
+            ));
+        }
+        self.user.get_mut(h).ok_or_else(|| invalid(h))
+    }
+}
+
+fn invalid(h: MPI_Info) -> MpiError {
+    if h == MPI_INFO_NULL {
+        MpiError::new(MPI_ERR_INFO, "null info (MPI_INFO_NULL)")
+    } else {
+        crate::mpi_err!(MPI_ERR_INFO, "invalid info handle {:#x}", h as u32)
+    }
+}

@@ -1,0 +1,207 @@
+//! Process topologies (MPI 4.1 chapter 8): Cartesian grids, graphs and distributed graphs
+//! attached to a communicator, and the pure arithmetic on them.
+
+use crate::abi::consts::*;
+use crate::error::MpiResult;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Topo {
+    Cart {
+        dims: Vec<i32>,
+        periods: Vec<bool>,
+    },
+    /// MPI_Graph_create's arguments: node i's neighbours are edges[index[i-1]..index[i]].
+    Graph {
+        index: Vec<i32>,
+        edges: Vec<i32>,
+    },
+    /// This process's in- and out-neighbours; weights are None for MPI_UNWEIGHTED.
+    DistGraph {
+        sources: Vec<i32>,
+        source_weights: Option<Vec<i32>>,
+        dests: Vec<i32>,
+        dest_weights: Option<Vec<i32>>,
+    },
+}
+
+/// Neighbours as neighbourhood collectives see them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Neighbors {
+    pub sources: Vec<i32>,
+    pub dests: Vec<i32>,
+    /// (source weights, destination weights) of a weighted distributed graph.
+    pub weights: Option<(Vec<i32>, Vec<i32>)>,
+}
+
+impl Topo {
+    /// MPI_Topo_test's answer.
+    pub fn kind(&self) -> i32 {
+        match self {
+            Topo::Cart { .. } => MPI_CART,
+            Topo::Graph { .. } => MPI_GRAPH,
+            Topo::DistGraph { .. } => MPI_DIST_GRAPH,
+        }
+    }
+
+    /// Neighbours of `rank` in a graph topology.
+    pub fn graph_neighbors(&self, rank: usize) -> Option<&[i32]> {
+        match self {
+            Topo::Graph { index, edges } => {
+                let start = if rank == 0 {
+                    0
+                } else {
+                    index[rank - 1] as usize
+                };
+                Some(&edges[start..index[rank] as usize])
+            }
+            _ => None,
+        }
+    }
+}
+
+/// MPI_Dims_create: fills the zero entries of `dims` so that the product is `nnodes`, the
+/// free dimensions as close to each other as possible and in non-increasing order.
+pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> MpiResult<()> {
+    if nnodes <= 0 {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "nnodes {nnodes} must be positive"
+        ));
+    }
+    if let Some(d) = dims.iter().find(|&&d| d < 0) {
+        return Err(crate::mpi_err!(MPI_ERR_DIMS, "negative dimension {d}"));
+    }
+    let fixed: i64 = dims.iter().filter(|&&d| d > 0).map(|&d| d as i64).product();
+    if nnodes as i64 % fixed != 0 {
+        return Err(crate::mpi_err!(
+            MPI_ERR_DIMS,
+            "{nnodes} nodes cannot fill dimensions {dims:?} (fixed product {fixed})"
+        ));
+    }
+    let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
+    let mut rest = nnodes as i64 / fixed;
+    if free.is_empty() {
+        if rest != 1 {
+            return Err(crate::mpi_err!(
+                MPI_ERR_DIMS,
+                "dimensions {dims:?} multiply to {fixed}, not {nnodes}"
+            ));
+        }
+        return Ok(());
+    }
+    // Prime factors, largest first, each to the currently smallest free dimension.
+    let mut primes = Vec::new();
+    let mut p = 2;
+    while p * p <= rest {
+        while rest % p == 0 {
+            primes.push(p);
+            rest /= p;
+        }
+        p += 1;
+    }
+    if rest > 1 {
+        primes.push(rest);
+    }
+    let mut vals = vec![1i64; free.len()];
+    for &p in primes.iter().rev() {
+        let i = (0..vals.len()).min_by_key(|&i| vals[i]).unwrap_or(0);
+        vals[i] *= p;
+    }
+    vals.sort_unstable_by(|a, b| b.cmp(a));
+    for (k, &i) in free.iter().enumerate() {
+        dims[i] = vals[k] as i32;
+    }
+    Ok(())
+}
+
+/// Coordinates of `rank` in a row-major grid of `dims`.
+pub fn cart_coords(dims: &[i32], mut rank: i32) -> Vec<i32> {
+    let mut c = vec![0; dims.len()];
+    for d in (0..dims.len()).rev() {
+        c[d] = rank % dims[d];
+        rank /= dims[d];
+    }
+    c
+}
+
+/// Rank at `coords`; periodic dimensions wrap, others must be in range.
+pub fn cart_rank(dims: &[i32], periods: &[bool], coords: &[i32]) -> MpiResult<i32> {
+    let mut r = 0i32;
+    for d in 0..dims.len() {
+        let mut c = coords[d];
+        if periods[d] {
+            c = c.rem_euclid(dims[d]);
+        } else if c < 0 || c >= dims[d] {
+            return Err(crate::mpi_err!(
+                MPI_ERR_ARG,
+                "coordinate {c} out of range 0..{} in non-periodic dimension {d}",
+                dims[d]
+            ));
+        }
+        r = r * dims[d] + c;
+    }
+    Ok(r)
+}
+
+/// MPI_Cart_shift: (source, dest) of a shift by `disp` along `dir` from `rank`.
+pub fn cart_shift(dims: &[i32], periods: &[bool], rank: i32, dir: usize, disp: i32) -> (i32, i32) {
+    let c = cart_coords(dims, rank);
+    let at = |delta: i32| {
+        let mut x = c.clone();
+        x[dir] += delta;
+        if !periods[dir] && (x[dir] < 0 || x[dir] >= dims[dir]) {
+            MPI_PROC_NULL
+        } else {
+            cart_rank(dims, periods, &x).unwrap_or(MPI_PROC_NULL)
+        }
+    };
+    (at(-disp), at(disp))
+}
+
+/// Neighbours of `rank` in a Cartesian grid, in the order neighbourhood collectives use:
+/// for each dimension, the negative then the positive direction (MPI_PROC_NULL off an edge).
+pub fn cart_neighbors(dims: &[i32], periods: &[bool], rank: i32) -> Vec<i32> {
+    let mut v = Vec::with_capacity(2 * dims.len());
+    for d in 0..dims.len() {
+        let (src, dst) = cart_shift(dims, periods, rank, d, 1);
+        v.push(src);
+        v.push(dst);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(n: i32, mut d: Vec<i32>) -> Vec<i32> {
+        dims_create(n, &mut d).unwrap();
+        d
+    }
+
+    #[test]
+    fn dims_are_balanced_and_non_increasing() {
+        assert_eq!(dims(12, vec![0, 0]), vec![4, 3]);
+        assert_eq!(dims(16, vec![0, 0, 0]), vec![4, 2, 2]);
+        assert_eq!(dims(36, vec![0, 0]), vec![6, 6]);
+        assert_eq!(dims(7, vec![0, 0]), vec![7, 1]);
+        assert_eq!(dims(12, vec![0, 3, 0]), vec![2, 3, 2]);
+        assert_eq!(dims(1, vec![0, 0]), vec![1, 1]);
+        assert!(dims_create(10, &mut [3, 0]).is_err());
+        assert!(dims_create(6, &mut [2, 2]).is_err());
+    }
+
+    #[test]
+    fn cartesian_ranks_coords_and_shifts() {
+        let d = [3, 4];
+        let p = [true, false];
+        assert_eq!(cart_coords(&d, 7), vec![1, 3]);
+        assert_eq!(cart_rank(&d, &p, &[1, 3]).unwrap(), 7);
+        assert_eq!(cart_rank(&d, &p, &[-1, 3]).unwrap(), 11);
+        assert!(cart_rank(&d, &p, &[0, 4]).is_err());
+        assert_eq!(cart_shift(&d, &p, 7, 0, 1), (3, 11));
+        assert_eq!(cart_shift(&d, &p, 7, 1, 1), (6, MPI_PROC_NULL));
+        assert_eq!(cart_shift(&d, &p, 0, 0, -1), (4, 8));
+        assert_eq!(cart_neighbors(&d, &p, 0), vec![8, 4, MPI_PROC_NULL, 1]);
+    }
+}
