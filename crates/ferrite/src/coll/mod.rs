@@ -29,11 +29,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Collective k on a communicator uses tag TAG_BASE + k mod TAG_SPAN: every member calls
-/// collectives in the same order, so the tags agree, and consecutive collectives between
-/// the same two ranks can never match each other's messages.
+/// Collective k on a communicator uses tags TAG_BASE + (k mod TAG_SPAN) * 256 + (0..=255):
+/// every member calls collectives in the same order, so the tags agree, and consecutive
+/// collectives between the same two ranks can never match each other's messages. The low
+/// byte is the transfer's own offset ([`sched::Xfer::tag`]).
 const TAG_BASE: i32 = 0x2000_0000;
-const TAG_SPAN: u32 = 0x1000_0000;
+const TAG_SPAN: u32 = 0x10_0000;
 
 /// A running nonblocking or persistent collective.
 struct Active {
@@ -132,7 +133,7 @@ impl Ferrite {
     fn coll_tag(&mut self, comm: MPI_Comm) -> MpiResult<i32> {
         let ctx = self.objects.comms.get(comm)?.context_id;
         let k = self.coll.seq.entry(ctx).or_insert(0);
-        let tag = TAG_BASE + (*k % TAG_SPAN) as i32;
+        let tag = TAG_BASE + ((*k % TAG_SPAN) << 8) as i32;
         *k = k.wrapping_add(1);
         Ok(tag)
     }

@@ -31,6 +31,10 @@ pub struct Xfer {
     pub send: bool,
     pub peer: i32,
     pub parts: Vec<Slice>,
+    /// Added to the schedule's tag (0..=255): tells apart several messages between the same
+    /// two ranks in one round when FIFO order is not the intended pairing (Cartesian
+    /// neighbourhoods where both directions reach the same rank).
+    pub tag: i32,
 }
 
 impl Xfer {
@@ -103,11 +107,13 @@ impl Plan {
             send: false,
             peer: from,
             parts: r,
+            tag: 0,
         });
         round.xfers.push(Xfer {
             send: true,
             peer: to,
             parts: s,
+            tag: 0,
         });
         round
     }
@@ -118,6 +124,7 @@ impl Plan {
             send: true,
             peer: to,
             parts: s,
+            tag: 0,
         });
         round
     }
@@ -128,6 +135,7 @@ impl Plan {
             send: false,
             peer: from,
             parts: r,
+            tag: 0,
         });
         round
     }
@@ -367,10 +375,10 @@ impl<H> Run<H> {
                 let p = self.bufs[s.buf][s.off..].as_mut_ptr();
                 // SAFETY: the slice lies in a buffer this run owns and does not touch until
                 // the round's requests have completed.
-                let h = unsafe { link.irecv_at(x.peer, self.tag, p, s.len) }?;
+                let h = unsafe { link.irecv_at(x.peer, self.tag + x.tag, p, s.len) }?;
                 (h, Flight::Direct(s.len))
             } else {
-                (link.irecv(x.peer, self.tag)?, Flight::Owned(i))
+                (link.irecv(x.peer, self.tag + x.tag)?, Flight::Owned(i))
             };
             self.inflight.push(h);
         }
@@ -379,11 +387,11 @@ impl<H> Run<H> {
                 continue;
             }
             let h = match (copy, &x.parts[..]) {
-                (Some(data), _) => link.isend(x.peer, self.tag, data)?,
+                (Some(data), _) => link.isend(x.peer, self.tag + x.tag, data)?,
                 (None, [s]) => {
                     let p = self.bufs[s.buf][s.off..].as_ptr();
                     // SAFETY: as above; nothing writes the slice during the round.
-                    unsafe { link.isend_at(x.peer, self.tag, p, s.len) }?
+                    unsafe { link.isend_at(x.peer, self.tag + x.tag, p, s.len) }?
                 }
                 (None, _) => unreachable!("multi-part sends are copied"),
             };
