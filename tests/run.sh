@@ -62,9 +62,8 @@ else
     echo "=== c-hydra: mpirun.mpich missing"; record c-hydra 0 1
 fi
 
-# The C suite again over tcp only (on loopback), minus the tests that need object-model
-# functions not implemented yet (they fail over shm too).
-run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh $(cd tests/c && ls -- *.c | sed 's/\.c$//' | grep -vxE 'attrs|comms|errhandler')
+# The C suite again over tcp only (on loopback).
+run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
 
 leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
 if [ "$leftover" -ne 0 ]; then
