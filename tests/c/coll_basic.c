@@ -364,6 +364,22 @@ int main(int argc, char **argv)
         all_checks();
     }
     MPI_CHECK(MPI_Comm_free(&comm));
+    if (t_size >= 2) {
+        /* Intercommunicator barrier (both groups take part), blocking and nonblocking. */
+        MPI_Comm half, inter;
+        int color = t_rank < t_size / 2;
+        MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, 0, &half));
+        MPI_CHECK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, color ? t_size / 2 : 0, 7,
+                                       &inter));
+        MPI_Request rq;
+        for (int i = 0; i < 3; i++) {
+            MPI_CHECK(MPI_Barrier(inter));
+            MPI_CHECK(MPI_Ibarrier(inter, &rq));
+            MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        }
+        MPI_CHECK(MPI_Comm_free(&inter));
+        MPI_CHECK(MPI_Comm_free(&half));
+    }
     t_finish("coll_basic");
     return 0;
 }

@@ -33,7 +33,8 @@ use std::sync::Arc;
 /// every member calls collectives in the same order, so the tags agree, and consecutive
 /// collectives between the same two ranks can never match each other's messages. The low
 /// byte is the transfer's own offset ([`sched::Xfer::tag`]).
-const TAG_BASE: i32 = 0x2000_0000;
+/// (Communicator creation uses tags below 0x6000_0000 on the same context.)
+const TAG_BASE: i32 = 0x6000_0000;
 const TAG_SPAN: u32 = 0x10_0000;
 
 /// A running nonblocking or persistent collective.
@@ -203,6 +204,7 @@ impl Ferrite {
     }
 
     fn coll_launch(&mut self, h: MPI_Request, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<()> {
+        let comm = plan.comm.unwrap_or(comm);
         let tag = self.coll_tag(comm)?;
         // SAFETY: the caller's input buffers are valid (MPI contract for the call).
         let run = unsafe { Run::start(plan, tag) };
@@ -260,11 +262,15 @@ pub fn blocking(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<()> {
-    let mut run = state::with(|st| {
+    let (mut run, comm) = state::with(|st| {
         let plan = build(st)?;
+        let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok(unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) })
+        Ok((
+            unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) },
+            comm,
+        ))
     })?;
     loop {
         let poll = state::with(|st| {

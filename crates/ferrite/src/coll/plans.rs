@@ -139,9 +139,22 @@ fn large(knob: &str) -> usize {
 }
 
 pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
-    let (me, n) = me_n(st, comm)?;
+    // Intercommunicator: every process of both groups takes part, so a barrier over the
+    // union of the groups (the hidden intracommunicator) is exactly the intercomm barrier.
+    let union = st
+        .objects
+        .comms
+        .get(comm)?
+        .inter
+        .as_ref()
+        .map(|i| i.union_comm);
+    let on = union.unwrap_or(comm);
+    let (me, n) = me_n(st, on)?;
     forced("FERRITE_COLL_BARRIER_ALGO", &["dissemination"])?;
-    let mut p = Plan::default();
+    let mut p = Plan {
+        comm: union,
+        ..Plan::default()
+    };
     algo::barrier(&mut p, me, n);
     Ok(p)
 }

@@ -87,6 +87,9 @@ pub struct Plan {
     pub inputs: Vec<UserBuf>,
     pub outputs: Vec<UserBuf>,
     pub reducer: Option<Reducer>,
+    /// Run on this communicator instead of the one the operation names (an
+    /// intercommunicator's barrier runs on its union intracommunicator).
+    pub comm: Option<crate::abi::consts::MPI_Comm>,
 }
 
 impl Plan {
