@@ -1,17 +1,28 @@
 //! Command-line parsing: the options Open MPI's and MPICH's launchers share, so scripts
 //! written for either run unchanged.
 
+use crate::hosts::{self, HostSpec};
+
 pub const USAGE: &str = "\
 Usage: mpirun [options] <program> [<args>...]
        mpiexec [options] <program> [<args>...]
 
-Starts N copies (ranks) of <program> on this host and serves them PMI-1.
+Starts N copies (ranks) of <program> on this host, or on the hosts given, and serves
+them PMI-1.
 
 Options:
   -n, -np, --np N      number of ranks to start (default 1)
   -x VAR               pass VAR with its value from mpirun's environment (Open MPI style)
   -x VAR=VALUE         set VAR=VALUE in every rank
   -genv VAR VALUE      set VAR=VALUE in every rank (MPICH style; also -env)
+  --host H[:S],...     run on these hosts (S slots each, default 1; repeatable); ranks
+                       fill the slots in order and wrap around; -n defaults to the slots
+  --hostfile FILE      hosts from FILE, one `host [slots=N]` per line (also -machinefile)
+  --launcher CMD       how to start a rank on another host: `CMD <host> <command...>`
+                       (default ssh; CMD may have arguments, split at blanks)
+  --iface NAME         network interface for the job: PMI listens on its address and
+                       every rank gets FERRITE_TCP_IF=NAME (an IP address only suits
+                       ranks on this host); default: a non-loopback address of each host
   --tag-output         prefix each output line with [rank]<stdout>: or [rank]<stderr>:
   --oversubscribe      accepted; more ranks than cores is always allowed
   --allow-run-as-root  accepted; running as root is always allowed
@@ -20,7 +31,12 @@ Options:
   --                   end of options
 
 Ranks inherit mpirun's environment plus PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID and
-MPI_LOCALNRANKS. Rank 0 reads mpirun's standard input; the others read /dev/null.
+MPI_LOCALNRANKS. Ranks on other hosts start as `CMD <host> env VAR=VALUE... <program>`
+with PMI_PORT=<mpirun's address>:<port>, PMI_ID=<rank>, FERRITE_PMI_SECRET (the job's
+PMI password), FERRITE_TCP_IF (with --iface), the -x/-genv variables and every
+FERRITE_* variable of mpirun's environment (words quoted for the remote shell when CMD is
+ssh or rsh). Names of this machine (its hostname, localhost, 127.0.0.1) start directly.
+Rank 0 reads mpirun's standard input; the others read /dev/null.
 mpirun exits 0 when every rank exits 0; otherwise with the first failing rank's exit code
 (128+N for a rank killed by signal N), or with the code a rank passed to MPI_Abort.
 ";
@@ -31,6 +47,13 @@ pub struct Options {
     /// Variables to set in every rank, in command-line order.
     pub env: Vec<(String, String)>,
     pub tag_output: bool,
+    /// -n was given (otherwise a host list sets the number of ranks).
+    pub np_given: bool,
+    /// --host entries, in order.
+    pub hosts: Vec<HostSpec>,
+    pub hostfile: Option<String>,
+    pub launcher: String,
+    pub iface: Option<String>,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -53,6 +76,10 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     let mut np: Option<u32> = None;
     let mut env = Vec::new();
     let mut tag_output = false;
+    let mut hosts = Vec::new();
+    let mut hostfile = None;
+    let mut launcher = "ssh".to_string();
+    let mut iface = None;
     let mut i = 0;
     let value = |i: &mut usize, opt: &str| -> Result<String, String> {
         *i += 1;
@@ -98,6 +125,26 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 env.push((name, val));
             }
             "--tag-output" | "-tag-output" => tag_output = true,
+            "--host" | "-host" | "-H" | "--hosts" | "-hosts" => {
+                hosts.extend(hosts::parse_host_list(&value(&mut i, a)?)?);
+            }
+            "--hostfile" | "-hostfile" | "--machinefile" | "-machinefile" | "-f" => {
+                hostfile = Some(value(&mut i, a)?);
+            }
+            "--launcher" | "-launcher" | "--launcher-exec" | "-launcher-exec" => {
+                let v = value(&mut i, a)?;
+                if v.split_whitespace().next().is_none() {
+                    return Err(format!("{a} needs a command, not {v:?}"));
+                }
+                launcher = v;
+            }
+            "--iface" | "-iface" => {
+                let v = value(&mut i, a)?;
+                if v.trim().is_empty() {
+                    return Err(format!("{a} needs an interface name or address"));
+                }
+                iface = Some(v);
+            }
             "--oversubscribe" | "-oversubscribe" | "--allow-run-as-root" => {}
             _ if a.starts_with('-') && a.len() > 1 => {
                 return Err(format!("unknown option {a:?} (see mpirun --help)"));
@@ -111,11 +158,32 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     };
     Ok(Command::Run(Options {
         np: np.unwrap_or(1),
+        np_given: np.is_some(),
         env,
         tag_output,
+        hosts,
+        hostfile,
+        launcher,
+        iface,
         program,
         args: args[i + 1..].to_vec(),
     }))
+}
+
+/// Reads the hostfile (if any) into `opts.hosts` and, when -n was not given, sets the
+/// number of ranks to the hosts' slots.
+pub fn resolve_hosts(
+    opts: &mut Options,
+    read: impl Fn(&str) -> Result<String, String>,
+) -> Result<(), String> {
+    if let Some(file) = &opts.hostfile {
+        let text = read(file)?;
+        opts.hosts.extend(hosts::parse_hostfile(&text, file)?);
+    }
+    if !opts.np_given && !opts.hosts.is_empty() {
+        opts.np = opts.hosts.iter().map(|h| h.slots).sum();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -157,6 +225,45 @@ mod tests {
             ]
         );
         assert_eq!(o.np, 2);
+    }
+
+    #[test]
+    fn host_options() {
+        let o = run("--host a,b:2 -H c --launcher ./agent --iface veth0 prog");
+        let names: Vec<(&str, u32)> = o.hosts.iter().map(|h| (h.name.as_str(), h.slots)).collect();
+        assert_eq!(names, [("a", 1), ("b", 2), ("c", 1)]);
+        assert_eq!(o.launcher, "./agent");
+        assert_eq!(o.iface.as_deref(), Some("veth0"));
+        assert!(!o.np_given);
+        let o = run("prog");
+        assert_eq!(
+            (o.launcher.as_str(), o.iface.clone(), o.hosts.len()),
+            ("ssh", None, 0)
+        );
+        assert!(p("--host a:0 prog").unwrap_err().contains("positive"));
+        assert!(p("--launcher").unwrap_err().contains("needs a value"));
+    }
+
+    #[test]
+    fn hostfile_and_default_rank_count() {
+        let read = |f: &str| -> Result<String, String> {
+            match f {
+                "hf" => Ok("n1 slots=2\nn2\n".into()),
+                _ => Err(format!("{f}: no such file")),
+            }
+        };
+        let mut o = run("--hostfile hf prog");
+        resolve_hosts(&mut o, read).unwrap();
+        assert_eq!(o.np, 3, "-n defaults to the slots");
+        assert_eq!(o.hosts.len(), 2);
+        let mut o = run("-n 5 --host x --hostfile hf prog");
+        resolve_hosts(&mut o, read).unwrap();
+        assert_eq!((o.np, o.hosts.len()), (5, 3));
+        let mut o = run("-n 1 prog");
+        resolve_hosts(&mut o, read).unwrap();
+        assert_eq!((o.np, o.hosts.len()), (1, 0));
+        let mut o = run("--hostfile nope prog");
+        assert!(resolve_hosts(&mut o, read).unwrap_err().contains("no such"));
     }
 
     #[test]

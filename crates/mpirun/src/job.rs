@@ -1,15 +1,22 @@
 //! One job: start the ranks, serve PMI, forward I/O, and end everything when a rank fails.
 //!
+//! Ranks on this host are children with a PMI socketpair. A rank on another host is a child
+//! too: the launcher agent (`ssh host ...`), whose stdout/stderr are the rank's and whose
+//! exit is the rank's; it reaches PMI over TCP (PMI_PORT/PMI_ID) on a listener mpirun opens
+//! only for such jobs, and its connection is matched to the rank by its `initack`.
+//!
 //! Everything happens in one poll loop over a signalfd (child exits, Ctrl-C, SIGTERM), each
 //! rank's PMI socket, stdout and stderr pipes, mpirun's stdin and rank 0's stdin pipe. It
 //! blocks in poll when nothing happens; the only timers are the SIGTERM-to-SIGKILL grace
 //! while tearing down and a bounded wait for output after the last rank exited.
 
 use crate::cli::Options;
+use crate::hosts::{self, Placement};
 use crate::output::LineForwarder;
 use crate::sys::{self, Exit};
-use ferrite_pmi::{Event, LineBuffer, Server};
+use ferrite_pmi::{Event, LineBuffer, Message, Server};
 use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -17,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// SIGTERM first; ranks still alive after this get SIGKILL.
 const KILL_GRACE: Duration = Duration::from_millis(500);
+/// Accepted PMI_PORT connections kept while they have not said which rank they are.
+const MAX_UNCLAIMED: usize = 64;
 /// After the last rank exited, how long to keep forwarding output its children still write.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
 
@@ -28,6 +37,8 @@ struct Stream {
 
 struct Rank {
     pid: libc::pid_t,
+    /// Index into the placement's hosts.
+    host: usize,
     pmi: Option<OwnedFd>,
     pmi_in: LineBuffer,
     pmi_out: Vec<u8>,
@@ -41,10 +52,22 @@ struct Failure {
     code: i32,
 }
 
+/// An accepted PMI_PORT connection that has not yet said which rank it is.
+struct Unclaimed {
+    fd: OwnedFd,
+    buf: LineBuffer,
+}
+
 pub struct Job {
     opts: Options,
     kvsname: String,
-    host: String,
+    place: Placement,
+    /// Remote ranks' PMI: the listener and the address they are told (PMI_PORT).
+    pmi_listener: Option<TcpListener>,
+    pmi_port: String,
+    /// What remote ranks' initack must carry (FERRITE_PMI_SECRET).
+    pmi_secret: String,
+    unclaimed: Vec<Unclaimed>,
     ranks: Vec<Rank>,
     server: Server,
     sigfd: OwnedFd,
@@ -80,11 +103,43 @@ impl Job {
     pub fn new(opts: Options) -> io::Result<Job> {
         let kvsname = format!("kvs_{}_{}", std::process::id(), sys::random_hex(8));
         let sigfd = sys::signalfd()?;
+        let hostname = sys::hostname();
+        let place = if opts.hosts.is_empty() {
+            Placement::all_local(opts.np, &hostname)
+        } else {
+            Placement::new(opts.np, &opts.hosts, &hostname)
+        };
+        let mut server = Server::new(&kvsname, opts.np);
+        if place.names.len() > 1 {
+            server.set_job_value("PMI_process_mapping", &place.process_mapping());
+        }
+        let (mut pmi_listener, mut pmi_port) = (None, String::new());
+        if place.any_remote() {
+            // On the --iface address, or on all of them.
+            let ip = match &opts.iface {
+                Some(spec) => sys::iface_addr(spec)?,
+                None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            };
+            let l = TcpListener::bind(SocketAddr::new(ip, 0))?;
+            l.set_nonblocking(true)?;
+            let port = l.local_addr()?.port();
+            // Without --iface: an address of ours others may reach (else the hostname).
+            pmi_port = match (&opts.iface, sys::reachable_addr(&hostname)) {
+                (Some(_), _) => SocketAddr::new(ip, port).to_string(),
+                (None, Some(v4)) => SocketAddr::new(IpAddr::V4(v4), port).to_string(),
+                (None, None) => format!("{hostname}:{port}"),
+            };
+            pmi_listener = Some(l);
+        }
         Ok(Job {
-            server: Server::new(&kvsname, opts.np),
+            server,
             opts,
             kvsname,
-            host: sys::hostname(),
+            place,
+            pmi_listener,
+            pmi_port,
+            pmi_secret: sys::random_hex(16),
+            unclaimed: Vec::new(),
             ranks: Vec::new(),
             sigfd,
             stdin_open: false,
@@ -97,35 +152,87 @@ impl Job {
         })
     }
 
+    /// The agent command for remote rank `r`: `CMD host env VAR=VALUE... program args`.
+    fn remote_command(&self, r: u32) -> Command {
+        let host = &self.place.names[self.place.host_of[r as usize]];
+        let (local_rank, local_n) = self.place.local_rank(r as usize);
+        let mut words = vec!["env".to_string()];
+        let mut vars: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("FERRITE_"))
+            .collect();
+        vars.sort();
+        vars.extend(self.opts.env.iter().cloned());
+        if let Some(i) = &self.opts.iface {
+            vars.push(("FERRITE_TCP_IF".into(), i.clone()));
+        }
+        vars.push(("PMI_PORT".into(), self.pmi_port.clone()));
+        vars.push(("PMI_ID".into(), r.to_string()));
+        vars.push(("FERRITE_PMI_SECRET".into(), self.pmi_secret.clone()));
+        vars.push(("MPI_LOCALRANKID".into(), local_rank.to_string()));
+        vars.push(("MPI_LOCALNRANKS".into(), local_n.to_string()));
+        words.extend(vars.into_iter().map(|(k, v)| format!("{k}={v}")));
+        words.push(self.opts.program.clone());
+        words.extend(self.opts.args.iter().cloned());
+        let mut agent = self.opts.launcher.split_whitespace();
+        let prog = agent.next().unwrap_or("ssh");
+        // ssh and rsh hand the command to the remote user's shell: quote every word.
+        let base = prog.rsplit('/').next().unwrap_or(prog);
+        if matches!(base, "ssh" | "rsh") {
+            words = words.iter().map(|w| hosts::shell_quote(w)).collect();
+        }
+        let mut cmd = Command::new(prog);
+        cmd.args(agent)
+            .arg(host)
+            .args(words)
+            // The agent must not find a PMI connection of mpirun's own launcher.
+            .env_remove("PMI_FD")
+            .env_remove("PMI_PORT")
+            .env_remove("PMI_ID");
+        cmd
+    }
+
     fn spawn(&mut self, r: u32) -> io::Result<Rank> {
-        let (ours, theirs) = sys::socketpair()?;
-        let theirs = sys::above_stdio(theirs)?;
-        let child_fd = theirs.as_raw_fd();
         let n = self.opts.np;
-        let mut cmd = Command::new(&self.opts.program);
-        cmd.args(&self.opts.args)
-            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
-            .env("PMI_FD", child_fd.to_string())
-            .env("PMI_RANK", r.to_string())
-            .env("PMI_SIZE", n.to_string())
-            .env("MPI_LOCALRANKID", r.to_string())
-            .env("MPI_LOCALNRANKS", n.to_string())
-            .stdin(if r == 0 {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group, so a teardown also reaches the rank's children.
-            .process_group(0);
+        let host = self.place.host_of[r as usize];
+        let remote = !self.place.local[host];
+        let (local_rank, local_n) = self.place.local_rank(r as usize);
+        let (mut cmd, ours, theirs) = if remote {
+            (self.remote_command(r), None, None)
+        } else {
+            let (ours, theirs) = sys::socketpair()?;
+            let theirs = sys::above_stdio(theirs)?;
+            let mut cmd = Command::new(&self.opts.program);
+            cmd.args(&self.opts.args)
+                .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
+                .env("PMI_FD", theirs.as_raw_fd().to_string())
+                .env("PMI_RANK", r.to_string())
+                .env("PMI_SIZE", n.to_string())
+                .env("MPI_LOCALRANKID", local_rank.to_string())
+                .env("MPI_LOCALNRANKS", local_n.to_string());
+            if let Some(i) = &self.opts.iface {
+                cmd.env("FERRITE_TCP_IF", i);
+            }
+            (cmd, Some(ours), Some(theirs))
+        };
+        let child_fd = theirs.as_ref().map_or(-1, |t| t.as_raw_fd());
+        cmd.stdin(if r == 0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so a teardown also reaches the rank's children.
+        .process_group(0);
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: the closure only makes async-signal-safe calls (see sys::child_setup).
         unsafe { cmd.pre_exec(move || sys::child_setup(parent, child_fd)) };
         let mut child = cmd.spawn()?;
         drop(theirs);
-        sys::set_nonblocking(ours.as_raw_fd())?;
+        if let Some(ours) = &ours {
+            sys::set_nonblocking(ours.as_raw_fd())?;
+        }
         let pipe = |p: Option<OwnedFd>, stream: &str, to_stderr: bool| -> io::Result<Stream> {
             let fd = p.ok_or_else(|| io::Error::other("missing pipe"))?;
             sys::set_nonblocking(fd.as_raw_fd())?;
@@ -142,10 +249,14 @@ impl Job {
             sys::set_nonblocking(fd.as_raw_fd())?;
             self.rank0_stdin = Some(fd);
         }
-        self.server.add_client(r as usize, Some(r));
+        if !remote {
+            // A remote rank becomes a client when its connection says who it is.
+            self.server.add_client(r as usize, Some(r));
+        }
         Ok(Rank {
             pid: child.id() as libc::pid_t,
-            pmi: Some(ours),
+            host,
+            pmi: ours,
             pmi_in: LineBuffer::new(),
             pmi_out: Vec::new(),
             stdout: Some(stdout),
@@ -155,7 +266,18 @@ impl Job {
     }
 
     fn who(&self, r: usize) -> String {
-        format!("rank {r} (pid {}) on {}", self.ranks[r].pid, self.host)
+        let rank = &self.ranks[r];
+        if self.place.local[rank.host] {
+            format!(
+                "rank {r} (pid {}) on {}",
+                rank.pid, self.place.names[rank.host]
+            )
+        } else {
+            format!(
+                "rank {r} on {} (launcher agent pid {})",
+                self.place.names[rank.host], rank.pid
+            )
+        }
     }
 
     /// Records the first failure and starts tearing the job down.
@@ -198,10 +320,16 @@ impl Job {
                         io::ErrorKind::PermissionDenied => 126,
                         _ => 1,
                     };
-                    self.fail(
-                        code,
-                        &format!("cannot start rank {r}: {:?}: {e}", self.opts.program),
-                    );
+                    let host = self.place.host_of[r as usize];
+                    let msg = if self.place.local[host] {
+                        format!("cannot start rank {r}: {:?}: {e}", self.opts.program)
+                    } else {
+                        format!(
+                            "cannot start rank {r} on {}: launcher {:?}: {e}",
+                            self.place.names[host], self.opts.launcher
+                        )
+                    };
+                    self.fail(code, &msg);
                     break;
                 }
             }
@@ -249,6 +377,8 @@ impl Job {
             Out(usize, bool),
             Stdin,
             Rank0Stdin,
+            PmiListener,
+            Unclaimed(usize),
         }
         let mut buf = vec![0u8; 64 * 1024];
         while !self.done() {
@@ -279,6 +409,12 @@ impl Job {
                     add(s.fd.as_raw_fd(), libc::POLLIN, Src::Out(r, true));
                 }
             }
+            if let Some(l) = &self.pmi_listener {
+                add(l.as_raw_fd(), libc::POLLIN, Src::PmiListener);
+            }
+            for (i, u) in self.unclaimed.iter().enumerate() {
+                add(u.fd.as_raw_fd(), libc::POLLIN, Src::Unclaimed(i));
+            }
             if self.stdin_open && self.stdin_buf.len() < 64 * 1024 {
                 add(0, libc::POLLIN, Src::Stdin);
             }
@@ -308,11 +444,14 @@ impl Job {
                     self.kill_hard();
                 }
             }
+            let mut claims = Vec::new();
             for (pfd, src) in fds.iter().zip(srcs) {
                 if pfd.revents == 0 {
                     continue;
                 }
                 match src {
+                    Src::PmiListener => self.accept_pmi(),
+                    Src::Unclaimed(i) => claims.push(i),
                     Src::Signals => self.on_signals(),
                     Src::Pmi(r) => {
                         if pfd.revents & libc::POLLOUT != 0 {
@@ -327,7 +466,83 @@ impl Job {
                     Src::Rank0Stdin => self.flush_stdin(),
                 }
             }
+            // Highest index first: a claimed or dropped connection leaves the list.
+            for i in claims.into_iter().rev() {
+                self.read_unclaimed(i, &mut buf);
+            }
         }
+    }
+
+    /// Takes the remote ranks' PMI connections waiting on the listener.
+    fn accept_pmi(&mut self) {
+        let Some(l) = &self.pmi_listener else { return };
+        while let Ok((stream, _)) = l.accept() {
+            // Connections that never say who they are must not pile up: the oldest goes.
+            if self.unclaimed.len() >= MAX_UNCLAIMED {
+                self.unclaimed.remove(0);
+            }
+            let _ = stream.set_nodelay(true);
+            if stream.set_nonblocking(true).is_ok() {
+                self.unclaimed.push(Unclaimed {
+                    fd: OwnedFd::from(stream),
+                    buf: LineBuffer::new(),
+                });
+            }
+        }
+    }
+
+    /// Reads an unclaimed connection's first line: `cmd=initack pmiid=R secret=S` from
+    /// remote rank R (not yet connected) with the job's secret makes it R's PMI connection;
+    /// anything else closes it.
+    fn read_unclaimed(&mut self, i: usize, buf: &mut [u8]) {
+        let u = &mut self.unclaimed[i];
+        match sys::read(u.fd.as_raw_fd(), buf) {
+            Ok(0) => {
+                self.unclaimed.remove(i);
+                return;
+            }
+            Ok(n) => u.buf.push(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return
+            }
+            Err(_) => {
+                self.unclaimed.remove(i);
+                return;
+            }
+        }
+        let line = match u.buf.next_line() {
+            Ok(None) if u.buf.pending() < 1024 => return,
+            Ok(Some(line)) => line,
+            _ => {
+                self.unclaimed.remove(i);
+                return;
+            }
+        };
+        let claimed = Message::parse(&line)
+            .ok()
+            .filter(|m| m.cmd == "initack" && m.get("secret") == Some(&self.pmi_secret))
+            .and_then(|m| m.get_int("pmiid"))
+            .and_then(|id| usize::try_from(id).ok())
+            .filter(|&r| {
+                self.ranks
+                    .get(r)
+                    .is_some_and(|k| !self.place.local[k.host] && k.pmi.is_none() && !k.exited)
+                    && self.server.rank_of(r).is_none()
+            });
+        let u = self.unclaimed.remove(i);
+        let Some(r) = claimed else {
+            return; // not one of ours: dropped
+        };
+        self.ranks[r].pmi = Some(u.fd);
+        self.ranks[r].pmi_in = u.buf;
+        self.server.add_client(r, None);
+        self.serve_line(r, &line);
+        self.serve_lines(r);
     }
 
     fn on_signals(&mut self) {
@@ -429,6 +644,11 @@ impl Job {
             }
         };
         self.ranks[r].pmi_in.push(&buf[..n]);
+        self.serve_lines(r)
+    }
+
+    /// Serves every complete line rank `r` sent; false when its connection was dropped.
+    fn serve_lines(&mut self, r: usize) -> bool {
         loop {
             let line = match self.ranks[r].pmi_in.next_line() {
                 Ok(Some(line)) => line,
@@ -443,19 +663,23 @@ impl Job {
                     return false;
                 }
             };
-            let out = self.server.handle_line(r, &line);
-            for (to, m) in out.replies {
-                if let Ok(s) = m.format() {
-                    self.ranks[to].pmi_out.extend_from_slice(s.as_bytes());
-                    self.flush_pmi(to);
-                }
-            }
-            for ev in out.events {
-                self.on_event(r, ev);
-            }
+            self.serve_line(r, &line);
         }
         self.check_barrier_deadlock();
         true
+    }
+
+    fn serve_line(&mut self, r: usize, line: &[u8]) {
+        let out = self.server.handle_line(r, line);
+        for (to, m) in out.replies {
+            if let Ok(s) = m.format() {
+                self.ranks[to].pmi_out.extend_from_slice(s.as_bytes());
+                self.flush_pmi(to);
+            }
+        }
+        for ev in out.events {
+            self.on_event(r, ev);
+        }
     }
 
     fn on_event(&mut self, from: usize, ev: Event) {

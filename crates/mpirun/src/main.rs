@@ -1,6 +1,7 @@
-//! mpirun / mpiexec for Ferrite: starts N ranks on this host and serves them PMI-1.
+//! mpirun / mpiexec for Ferrite: starts N ranks on this host or others and serves them PMI-1.
 
 mod cli;
+mod hosts;
 mod job;
 mod output;
 mod sys;
@@ -8,7 +9,14 @@ mod sys;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opts = match cli::parse(&args, |v| std::env::var(v).ok()) {
-        Ok(cli::Command::Run(o)) => o,
+        Ok(cli::Command::Run(mut o)) => {
+            let read = |f: &str| std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"));
+            if let Err(e) = cli::resolve_hosts(&mut o, read) {
+                eprintln!("mpirun: {e}");
+                std::process::exit(2);
+            }
+            o
+        }
         Ok(cli::Command::Help) => {
             print!("{}", cli::USAGE);
             return;

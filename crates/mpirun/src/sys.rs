@@ -119,7 +119,7 @@ pub fn read_signals(fd: RawFd) -> Vec<libc::c_int> {
 }
 
 /// In the child between fork and exec (async-signal-safe calls only): die with the
-/// launcher, unblock signals, restore SIGPIPE, and let `keep` survive exec.
+/// launcher, unblock signals, restore SIGPIPE, and let `keep` (if >= 0) survive exec.
 pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
     // SAFETY: only async-signal-safe calls on plain data; we are in a freshly forked child.
     unsafe {
@@ -136,7 +136,9 @@ pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
             std::ptr::null_mut(),
         ))?;
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        check(libc::fcntl(keep, libc::F_SETFD, 0))?;
+        if keep >= 0 {
+            check(libc::fcntl(keep, libc::F_SETFD, 0))?;
+        }
     }
     Ok(())
 }
@@ -254,4 +256,76 @@ pub fn random_hex(n: usize) -> String {
         got += r as usize;
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// This machine's IPv4 addresses: (interface, address, interface is up).
+pub fn ipv4_addrs() -> io::Result<Vec<(String, std::net::Ipv4Addr, bool)>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we free below.
+    check(unsafe { libc::getifaddrs(&mut list) })?;
+    let mut out = Vec::new();
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        // SAFETY: ifa_addr, when set, points to a sockaddr whose family tells its type.
+        if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            out.push((
+                name.to_string_lossy().into_owned(),
+                std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0,
+            ));
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(out)
+}
+
+/// The address for an `--iface` value: an IP address as is, or the first IPv4 address of
+/// the interface of that name.
+pub fn iface_addr(spec: &str) -> io::Result<std::net::IpAddr> {
+    let spec = spec.trim();
+    if let Ok(ip) = spec.parse::<std::net::IpAddr>() {
+        return Ok(ip);
+    }
+    ipv4_addrs()?
+        .into_iter()
+        .find(|(name, _, _)| name == spec)
+        .map(|(_, ip, _)| std::net::IpAddr::V4(ip))
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("--iface {spec:?}: no such interface with an IPv4 address"),
+            )
+        })
+}
+
+/// An address of this machine other hosts may reach, for a job across hosts without
+/// --iface: the hostname's address if it is one of ours and not loopback, else the first
+/// non-loopback address of an interface that is up; None if there is none.
+pub fn reachable_addr(hostname: &str) -> Option<std::net::Ipv4Addr> {
+    use std::net::ToSocketAddrs;
+    let ours: Vec<std::net::Ipv4Addr> = ipv4_addrs()
+        .ok()?
+        .into_iter()
+        .filter(|(_, ip, up)| *up && !ip.is_loopback())
+        .map(|(_, ip, _)| ip)
+        .collect();
+    let named = (hostname, 0)
+        .to_socket_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| match a.ip() {
+            std::net::IpAddr::V4(ip) => Some(ip),
+            _ => None,
+        })
+        .find(|ip| ours.contains(ip));
+    named.or_else(|| ours.first().copied())
 }

@@ -3,7 +3,9 @@
 //! The launcher hands over a connected socket in `PMI_FD` (with `PMI_RANK` and `PMI_SIZE`),
 //! or an address in `PMI_PORT` (`host:port`) and an id in `PMI_ID`, in which case the
 //! client connects, sends `cmd=initack pmiid=ID` and learns its rank and size from the
-//! `cmd=set` lines that follow. Requests and responses alternate strictly.
+//! `cmd=set` lines that follow. When `FERRITE_PMI_SECRET` is set (Ferrite's mpirun sets it
+//! for ranks on other hosts), the initack carries it as `secret=...`, so that a listener
+//! open to the network can tell its own ranks from strangers; other launchers never see it. Requests and responses alternate strictly.
 
 use crate::wire::{Message, WireError, MAX_LINE};
 use std::fmt;
@@ -123,7 +125,8 @@ impl Client {
         }
         if let Ok(port) = std::env::var("PMI_PORT") {
             let id = env_u32("PMI_ID")?;
-            return Client::connect_port(&port, id).map(Some);
+            let secret = std::env::var("FERRITE_PMI_SECRET").ok();
+            return Client::connect_port_with(&port, id, secret.as_deref()).map(Some);
         }
         Ok(None)
     }
@@ -149,13 +152,22 @@ impl Client {
 
     /// Connects to `host:port` and identifies as `pmiid` (the `PMI_PORT` form).
     pub fn connect_port(addr: &str, pmiid: u32) -> PmiResult<Client> {
+        Client::connect_port_with(addr, pmiid, None)
+    }
+
+    /// [`Client::connect_port`], proving membership of the job with `secret` if given.
+    pub fn connect_port_with(addr: &str, pmiid: u32, secret: Option<&str>) -> PmiResult<Client> {
         let stream = TcpStream::connect(addr).map_err(|err| PmiError::Io {
             during: format!("connect to PMI_PORT {addr}"),
             err,
         })?;
         let _ = stream.set_nodelay(true);
         let mut c = Client::with_fd(OwnedFd::from(stream), 0, 0)?;
-        c.send(&Message::new("initack").arg("pmiid", pmiid))?;
+        let mut hello = Message::new("initack").arg("pmiid", pmiid);
+        if let Some(s) = secret {
+            hello = hello.arg("secret", s);
+        }
+        c.send(&hello)?;
         c.expect("initack")?;
         let (mut rank, mut size) = (None, None);
         while rank.is_none() || size.is_none() {

@@ -102,6 +102,12 @@ impl Server {
         }
     }
 
+    /// A value the launcher publishes itself (e.g. `PMI_process_mapping` for a job across
+    /// hosts), visible to every rank at once.
+    pub fn set_job_value(&mut self, key: &str, value: &str) {
+        self.kvs.insert(key.to_string(), value.to_string());
+    }
+
     pub fn kvsname(&self) -> &str {
         &self.kvsname
     }
@@ -409,6 +415,16 @@ mod tests {
             &line("cmd=get kvsname=kvs_1_ab key=PMI_process_mapping"),
         );
         assert_eq!(one_reply(&out, 101).get("value"), Some("(vector,(0,1,3))"));
+        s.set_job_value("PMI_process_mapping", "(vector,(0,2,1),(0,1,1))");
+        let out = s.handle(
+            100,
+            &line("cmd=get kvsname=kvs_1_ab key=PMI_process_mapping"),
+        );
+        assert_eq!(
+            one_reply(&out, 100).get("value"),
+            Some("(vector,(0,2,1),(0,1,1))"),
+            "the launcher's own values are visible at once"
+        );
     }
 
     #[test]

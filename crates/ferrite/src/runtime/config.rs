@@ -13,8 +13,8 @@ pub struct Knob {
 pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_TRANSPORTS",
-        default: "self,shm",
-        doc: "Comma list of transports Ferrite may use, e.g. `shm,self`.",
+        default: "self,shm,tcp",
+        doc: "Comma list of transports Ferrite may use; shm serves peers on the same host, tcp those on other hosts (and all, without shm).",
     },
     Knob {
         name: "FERRITE_PROGRESS_SPIN",
@@ -45,7 +45,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_TCP_IF",
         default: "",
-        doc: "Interface name or IP address tcp listens on; empty: loopback (one-host jobs).",
+        doc: "Interface name or IP address tcp listens on; empty: loopback, or in a job across hosts this host's non-loopback address.",
     },
     Knob {
         name: "FERRITE_TCP_MAX_PACKET",

@@ -2,13 +2,15 @@
 //! datatypes). `Net` routes each peer to one transport and is what the layers above use.
 
 pub mod loopback;
+pub mod nodes;
 pub mod shm;
 pub mod tcp;
 
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
 use crate::mpi_err;
-use crate::runtime::config;
+use crate::runtime::{config, pmi};
+use nodes::NodeMap;
 use std::os::unix::io::RawFd;
 
 /// A process of the job, by its rank in MPI_COMM_WORLD.
@@ -140,17 +142,24 @@ pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
     Ok(out)
 }
 
-/// Routes peers to transports: `self` for this process, `shm` (or, when shm is not allowed,
-/// `tcp`) for the others, and for this process too when `self` is not allowed. Memory is O(1)
-/// in the job size: routes are computed, shm maps a peer's segment and tcp connects only on
-/// first contact. With both shm and tcp allowed, shm takes every peer: choosing per peer
-/// (shm on the same host, tcp across hosts) needs each rank's host, which cards will carry.
+/// Routes peers to transports: `self` for this process; `shm` for peers on this host; `tcp`
+/// for peers on other hosts, and for every peer when shm is not allowed; for this process
+/// too the first of those there is when `self` is not allowed. Which ranks share a host
+/// comes from the launcher's PMI_process_mapping (`nodes.rs`), read once in MPI_Init; a job
+/// on one host (or a launcher that does not say) creates no tcp endpoint when shm is
+/// allowed, so the default `self,shm,tcp` costs single-host jobs nothing. Memory is O(1) in
+/// the job size for regular layouts: routes are computed, shm maps a peer's segment and tcp
+/// connects only on first contact.
 pub struct Net {
     pub rank: Proc,
     pub size: u32,
     transports: Vec<Box<dyn Transport + Send>>,
     self_route: Option<usize>,
-    peer_route: Option<usize>,
+    shm_route: Option<usize>,
+    tcp_route: Option<usize>,
+    /// Set only when the job spans hosts: then `my_node` says which peers shm reaches.
+    nodes: Option<NodeMap>,
+    my_node: u32,
     /// The FERRITE_TRANSPORTS value, for error messages.
     allowed: String,
     /// Every transport's wake fd; -1 when none has one.
@@ -163,18 +172,45 @@ impl Net {
     /// transports FERRITE_TRANSPORTS allows. Peers are contacted only when first needed.
     pub fn init(rank: Proc, size: u32, kvsname: &str) -> MpiResult<Net> {
         let list: String = config::get("FERRITE_TRANSPORTS");
-        Net::init_with(rank, size, kvsname, &list)
+        // Which ranks share our host: shm takes only those, and tcp listens on an address
+        // other hosts reach when there are other hosts.
+        let nodes = if size > 1 {
+            // A launcher that cannot say (or errs) gets the single-host routing.
+            pmi::get("PMI_process_mapping")
+                .ok()
+                .flatten()
+                .and_then(|m| NodeMap::parse(&m))
+        } else {
+            None
+        };
+        Net::init_with_nodes(rank, size, kvsname, &list, nodes)
     }
 
-    /// [`Net::init`] with an explicit transport list (tests, tools).
+    /// [`Net::init`] with an explicit transport list, all ranks on one host (tests, tools).
     pub fn init_with(rank: Proc, size: u32, kvsname: &str, list: &str) -> MpiResult<Net> {
+        Net::init_with_nodes(rank, size, kvsname, list, None)
+    }
+
+    /// [`Net::init`] with an explicit transport list and host map (`None`: one host).
+    pub fn init_with_nodes(
+        rank: Proc,
+        size: u32,
+        kvsname: &str,
+        list: &str,
+        nodes: Option<NodeMap>,
+    ) -> MpiResult<Net> {
         let names = parse_transports(list)?;
+        let nodes = nodes.filter(|m| m.spans_nodes(size));
+        let my_node = nodes.as_ref().map_or(0, |m| m.node_of(rank));
         let mut net = Net {
             rank,
             size,
             transports: Vec::new(),
             self_route: None,
-            peer_route: None,
+            shm_route: None,
+            tcp_route: None,
+            nodes,
+            my_node,
             allowed: list.to_string(),
             epoll: -1,
             blocks: 0,
@@ -183,15 +219,26 @@ impl Net {
             net.self_route = Some(net.transports.len());
             net.transports.push(Box::new(loopback::Loopback::new(rank)));
         }
-        // A job of one process creates no segment at all.
-        if names.contains(&"shm") && size > 1 {
+        // A job of one process, or a rank alone on its host, creates no segment at all.
+        let host_peers = match &net.nodes {
+            Some(m) => m.ranks_on(my_node, size) > 1,
+            None => size > 1,
+        };
+        if names.contains(&"shm") && host_peers {
             let cfg = shm::ShmConfig::from_knobs(size)?;
-            net.peer_route = Some(net.transports.len());
+            net.shm_route = Some(net.transports.len());
             net.transports
                 .push(Box::new(shm::Shm::new(rank, size, kvsname, cfg)?));
-        } else if names.contains(&"tcp") && size > 1 {
-            let cfg = tcp::TcpConfig::from_knobs()?;
-            net.peer_route = Some(net.transports.len());
+        }
+        // Every rank of a job across hosts listens (its peers elsewhere may dial it).
+        if names.contains(&"tcp") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
+            let mut cfg = tcp::TcpConfig::from_knobs()?;
+            let spec: String = config::get("FERRITE_TCP_IF");
+            if net.nodes.is_some() && spec.trim().is_empty() {
+                // Loopback cannot be reached from other hosts.
+                cfg.ip = tcp::listener::reachable_ip();
+            }
+            net.tcp_route = Some(net.transports.len());
             let board = tcp::card::board_for(kvsname);
             net.transports
                 .push(Box::new(tcp::Tcp::new(rank, size, cfg, board)?));
@@ -234,9 +281,25 @@ impl Net {
             ));
         }
         let r = if to == self.rank {
-            self.self_route.or(self.peer_route)
+            self.self_route.or(self.shm_route).or(self.tcp_route)
         } else {
-            self.peer_route
+            match &self.nodes {
+                Some(m) if m.node_of(to) != self.my_node => {
+                    return self.tcp_route.ok_or_else(|| {
+                        mpi_err!(
+                            MPI_ERR_OTHER,
+                            "rank {to} runs on another host (node {} of the launcher's \
+                             PMI_process_mapping; this is rank {} on node {}) and \
+                             FERRITE_TRANSPORTS={:?} has no transport across hosts (add tcp)",
+                            m.node_of(to),
+                            self.rank,
+                            self.my_node,
+                            self.allowed
+                        )
+                    });
+                }
+                _ => self.shm_route.or(self.tcp_route),
+            }
         };
         r.ok_or_else(|| {
             mpi_err!(

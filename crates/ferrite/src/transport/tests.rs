@@ -103,3 +103,72 @@ fn ranks_in_one_process_talk_over_shm_and_shutdown_unlinks() {
     drop(b);
     assert!(!shm_exists(&job, 1));
 }
+
+/// A job on two hosts (ranks 0, 1 on node 0; rank 2 alone on node 1), all allowed: peers on
+/// the same host go through shm, the others through tcp; a rank alone on its host makes no
+/// segment, and with shm only, a peer on another host is an error naming it.
+#[test]
+fn peers_on_other_hosts_go_through_tcp_and_the_others_through_shm() {
+    let job = format!("tcptest-{}", unique_job("hosts"));
+    let _files = ShmFiles(job.clone());
+    let map = || nodes::NodeMap::parse("(vector,(0,1,2),(1,1,1))");
+    let all = "self,shm,tcp";
+    let mut nets: Vec<Net> = (0..3)
+        .map(|r| Net::init_with_nodes(r, 3, &job, all, map()).unwrap())
+        .collect();
+    let names = |n: &Net| n.stats().transports.iter().map(|t| t.0).collect::<Vec<_>>();
+    assert_eq!(names(&nets[0]), ["self", "shm", "tcp"]);
+    assert_eq!(names(&nets[2]), ["self", "tcp"]);
+    assert!(shm_exists(&job, 0) && shm_exists(&job, 1) && !shm_exists(&job, 2));
+    assert!(nets[0].try_send(1, &[b"0 to 1"]).unwrap());
+    assert!(nets[0].try_send(2, &[b"0 to 2"]).unwrap());
+    assert!(nets[2].try_send(1, &[b"2 to 1"]).unwrap());
+    let mut got: Vec<Vec<(Proc, Vec<u8>)>> = vec![Vec::new(); 3];
+    for _ in 0..100_000 {
+        if got[1].len() == 2 && got[2].len() == 1 {
+            break;
+        }
+        for (r, net) in nets.iter_mut().enumerate() {
+            net.poll(&mut |f, p| got[r].push((f, p.to_vec())));
+        }
+    }
+    got[1].sort();
+    assert_eq!(got[1], [(0, b"0 to 1".to_vec()), (2, b"2 to 1".to_vec())]);
+    assert_eq!(got[2], [(0, b"0 to 2".to_vec())]);
+    let sent = |n: &Net, t: &str| {
+        n.stats()
+            .transports
+            .iter()
+            .find(|x| x.0 == t)
+            .map_or(0, |x| x.1.packets_sent)
+    };
+    assert_eq!((sent(&nets[0], "shm"), sent(&nets[0], "tcp")), (1, 1));
+    assert_eq!(sent(&nets[2], "tcp"), 1);
+    for n in &mut nets {
+        n.shutdown();
+    }
+    drop(nets);
+
+    let job = unique_job("hosts-shm-only");
+    let _files = ShmFiles(job.clone());
+    let mut net = Net::init_with_nodes(0, 3, &job, "self,shm", map()).unwrap();
+    let err = net.try_send(2, &[b"x"]).unwrap_err();
+    assert!(
+        err.msg.contains("rank 2 runs on another host") && err.msg.contains("add tcp"),
+        "{}",
+        err.msg
+    );
+}
+
+#[test]
+fn a_job_on_one_host_creates_no_tcp_endpoint_by_default() {
+    let job = unique_job("one-host");
+    let _files = ShmFiles(job.clone());
+    let one = nodes::NodeMap::parse("(vector,(0,1,2))");
+    let net = Net::init_with_nodes(0, 2, &job, "self,shm,tcp", one).unwrap();
+    let names: Vec<_> = net.stats().transports.iter().map(|t| t.0).collect();
+    assert_eq!(names, ["self", "shm"]);
+    let net = Net::init_with(1, 2, &job, "self,shm,tcp").unwrap();
+    let names: Vec<_> = net.stats().transports.iter().map(|t| t.0).collect();
+    assert_eq!(names, ["self", "shm"]);
+}

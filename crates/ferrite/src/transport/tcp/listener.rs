@@ -1,7 +1,7 @@
 //! The listening socket: its address comes from FERRITE_TCP_IF (an interface name or an IP
 //! address; empty: loopback). Loopback is right for a job on one host; a job across hosts
-//! needs FERRITE_TCP_IF set to an address the other hosts reach (or, later, the launcher
-//! telling each rank which interface faces its peers).
+//! needs an interface the other hosts reach: FERRITE_TCP_IF (`mpirun --iface NAME` sets it
+//! for every rank) or, when it is unset, [`reachable_ip`].
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -25,35 +25,69 @@ pub fn resolve_if(spec: &str) -> io::Result<IpAddr> {
 
 /// The first IPv4 address of the interface `name`.
 fn interface_addr(name: &str) -> io::Result<Option<IpAddr>> {
+    Ok(ipv4_addrs()?
+        .into_iter()
+        .find(|(n, _, _)| n == name)
+        .map(|(_, ip, _)| IpAddr::V4(ip)))
+}
+
+/// This machine's IPv4 addresses: (interface, address, interface is up).
+fn ipv4_addrs() -> io::Result<Vec<(String, Ipv4Addr, bool)>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `list` with a linked list we free below.
     if unsafe { libc::getifaddrs(&mut list) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut found = None;
+    let mut out = Vec::new();
     let mut cur = list;
     while !cur.is_null() {
         // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
         let ifa = unsafe { &*cur };
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let ifname = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-        if !ifa.ifa_addr.is_null() && ifname.to_bytes() == name.as_bytes() {
-            // SAFETY: ifa_addr points to a sockaddr whose family tells its real type.
-            let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-            if family == libc::AF_INET {
-                // SAFETY: an AF_INET address is a sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                    sin.sin_addr.s_addr,
-                ))));
-                break;
-            }
+        // SAFETY: ifa_addr, when set, points to a sockaddr whose family tells its real type.
+        if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            out.push((
+                name.to_string_lossy().into_owned(),
+                Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                ifa.ifa_flags & libc::IFF_UP as libc::c_uint != 0,
+            ));
         }
         cur = ifa.ifa_next;
     }
     // SAFETY: `list` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(list) };
-    Ok(found)
+    Ok(out)
+}
+
+/// For a job across hosts with FERRITE_TCP_IF unset: the hostname's address if it is one of
+/// ours and not loopback, else the first non-loopback address of an interface that is up,
+/// else loopback (then only peers on this host can connect).
+pub fn reachable_ip() -> IpAddr {
+    use std::net::ToSocketAddrs;
+    let ours: Vec<Ipv4Addr> = ipv4_addrs()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, ip, up)| *up && !ip.is_loopback())
+        .map(|(_, ip, _)| ip)
+        .collect();
+    let named = (crate::runtime::hostname().as_str(), 0)
+        .to_socket_addrs()
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| match a.ip() {
+            IpAddr::V4(ip) => Some(ip),
+            IpAddr::V6(_) => None,
+        })
+        .find(|ip| ours.contains(ip));
+    IpAddr::V4(
+        named
+            .or_else(|| ours.first().copied())
+            .unwrap_or(Ipv4Addr::LOCALHOST),
+    )
 }
 
 pub struct Listener {

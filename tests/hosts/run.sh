@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Jobs across hosts, on one machine: three network namespaces stand for three hosts.
+#
+#   ns A: bridge fh0 10.231.7.1/24 (mpirun runs here; "localhost" in --host means A)
+#   ns B: veth fh0 10.231.7.2/24 --- enslaved to A's bridge
+#   ns C: veth fh0 10.231.7.3/24 --- enslaved to A's bridge
+#
+# Every interface lives inside a namespace this script created (nothing in the root
+# namespace, no route out); the trap deletes them. Ranks on B and C start through an agent
+# script that runs `ip netns exec <ns> <command...>`, so mpirun serves them PMI over TCP
+# (PMI_PORT) on A's address, and `--iface fh0` makes every rank's tcp transport use fh0.
+# Then the C programs ring, anysource and sizes run (through tests/c/run.sh) with ranks
+# spread over the hosts: ranks on one host talk through shm, across hosts through tcp.
+#
+# Needs root, `ip` and network namespaces; otherwise it prints SKIP lines and ends with
+# `hosts: 0 passed, 0 failed, N skipped`. Knobs: PREFIX (default ./build), HOSTS_NET
+# (the /24 prefix, default 10.231.7), TEST_TIMEOUT (per run, default 30).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PREFIX=${PREFIX:-$root/build}
+MPIRUN_BIN=$PREFIX/bin/mpirun
+net=${HOSTS_NET:-10.231.7}
+pass=0; fail=0; skip=0
+checks=22 # how many results a skipped run stands for (15 C runs, 7 checks)
+
+skip_all() {
+    echo "SKIP hosts: $1"
+    echo "hosts: 0 passed, 0 failed, $checks skipped"
+    exit 0
+}
+
+[ "$(id -u)" -eq 0 ] || skip_all "network namespaces need root (running as uid $(id -u))"
+command -v ip >/dev/null || skip_all "no 'ip' command (install iproute2)"
+[ -x "$MPIRUN_BIN" ] || { echo "FAIL hosts: $MPIRUN_BIN missing (make install)"; echo "hosts: 0 passed, 1 failed"; exit 1; }
+
+tag=fh$$
+A=${tag}a; B=${tag}b; C=${tag}c
+work=$(mktemp -d)
+cleanup() {
+    for ns in "$A" "$B" "$C"; do
+        if ip netns list 2>/dev/null | grep -qw "$ns"; then
+            # Only processes inside our own namespaces: the job's, if any survived.
+            pids=$(ip netns pids "$ns" 2>/dev/null)
+            [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+            ip netns del "$ns" 2>/dev/null
+        fi
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$A" 2>"$work/err" || skip_all "cannot create a network namespace: $(cat "$work/err")"
+setup() {
+    ip netns add "$B" && ip netns add "$C" &&
+    ip -n "$A" link add fh0 type bridge &&
+    for ns in "$A" "$B" "$C"; do ip -n "$ns" link set lo up || return 1; done &&
+    ip -n "$A" link add vb type veth peer name fh0 netns "$B" &&
+    ip -n "$A" link add vc type veth peer name fh0 netns "$C" &&
+    ip -n "$A" link set vb master fh0 && ip -n "$A" link set vc master fh0 &&
+    ip -n "$A" addr add "$net.1/24" dev fh0 &&
+    ip -n "$B" addr add "$net.2/24" dev fh0 &&
+    ip -n "$C" addr add "$net.3/24" dev fh0 &&
+    for l in fh0 vb vc; do ip -n "$A" link set "$l" up || return 1; done &&
+    ip -n "$B" link set fh0 up && ip -n "$C" link set fh0 up
+}
+setup 2>"$work/err" || skip_all "cannot build the veth/bridge network: $(tail -n 1 "$work/err")"
+echo "hosts: namespaces $A (mpirun, $net.1), $B ($net.2), $C ($net.3) on bridge fh0"
+
+# The launcher agent: `agent <host> <command...>` runs the command in that namespace.
+cat >"$work/agent" <<EOF
+#!/bin/sh
+host=\$1; shift
+case \$host in
+$A|$B|$C) exec ip netns exec "\$host" "\$@" ;;
+*) echo "agent: unknown host \$host" >&2; exit 255 ;;
+esac
+EOF
+chmod +x "$work/agent"
+
+# mpirun inside A with a host list; tests/c/run.sh calls it as `$MPIRUN -n N prog`.
+wrapper() { # file hosts...
+    local f=$1; shift
+    cat >"$f" <<EOF
+#!/bin/sh
+exec ip netns exec $A $MPIRUN_BIN $* --launcher $work/agent --iface fh0 "\$@"
+EOF
+    chmod +x "$f"
+}
+wrapper "$work/mpirun-2" --host "localhost,$B"
+wrapper "$work/mpirun-3" --host "$A,$B,$C"
+cat >"$work/mpirun-noif" <<EOF
+#!/bin/sh
+exec ip netns exec $A $MPIRUN_BIN --host $A,$B,$C --launcher $work/agent "\$@"
+EOF
+chmod +x "$work/mpirun-noif"
+
+# Wait until A reaches B and C over the bridge (addresses become usable after DAD etc.).
+for _ in $(seq 50); do
+    if ip netns exec "$A" bash -c "exec 3<>/dev/tcp/$net.2/1" 2>&1 | grep -q refused &&
+       ip netns exec "$A" bash -c "exec 3<>/dev/tcp/$net.3/1" 2>&1 | grep -q refused; then
+        break
+    fi
+    sleep 0.1
+done
+
+c_suite() { # label mpirun-wrapper nps
+    local label=$1 mpirun=$2 nps=$3
+    echo "=== hosts: $label"
+    env MPIRUN="$mpirun" FERRITE_TESTS_EXPECT=ferrite TEST_NP="$nps" \
+        TEST_TIMEOUT="${TEST_TIMEOUT:-30}" "$root/tests/c/run.sh" ring anysource sizes \
+        2>&1 | tee "$work/c.log"
+    local line p f
+    line=$(grep -E '^c: [0-9]+ passed' "$work/c.log" | tail -n 1)
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
+    if [ -z "$line" ]; then echo "FAIL hosts: $label printed no summary"; f=1; p=0; fi
+    pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+}
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+ko() { echo "FAIL $1"; [ -s "${2:-}" ] && tail -n 8 "$2" | sed 's/^/    | /'; fail=$((fail + 1)); }
+
+# Local rank plus a remote host: -n 2 puts one rank on each, -n 4 alternates.
+c_suite "localhost + $B (local ranks direct, $B through the agent)" "$work/mpirun-2" "2 4"
+# Every rank through the agent, three hosts: -n 3 one each, -n 6 two each (alternating).
+c_suite "$A + $B + $C (all through the agent)" "$work/mpirun-3" "3 6"
+# The same over tcp only: ranks on one host talk through tcp too (mpirun forwards FERRITE_*).
+FERRITE_TRANSPORTS=tcp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=tcp,self" "$work/mpirun-3" "3"
+
+bindir=$root/tests/c/bin
+# Placement and output forwarding: each rank prints the address it sees on fh0 (not an
+# MPI program, so no PMI); rank i runs on host i mod 3 with one slot each.
+log=$work/where.log
+if timeout -k 5 30 "$work/mpirun-3" -n 4 --tag-output sh -c 'ip -4 -o addr show dev fh0' \
+        >"$log" 2>&1; then
+    got=$(sed -n 's/^\[\([0-9]*\)\]<stdout>:.* inet \([0-9.]*\)\/.*/\1=\2/p' "$log" | sort | tr '\n' ' ')
+else
+    got="exit status $?"
+fi
+want="0=$net.1 1=$net.2 2=$net.3 3=$net.1 "
+if [ "$got" = "$want" ]; then ok "ranks run where placed: $got"; else ko "placement: got '$got', want '$want'" "$log"; fi
+
+# Without --iface, mpirun and the ranks find their non-loopback address themselves.
+log=$work/noif.log
+if timeout -k 5 30 "$work/mpirun-noif" -n 3 "$bindir/ring" >"$log" 2>&1 && grep -qx "done: ring" "$log"; then
+    ok "ring across $A, $B, $C without --iface (addresses found by mpirun and the ranks)"
+else
+    ko "ring across $A, $B, $C without --iface" "$log"
+fi
+log=$work/noif-tcp.log
+if timeout -k 5 30 "$work/mpirun-noif" -n 6 -x FERRITE_TRANSPORTS=tcp,self "$bindir/ring" >"$log" 2>&1 &&
+   grep -qx "done: ring" "$log"; then
+    ok "ring across $A, $B, $C without --iface, tcp only"
+else
+    ko "ring across $A, $B, $C without --iface, tcp only" "$log"
+fi
+
+# A hostfile with slots: ranks 0-1 on A, 2-3 on B; rank 0's output comes back from A.
+printf '# two hosts\n%s slots=2\n%s slots=2\n' "$A" "$B" >"$work/hostfile"
+log=$work/hostfile.log
+if timeout -k 5 30 ip netns exec "$A" "$MPIRUN_BIN" --hostfile "$work/hostfile" \
+        --launcher "$work/agent" --iface fh0 "$bindir/ring" >"$log" 2>&1 &&
+   grep -qx "done: ring" "$log"; then
+    ok "hostfile ($A slots=2, $B slots=2; -n from the slots)"
+else
+    ko "hostfile ($A slots=2, $B slots=2)" "$log"
+fi
+
+# Without tcp, a peer on another host is unreachable, and the error says so: proof that
+# routing follows the hosts (the same job on one host passes over shm).
+log=$work/shm-only.log
+timeout -k 5 30 "$work/mpirun-2" -n 2 -x FERRITE_TRANSPORTS=self,shm "$bindir/ring" >"$log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && grep -q "runs on another host" "$log"; then
+    ok "FERRITE_TRANSPORTS=self,shm across hosts fails naming the other host (exit $rc)"
+else
+    ko "FERRITE_TRANSPORTS=self,shm across hosts should fail with 'runs on another host' (exit $rc)" "$log"
+fi
+
+# A remote rank killed: mpirun ends the job, non-zero, naming the rank and its host.
+log=$work/sigkill.log
+"$PREFIX/bin/mpicc" -O2 -o "$work/job_sigkill" "$root/tests/c/job_sigkill.c" >"$log" 2>&1
+timeout -k 5 30 "$work/mpirun-2" -n 2 "$work/job_sigkill" >>"$log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "rank 1 on $B" "$log"; then
+    ok "a remote rank killed ends the job (exit $rc) with: $(grep -m1 "rank 1 on $B" "$log")"
+else
+    ko "a remote rank killed: expected non-zero exit and a line naming 'rank 1 on $B' (exit $rc)" "$log"
+fi
+# Nothing of the job may survive in any namespace.
+left=""
+for ns in "$A" "$B" "$C"; do left="$left$(ip netns pids "$ns" 2>/dev/null)"; done
+if [ -z "$left" ]; then ok "no process left in the namespaces"; else ko "processes left: $left"; fi
+
+echo "hosts: $pass passed, $fail failed, 0 skipped"
+[ "$fail" -eq 0 ]
