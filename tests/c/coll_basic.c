@@ -262,6 +262,63 @@ static void check_scan_rs(int n)
     free(r);
 }
 
+/* Derived datatypes: the root sends a strided vector, the others receive contiguous ints
+ * (same type signature); allgather into a resized vector (every other int of the buffer);
+ * alltoall with a struct type. */
+static void check_derived(void)
+{
+    MPI_Datatype vec, every_other, pair;
+    MPI_CHECK(MPI_Type_vector(5, 1, 3, MPI_INT, &vec));
+    MPI_CHECK(MPI_Type_commit(&vec));
+    MPI_Datatype tmp;
+    MPI_CHECK(MPI_Type_vector(1, 1, 1, MPI_INT, &tmp));
+    MPI_CHECK(MPI_Type_create_resized(tmp, 0, 2 * sizeof(int), &every_other));
+    MPI_CHECK(MPI_Type_commit(&every_other));
+    MPI_CHECK(MPI_Type_free(&tmp));
+    int bl[2] = {1, 1};
+    MPI_Aint dp[2] = {0, 8};
+    MPI_Datatype ts[2] = {MPI_INT, MPI_DOUBLE};
+    MPI_CHECK(MPI_Type_create_struct(2, bl, dp, ts, &pair));
+    MPI_CHECK(MPI_Type_commit(&pair));
+
+    int big[15 * 2], flat[10];
+    for (int root = 0; root < np; root += np > 1 ? np - 1 : 1) {
+        for (int i = 0; i < 30; i++) big[i] = me == root ? i * 7 : -1;
+        for (int i = 0; i < 10; i++) flat[i] = -1;
+        if (me == root)
+            MPI_CHECK(MPI_Bcast(big, 2, vec, root, comm));
+        else
+            MPI_CHECK(MPI_Bcast(flat, 10, MPI_INT, root, comm));
+        if (me != root)
+            for (int j = 0; j < 10; j++) {
+                int want = (j / 5) * 13 * 7 + (j % 5) * 3 * 7; /* vec extent: 13 ints */
+                CHECK(flat[j] == want, "bcast vector->ints root=%d [%d]=%d want %d", root, j,
+                      flat[j], want);
+            }
+    }
+    int *ag = malloc(sizeof(int) * 2 * np);
+    for (int i = 0; i < 2 * np; i++) ag[i] = -9;
+    int mine = me * 11 + 1;
+    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, ag, 1, every_other, comm));
+    for (int k = 0; k < np; k++) {
+        CHECK(ag[2 * k] == k * 11 + 1, "allgather resized [%d]", k);
+        CHECK(ag[2 * k + 1] == -9, "allgather resized wrote a gap [%d]", k);
+    }
+    struct {
+        int i;
+        int pad;
+        double d;
+    } *ps = malloc(sizeof *ps * np), *pr = malloc(sizeof *pr * np);
+    for (int k = 0; k < np; k++) ps[k].i = me * 100 + k, ps[k].d = me + k / 4.0, pr[k].i = -1;
+    MPI_CHECK(MPI_Alltoall(ps, 1, pair, pr, 1, pair, comm));
+    for (int k = 0; k < np; k++)
+        CHECK(pr[k].i == k * 100 + me && pr[k].d == k + me / 4.0, "alltoall struct from %d", k);
+    free(ag), free(ps), free(pr);
+    MPI_CHECK(MPI_Type_free(&vec));
+    MPI_CHECK(MPI_Type_free(&every_other));
+    MPI_CHECK(MPI_Type_free(&pair));
+}
+
 static void all_checks(void)
 {
     int sizes[] = {0, 1, 7, 3000};
@@ -276,6 +333,13 @@ static void all_checks(void)
         check_alltoall(n > 100 ? 100 : n);
         check_scan_rs(n > 100 ? 100 : n);
     }
+    check_derived();
+    /* zero counts with null buffers */
+    MPI_CHECK(MPI_Bcast(NULL, 0, MPI_INT, 0, comm));
+    MPI_CHECK(MPI_Allreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, comm));
+    MPI_CHECK(MPI_Allgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm));
+    MPI_CHECK(MPI_Alltoall(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm));
+    MPI_CHECK(MPI_Reduce_local(NULL, NULL, 0, MPI_INT, MPI_SUM));
 }
 
 int main(int argc, char **argv)
@@ -286,19 +350,36 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_rank(comm, &me));
     MPI_CHECK(MPI_Comm_size(comm, &np));
     const char *combos[][5] = {
-        /* bcast, allreduce, allgather, alltoall */
-        {"auto", "auto", "auto", "auto"},
-        {"binomial", "recursive_doubling", "bruck", "bruck"},
-        {"scatter_allgather", "rabenseifner", "ring", "pairwise"},
+        /* bcast, allreduce, allgather, alltoall, reduce */
+        {"auto", "auto", "auto", "auto", "auto"},
+        {"binomial", "recursive_doubling", "bruck", "bruck", "binomial"},
+        {"scatter_allgather", "rabenseifner", "ring", "pairwise", "rabenseifner"},
     };
     for (unsigned c = 0; c < sizeof combos / sizeof *combos; c++) {
         set_algo("FERRITE_COLL_BCAST_ALGO", combos[c][0]);
         set_algo("FERRITE_COLL_ALLREDUCE_ALGO", combos[c][1]);
         set_algo("FERRITE_COLL_ALLGATHER_ALGO", combos[c][2]);
         set_algo("FERRITE_COLL_ALLTOALL_ALGO", combos[c][3]);
+        set_algo("FERRITE_COLL_REDUCE_ALGO", combos[c][4]);
         all_checks();
     }
     MPI_CHECK(MPI_Comm_free(&comm));
+    if (t_size >= 2) {
+        /* Intercommunicator barrier (both groups take part), blocking and nonblocking. */
+        MPI_Comm half, inter;
+        int color = t_rank < t_size / 2;
+        MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, 0, &half));
+        MPI_CHECK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, color ? t_size / 2 : 0, 7,
+                                       &inter));
+        MPI_Request rq;
+        for (int i = 0; i < 3; i++) {
+            MPI_CHECK(MPI_Barrier(inter));
+            MPI_CHECK(MPI_Ibarrier(inter, &rq));
+            MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        }
+        MPI_CHECK(MPI_Comm_free(&inter));
+        MPI_CHECK(MPI_Comm_free(&half));
+    }
     t_finish("coll_basic");
     return 0;
 }

@@ -279,12 +279,17 @@ static void user_ops(int nonblocking)
         RUN(MPI_Allreduce(s, r, n, aff_type, op, MPI_COMM_WORLD),
             MPI_Iallreduce(s, r, n, aff_type, op, MPI_COMM_WORLD, &rq));
         for (int i = 0; i < n; i++) same(r[i], fold(0, np, i), "allreduce user op", i);
-        for (int root = 0; root < np; root += np - 1 > 0 ? np - 1 : 1) {
-            RUN(MPI_Reduce(s, r, n, aff_type, op, root, MPI_COMM_WORLD),
-                MPI_Ireduce(s, r, n, aff_type, op, root, MPI_COMM_WORLD, &rq));
-            if (me == root)
-                for (int i = 0; i < n; i++) same(r[i], fold(0, np, i), "reduce user op", i);
+        /* Ferrite: both Reduce algorithms (the knob is read at each call) */
+        for (int alg = 0; alg < 2; alg++) {
+            setenv("FERRITE_COLL_REDUCE_ALGO", alg ? "rabenseifner" : "binomial", 1);
+            for (int root = 0; root < np; root += np - 1 > 0 ? np - 1 : 1) {
+                RUN(MPI_Reduce(s, r, n, aff_type, op, root, MPI_COMM_WORLD),
+                    MPI_Ireduce(s, r, n, aff_type, op, root, MPI_COMM_WORLD, &rq));
+                if (me == root)
+                    for (int i = 0; i < n; i++) same(r[i], fold(0, np, i), "reduce user op", i);
+            }
         }
+        unsetenv("FERRITE_COLL_REDUCE_ALGO");
         RUN(MPI_Scan(s, r, n, aff_type, op, MPI_COMM_WORLD),
             MPI_Iscan(s, r, n, aff_type, op, MPI_COMM_WORLD, &rq));
         for (int i = 0; i < n; i++) same(r[i], fold(0, me + 1, i), "scan user op", i);

@@ -2,7 +2,7 @@
 /* How many distinct peers each rank exchanges messages with during one Barrier, Bcast,
  * Allreduce, Allgather and Alltoall (Ferrite's FERRITE_Coll_peers), checked exactly against
  * each algorithm's communication pattern: log-scale for the tree/dissemination/Bruck
- * algorithms, N-1 for pairwise alltoall. Rank 0 prints one `peers:` line per collective
+ * algorithms and communicator creation, N-1 for pairwise alltoall. Rank 0 prints one `peers:` line per collective
  * (min/max over ranks and log2 N) for the connection study. Skipped on other MPIs. */
 #include "common.h"
 
@@ -107,6 +107,12 @@ int main(int argc, char **argv)
     setenv("FERRITE_COLL_ALLTOALL_ALGO", "pairwise", 1);
     MPI_CHECK(MPI_Alltoall(s, 1, MPI_INT, r, 1, MPI_INT, MPI_COMM_WORLD));
     report("Alltoall pairwise", peers_now(), np - 1);
+
+    /* Communicator creation gathers every member's record with a Bruck allgather too. */
+    MPI_Comm half;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, 0, me, &half));
+    report("Comm_split (allgather)", peers_now(), dissemination());
+    MPI_CHECK(MPI_Comm_free(&half));
 
     t_finish("coll_peers");
     return 0;

@@ -9,7 +9,7 @@
 
 use super::consts::*;
 use super::out;
-use crate::coll::plans::{self, Arr, Side};
+use crate::coll::plans::{self, Arr, Ngh, Side};
 use crate::coll::reduce::{UserFn, UserFnC, UserKind, UserOp};
 use crate::coll::{self, Mode};
 use crate::error::{ErrObj, MpiError, MpiResult};
@@ -390,6 +390,200 @@ coll! {
     }
 }
 
+/// The three forms of a neighbourhood collective: like `coll!`, with the communicator's
+/// neighbourhood (`nb`, computed before the state lock is taken) given to the body.
+macro_rules! ngh {
+    (fn $b:ident, fn $i:ident, fn $p:ident ($($a:ident : $t:ty),*) on $comm:ident
+        |$st:ident, $nb:ident| $build:expr) => {
+        coll! {
+            fn $b, fn $i, fn $p ($($a: $t),*) on $comm
+            |$st, _mode| {
+                let $nb = neighborhood($st, $comm)?;
+                $build
+            }
+        }
+    };
+}
+
+/// The neighbourhood of `comm` (MPI_ERR_TOPOLOGY without a topology).
+fn neighborhood(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Ngh> {
+    use crate::objects::topo::{self, Topo};
+    let c = st.objects.comms.get(comm)?;
+    let rank = c.rank as i32;
+    let (sources, dests, cart) = match c.topo.as_deref() {
+        Some(Topo::Cart { dims, periods }) => {
+            let v = topo::cart_neighbors(dims, periods, rank);
+            (v.clone(), v, true)
+        }
+        Some(t @ Topo::Graph { .. }) => {
+            let v = t.graph_neighbors(rank as usize).unwrap_or(&[]).to_vec();
+            (v.clone(), v, false)
+        }
+        Some(Topo::DistGraph { sources, dests, .. }) => (sources.clone(), dests.clone(), false),
+        None => {
+            return Err(MpiError::new(
+                MPI_ERR_TOPOLOGY,
+                "neighborhood collective on a communicator without a topology",
+            ))
+        }
+    };
+    Ok(Ngh {
+        sources,
+        dests,
+        cart,
+    })
+}
+
+ngh! {
+    fn MPI_Neighbor_allgather, fn MPI_Ineighbor_allgather, fn MPI_Neighbor_allgather_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
+        let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
+                                 recvcount as i64)?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_allgather_c, fn MPI_Ineighbor_allgather_c, fn MPI_Neighbor_allgather_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
+        let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
+                                 recvcount as i64)?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_allgatherv, fn MPI_Ineighbor_allgatherv, fn MPI_Neighbor_allgatherv_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
+        // SAFETY: one count and displacement per source.
+        let recv = unsafe {
+            Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(displs), recvtype, nb.sources.len())
+        }?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_allgatherv_c, fn MPI_Ineighbor_allgatherv_c, fn MPI_Neighbor_allgatherv_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
+        // SAFETY: one count and displacement per source.
+        let recv = unsafe {
+            Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(displs), recvtype, nb.sources.len())
+        }?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_alltoall, fn MPI_Ineighbor_alltoall, fn MPI_Neighbor_alltoall_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(),
+                                 sendcount as i64)?;
+        let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
+                                 recvcount as i64)?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_alltoall_c, fn MPI_Ineighbor_alltoall_c, fn MPI_Neighbor_alltoall_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(),
+                                 sendcount as i64)?;
+        let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
+                                 recvcount as i64)?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_alltoallv, fn MPI_Ineighbor_alltoallv, fn MPI_Neighbor_alltoallv_init
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+     rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        // SAFETY: one count and displacement per destination / source.
+        let send = unsafe {
+            Side::v(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtype, nb.dests.len())
+        }?;
+        // SAFETY: as above.
+        let recv = unsafe {
+            Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtype, nb.sources.len())
+        }?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_alltoallv_c, fn MPI_Ineighbor_alltoallv_c, fn MPI_Neighbor_alltoallv_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        // SAFETY: one count and displacement per destination / source.
+        let send = unsafe {
+            Side::v(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtype, nb.dests.len())
+        }?;
+        // SAFETY: as above.
+        let recv = unsafe {
+            Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtype, nb.sources.len())
+        }?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_alltoallw, fn MPI_Ineighbor_alltoallw, fn MPI_Neighbor_alltoallw_init
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+     rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        // SAFETY: one count, displacement and type per destination / source.
+        let send = unsafe {
+            Side::w(st, sendbuf, Arr::Int(sendcounts), Arr::Aint(sdispls), sendtypes, nb.dests.len())
+        }?;
+        // SAFETY: as above.
+        let recv = unsafe {
+            Side::w(st, recvbuf, Arr::Int(recvcounts), Arr::Aint(rdispls), recvtypes, nb.sources.len())
+        }?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
+ngh! {
+    fn MPI_Neighbor_alltoallw_c, fn MPI_Ineighbor_alltoallw_c, fn MPI_Neighbor_alltoallw_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
+    |st, nb| {
+        // SAFETY: one count, displacement and type per destination / source.
+        let send = unsafe {
+            Side::w(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtypes, nb.dests.len())
+        }?;
+        // SAFETY: as above.
+        let recv = unsafe {
+            Side::w(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtypes, nb.sources.len())
+        }?;
+        plans::neighbor(st, comm, &nb, send, recv)
+    }
+}
+
 // ----- reduction operations -----
 
 fn op_create(f: UserKind, commute: c_int, op: *mut MPI_Op) -> MpiResult<()> {
@@ -463,6 +657,9 @@ fn reduce_local(
         Ok((st.coll.ops.reducer(op, datatype, &d)?, d))
     })?;
     let n = count as usize;
+    if n == 0 || d.size() == 0 {
+        return Ok(()); // nothing to combine; the buffers may be null
+    }
     let (mut a, mut b) = (Vec::new(), Vec::new());
     // SAFETY: the caller's buffers hold `count` elements of `datatype`; the user function
     // runs here with no lock held.

@@ -52,6 +52,7 @@ pub fn bcast_binomial(p: &mut Plan, me: usize, n: usize, root: usize, data: Slic
                 send: true,
                 peer: real(vr + m),
                 parts: vec![data],
+                tag: 0,
             });
         }
         m >>= 1;
@@ -90,6 +91,7 @@ pub fn bcast_scatter_allgather(p: &mut Plan, me: usize, n: usize, root: usize, d
                 send: true,
                 peer: real(vr + m),
                 parts: vec![chunks(data, n, vr + m, hi)],
+                tag: 0,
             });
         }
         m >>= 1;
@@ -310,6 +312,7 @@ pub fn scatter_binomial(p: &mut Plan, me: usize, n: usize, root: usize, g: Slice
                 send: true,
                 peer: real(vr + m),
                 parts: vec![blk(vr + m, (vr + 2 * m).min(n))],
+                tag: 0,
             });
         }
         m >>= 1;
@@ -334,6 +337,7 @@ pub fn gatherv_linear(
                     send: false,
                     peer: r as i32,
                     parts: vec![*b],
+                    tag: 0,
                 });
             }
         }
@@ -365,6 +369,7 @@ pub fn scatterv_linear(
                     send: true,
                     peer: r as i32,
                     parts: vec![*b],
+                    tag: 0,
                 });
             }
         }
@@ -459,6 +464,7 @@ pub fn scan(p: &mut Plan, me: usize, n: usize, x: Slice, tmp: Slice, ex: Option<
                 send: false,
                 peer: (me - d) as i32,
                 parts: vec![tmp],
+                tag: 0,
             });
         }
         if me + d < n {
@@ -466,6 +472,7 @@ pub fn scan(p: &mut Plan, me: usize, n: usize, x: Slice, tmp: Slice, ex: Option<
                 send: true,
                 peer: (me + d) as i32,
                 parts: vec![x],
+                tag: 0,
             });
         }
         if me >= d {

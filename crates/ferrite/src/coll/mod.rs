@@ -29,13 +29,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Tag of the internal exchanges made by communicator creation.
-const TAG_COMM_CREATE: i32 = 1;
-/// Collective k on a communicator uses tag TAG_BASE + k mod TAG_SPAN: every member calls
-/// collectives in the same order, so the tags agree, and consecutive collectives between
-/// the same two ranks can never match each other's messages.
-const TAG_BASE: i32 = 0x2000_0000;
-const TAG_SPAN: u32 = 0x1000_0000;
+/// Collective k on a communicator uses tags TAG_BASE + (k mod TAG_SPAN) * 256 + (0..=255):
+/// every member calls collectives in the same order, so the tags agree, and consecutive
+/// collectives between the same two ranks can never match each other's messages. The low
+/// byte is the transfer's own offset ([`sched::Xfer::tag`]).
+/// (Communicator creation uses tags below 0x6000_0000 on the same context.)
+const TAG_BASE: i32 = 0x6000_0000;
+const TAG_SPAN: u32 = 0x10_0000;
 
 /// A running nonblocking or persistent collective.
 struct Active {
@@ -134,7 +134,7 @@ impl Ferrite {
     fn coll_tag(&mut self, comm: MPI_Comm) -> MpiResult<i32> {
         let ctx = self.objects.comms.get(comm)?.context_id;
         let k = self.coll.seq.entry(ctx).or_insert(0);
-        let tag = TAG_BASE + (*k % TAG_SPAN) as i32;
+        let tag = TAG_BASE + ((*k % TAG_SPAN) << 8) as i32;
         *k = k.wrapping_add(1);
         Ok(tag)
     }
@@ -204,6 +204,7 @@ impl Ferrite {
     }
 
     fn coll_launch(&mut self, h: MPI_Request, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<()> {
+        let comm = plan.comm.unwrap_or(comm);
         let tag = self.coll_tag(comm)?;
         // SAFETY: the caller's input buffers are valid (MPI contract for the call).
         let run = unsafe { Run::start(plan, tag) };
@@ -261,11 +262,15 @@ pub fn blocking(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<()> {
-    let mut run = state::with(|st| {
+    let (mut run, comm) = state::with(|st| {
         let plan = build(st)?;
+        let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok(unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) })
+        Ok((
+            unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) },
+            comm,
+        ))
     })?;
     loop {
         let poll = state::with(|st| {
@@ -320,28 +325,42 @@ pub fn persistent(
 }
 
 impl Ferrite {
-    /// Every member's `mine` (all of the same length), concatenated in rank order.
+    /// Every member's `mine` (all of the same length), concatenated in rank order: used by
+    /// communicator creation, under the state lock (no user code runs).
     ///
-    /// Gather at rank 0, then rank 0 sends the whole to each member: 2(N-1) messages and
-    /// no deadlock whichever protocol carries them (rank 0 posts every receive it needs).
+    /// A Bruck allgather (ceil(log2 n) rounds, at most 2 ceil(log2 n) peers per rank), on the
+    /// collective context with the communicator's next collective tag (communicator
+    /// creation is collective over `comm`, so every member takes the same tag).
     pub fn allgather_fixed(&mut self, comm: MPI_Comm, mine: &[u8]) -> MpiResult<Vec<u8>> {
-        let (rank, size) = {
+        let (me, n) = {
             let c = self.objects.comms.get(comm)?;
-            (c.rank as i32, c.size() as i32)
+            (c.rank as usize, c.size() as usize)
         };
-        if rank != 0 {
-            self.coll_send(comm, 0, TAG_COMM_CREATE, mine)?;
-            return self.coll_recv(comm, 0, TAG_COMM_CREATE);
-        }
-        let mut all = Vec::with_capacity(mine.len() * size as usize);
-        all.extend_from_slice(mine);
-        for r in 1..size {
-            let part = self.coll_recv(comm, r, TAG_COMM_CREATE)?;
-            debug_assert_eq!(part.len(), mine.len());
-            all.extend_from_slice(&part);
-        }
-        for r in 1..size {
-            self.coll_send(comm, r, TAG_COMM_CREATE, &all)?;
+        let bs = mine.len();
+        let mut plan = Plan::default();
+        let b = plan.buf(n * bs);
+        algo::allgather_bruck(&mut plan, me, n, sched::sl(b, 0, n * bs), bs);
+        plan.inputs.push(sched::UserBuf {
+            slice: sched::sl(b, 0, bs),
+            ptr: mine.as_ptr() as usize,
+            count: bs,
+            dt: Arc::new(crate::objects::datatype::Datatype::basic(1)),
+        });
+        let tag = self.coll_tag(comm)?;
+        // SAFETY: the input points at `mine`, alive for this call.
+        let mut run = unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) };
+        let mut out = Ok(Poll::Pending);
+        self.wait_until(|st| {
+            out = run.advance(&mut CommLink { st, comm });
+            !matches!(out, Ok(Poll::Pending))
+        })?;
+        out?;
+        // Block i holds rank (me + i) % n's record: rotate into rank order.
+        let got = &run.bufs()[b];
+        let mut all = Vec::with_capacity(n * bs);
+        for r in 0..n {
+            let i = (r + n - me) % n;
+            all.extend_from_slice(&got[i * bs..(i + 1) * bs]);
         }
         Ok(all)
     }

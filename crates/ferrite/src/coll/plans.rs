@@ -55,6 +55,12 @@ impl Buf {
 /// Rank and size of `comm`.
 fn me_n(st: &Ferrite, comm: MPI_Comm) -> MpiResult<(usize, usize)> {
     let c = st.objects.comms.get(comm)?;
+    if c.inter.is_some() {
+        return Err(MpiError::new(
+            MPI_ERR_COMM,
+            "collective operations on intercommunicators are not supported by Ferrite yet",
+        ));
+    }
     Ok((c.rank as usize, c.size() as usize))
 }
 
@@ -133,9 +139,22 @@ fn large(knob: &str) -> usize {
 }
 
 pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
-    let (me, n) = me_n(st, comm)?;
+    // Intercommunicator: every process of both groups takes part, so a barrier over the
+    // union of the groups (the hidden intracommunicator) is exactly the intercomm barrier.
+    let union = st
+        .objects
+        .comms
+        .get(comm)?
+        .inter
+        .as_ref()
+        .map(|i| i.union_comm);
+    let on = union.unwrap_or(comm);
+    let (me, n) = me_n(st, on)?;
     forced("FERRITE_COLL_BARRIER_ALGO", &["dissemination"])?;
-    let mut p = Plan::default();
+    let mut p = Plan {
+        comm: union,
+        ..Plan::default()
+    };
     algo::barrier(&mut p, me, n);
     Ok(p)
 }
@@ -328,8 +347,19 @@ pub fn reduce(
     let acc = sl(p.buf(len), 0, len);
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(inp.user(acc, 0, c));
-    forced("FERRITE_COLL_REDUCE_ALGO", &["binomial"])?;
-    algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
+    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])?.as_str() {
+        "auto" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => "rabenseifner",
+        "auto" => "binomial",
+        a => a,
+    }
+    .to_string();
+    if algo == "rabenseifner" {
+        // The Rabenseifner allreduce, the result kept at the root only: 2 log2 p rounds
+        // moving 2m bytes per rank, against log2 n rounds of m bytes for the tree.
+        algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, red.esize);
+    } else {
+        algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
+    }
     if me == r {
         p.outputs.push(out.user(acc, 0, c));
     }
@@ -852,4 +882,102 @@ pub fn alltoallw(
     forced("FERRITE_COLL_ALLTOALLV_ALGO", &["pairwise"])?;
     algo::alltoall_pairwise(&mut p, me, n, &sends, &recvs);
     Ok(p)
+}
+
+/// The neighbourhood of this rank in a topology, in MPI's order.
+pub struct Ngh {
+    pub sources: Vec<i32>,
+    pub dests: Vec<i32>,
+    /// Cartesian: neighbour k of the sources and of the destinations is the same direction
+    /// (2d: negative, 2d+1: positive along dimension d).
+    pub cart: bool,
+}
+
+/// Neighbourhood collectives (all forms reduce to this): one round, a message to each
+/// destination j (block j of `send`) and from each source i (block i of `recv`); no message
+/// to or from MPI_PROC_NULL. On Cartesian topologies each message carries its direction in
+/// the tag so that when both directions of a dimension reach the same rank (a periodic
+/// dimension of size 1 or 2), the block sent towards +d is the one received from -d.
+pub fn neighbor(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    ngh: &Ngh,
+    send: Side,
+    recv: Side,
+) -> MpiResult<Plan> {
+    let _ = me_n(st, comm)?;
+    let mut p = Plan::default();
+    let mut xfers = Vec::new();
+    for (j, &d) in ngh.dests.iter().enumerate() {
+        let len = send.counts[j] * send.types[j].size();
+        if d == MPI_PROC_NULL || len == 0 {
+            continue;
+        }
+        let s = sl(p.buf(len), 0, len);
+        let b = Buf {
+            ptr: send.ptr,
+            dt: send.types[j].clone(),
+        };
+        p.inputs
+            .push(b.user_bytes(s, send.displs[j], send.counts[j]));
+        xfers.push(super::sched::Xfer {
+            send: true,
+            peer: d,
+            parts: vec![s],
+            tag: if ngh.cart && j < 256 { j as i32 } else { 0 },
+        });
+    }
+    for (i, &src) in ngh.sources.iter().enumerate() {
+        let len = recv.counts[i] * recv.types[i].size();
+        if src == MPI_PROC_NULL || len == 0 {
+            continue;
+        }
+        let r = sl(p.buf(len), 0, len);
+        let b = Buf {
+            ptr: recv.ptr,
+            dt: recv.types[i].clone(),
+        };
+        p.outputs
+            .push(b.user_bytes(r, recv.displs[i], recv.counts[i]));
+        xfers.push(super::sched::Xfer {
+            send: false,
+            peer: src,
+            parts: vec![r],
+            tag: if ngh.cart && i < 256 {
+                (i ^ 1) as i32
+            } else {
+                0
+            },
+        });
+    }
+    p.round().xfers = xfers;
+    Ok(p)
+}
+
+impl Side {
+    /// `k` blocks of `count` elements of `dt`, block i at i * `stride` elements (or all at
+    /// the start with stride 0): the regular sides of Neighbor_allgather/alltoall.
+    pub fn regular(
+        st: &mut Ferrite,
+        p: *const c_void,
+        count: i64,
+        dt: MPI_Datatype,
+        k: usize,
+        stride: i64,
+    ) -> MpiResult<Side> {
+        let t = st.comm_datatype(dt)?;
+        let c = count_of(count)?;
+        Ok(Side {
+            ptr: p as *mut u8,
+            counts: vec![c; k],
+            displs: (0..k)
+                .map(|i| i as isize * stride as isize * t.extent)
+                .collect(),
+            types: vec![t; k],
+        })
+    }
+}
+
+fn count_of(c: i64) -> MpiResult<usize> {
+    count(c)
 }

@@ -31,6 +31,10 @@ pub struct Xfer {
     pub send: bool,
     pub peer: i32,
     pub parts: Vec<Slice>,
+    /// Added to the schedule's tag (0..=255): tells apart several messages between the same
+    /// two ranks in one round when FIFO order is not the intended pairing (Cartesian
+    /// neighbourhoods where both directions reach the same rank).
+    pub tag: i32,
 }
 
 impl Xfer {
@@ -83,6 +87,9 @@ pub struct Plan {
     pub inputs: Vec<UserBuf>,
     pub outputs: Vec<UserBuf>,
     pub reducer: Option<Reducer>,
+    /// Run on this communicator instead of the one the operation names (an
+    /// intercommunicator's barrier runs on its union intracommunicator).
+    pub comm: Option<crate::abi::consts::MPI_Comm>,
 }
 
 impl Plan {
@@ -103,11 +110,13 @@ impl Plan {
             send: false,
             peer: from,
             parts: r,
+            tag: 0,
         });
         round.xfers.push(Xfer {
             send: true,
             peer: to,
             parts: s,
+            tag: 0,
         });
         round
     }
@@ -118,6 +127,7 @@ impl Plan {
             send: true,
             peer: to,
             parts: s,
+            tag: 0,
         });
         round
     }
@@ -128,6 +138,7 @@ impl Plan {
             send: false,
             peer: from,
             parts: r,
+            tag: 0,
         });
         round
     }
@@ -234,11 +245,25 @@ impl<H> Run<H> {
     pub unsafe fn start(plan: Arc<Plan>, tag: i32) -> Self {
         let mut bufs: Vec<Vec<u8>> = plan.bufs.iter().map(|&n| vec![0u8; n]).collect();
         for i in &plan.inputs {
+            if i.count == 0 || i.slice.len == 0 {
+                continue; // the pointer may be null
+            }
+            let dst = &mut bufs[i.slice.buf][i.slice.off..i.slice.off + i.slice.len];
+            if i.dt.is_contiguous() {
+                let n = (i.dt.size() * i.count).min(dst.len());
+                // SAFETY: per the contract the user buffer holds `count` elements, i.e. at
+                // least `n` bytes from its true lower bound.
+                let src = unsafe {
+                    std::slice::from_raw_parts((i.ptr as *const u8).offset(i.dt.true_lb()), n)
+                };
+                dst[..n].copy_from_slice(src);
+                continue;
+            }
             let mut v = Vec::with_capacity(i.slice.len);
             // SAFETY: per the contract the user buffer is readable.
             unsafe { i.dt.pack(i.ptr as *const u8, i.count, &mut v) };
-            let n = v.len().min(i.slice.len);
-            bufs[i.slice.buf][i.slice.off..i.slice.off + n].copy_from_slice(&v[..n]);
+            let n = v.len().min(dst.len());
+            dst[..n].copy_from_slice(&v[..n]);
         }
         Run {
             plan,
@@ -353,10 +378,10 @@ impl<H> Run<H> {
                 let p = self.bufs[s.buf][s.off..].as_mut_ptr();
                 // SAFETY: the slice lies in a buffer this run owns and does not touch until
                 // the round's requests have completed.
-                let h = unsafe { link.irecv_at(x.peer, self.tag, p, s.len) }?;
+                let h = unsafe { link.irecv_at(x.peer, self.tag + x.tag, p, s.len) }?;
                 (h, Flight::Direct(s.len))
             } else {
-                (link.irecv(x.peer, self.tag)?, Flight::Owned(i))
+                (link.irecv(x.peer, self.tag + x.tag)?, Flight::Owned(i))
             };
             self.inflight.push(h);
         }
@@ -365,11 +390,11 @@ impl<H> Run<H> {
                 continue;
             }
             let h = match (copy, &x.parts[..]) {
-                (Some(data), _) => link.isend(x.peer, self.tag, data)?,
+                (Some(data), _) => link.isend(x.peer, self.tag + x.tag, data)?,
                 (None, [s]) => {
                     let p = self.bufs[s.buf][s.off..].as_ptr();
                     // SAFETY: as above; nothing writes the slice during the round.
-                    unsafe { link.isend_at(x.peer, self.tag, p, s.len) }?
+                    unsafe { link.isend_at(x.peer, self.tag + x.tag, p, s.len) }?
                 }
                 (None, _) => unreachable!("multi-part sends are copied"),
             };
@@ -424,14 +449,16 @@ impl<H> Run<H> {
     /// The plan's output buffers are writable as described.
     pub unsafe fn write_outputs(&self) {
         for o in &self.plan.outputs {
+            if o.count == 0 || o.slice.len == 0 {
+                continue; // the pointer may be null
+            }
             let data = &self.bufs[o.slice.buf][o.slice.off..o.slice.off + o.slice.len];
             // SAFETY: per the contract the user buffer holds `count` elements of `dt`.
             unsafe { o.dt.unpack(data, o.ptr as *mut u8, o.count) };
         }
     }
 
-    /// The buffers (tests).
-    #[cfg(test)]
+    /// The schedule's buffers (internal collectives read their result here).
     pub fn bufs(&self) -> &[Vec<u8>] {
         &self.bufs
     }

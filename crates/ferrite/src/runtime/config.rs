@@ -105,7 +105,13 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_REDUCE_ALGO",
         default: "auto",
-        doc: "Reduce algorithm: auto or binomial.",
+        doc: "Reduce algorithm: auto, binomial or rabenseifner.",
+    },
+    Knob {
+        name: "FERRITE_COLL_REDUCE_LARGE",
+        default: "65536",
+        doc:
+            "Reduce: bytes from which auto picks rabenseifner (more than 2 ranks, count >= ranks).",
     },
     Knob {
         name: "FERRITE_COLL_GATHER_ALGO",
