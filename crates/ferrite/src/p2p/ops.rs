@@ -40,7 +40,7 @@ impl Ferrite {
             Ctx::P2p => c.context_id,
             Ctx::Coll => c.context_id + 1,
         };
-        Ok((ctx, c.rank as i32, c.group.clone()))
+        Ok((ctx, c.rank as i32, c.peers().clone()))
     }
 
     /// A datatype usable for communication (valid and committed).
@@ -126,7 +126,7 @@ impl Ferrite {
     ) -> MpiResult<bool> {
         let c = self.objects.comms.get(comm)?;
         let (ctx, me) = (c.context_id, c.rank as i32);
-        let Some(&to) = usize::try_from(dest).ok().and_then(|d| c.group.get(d)) else {
+        let Some(&to) = usize::try_from(dest).ok().and_then(|d| c.peers().get(d)) else {
             return Ok(false);
         };
         if !(0..=TAG_UB).contains(&tag) || count < 0 || (buf.is_null() && count > 0) {
@@ -171,7 +171,7 @@ impl Ferrite {
         comm: MPI_Comm,
     ) -> MpiResult<Spec> {
         let c = self.objects.comms.get(comm)?;
-        let (ctx, size) = (c.context_id, c.group.len());
+        let (ctx, size) = (c.context_id, c.peers().len());
         let d = self.check_buffer(buf, count, dt)?;
         check_recv_tag(tag)?;
         check_recv_rank(src, size)?;
