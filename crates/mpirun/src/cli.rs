@@ -12,6 +12,8 @@ Options:
   -x VAR               pass VAR with its value from mpirun's environment (Open MPI style)
   -x VAR=VALUE         set VAR=VALUE in every rank
   -genv VAR VALUE      set VAR=VALUE in every rank (MPICH style; also -env)
+  --report[=PATH]      at MPI_Finalize rank 0 prints each rank's connection, traffic and
+                       peak-RSS counters (or writes them as JSON to PATH): FERRITE_REPORT
   --tag-output         prefix each output line with [rank]<stdout>: or [rank]<stderr>:
   --oversubscribe      accepted; more ranks than cores is always allowed
   --allow-run-as-root  accepted; running as root is always allowed
@@ -98,6 +100,14 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 env.push((name, val));
             }
             "--tag-output" | "-tag-output" => tag_output = true,
+            "--report" | "-report" => env.push(("FERRITE_REPORT".into(), "1".into())),
+            _ if a.starts_with("--report=") => {
+                let path = &a["--report=".len()..];
+                if path.is_empty() {
+                    return Err("--report= needs a path (or use --report)".into());
+                }
+                env.push(("FERRITE_REPORT".into(), path.into()));
+            }
             "--oversubscribe" | "-oversubscribe" | "--allow-run-as-root" => {}
             _ if a.starts_with('-') && a.len() > 1 => {
                 return Err(format!("unknown option {a:?} (see mpirun --help)"));
@@ -157,6 +167,18 @@ mod tests {
             ]
         );
         assert_eq!(o.np, 2);
+    }
+
+    #[test]
+    fn report_sets_ferrite_report_for_every_rank() {
+        let o = run("-n 2 --report prog");
+        assert_eq!(o.env, [("FERRITE_REPORT".to_string(), "1".to_string())]);
+        let o = run("--report=out.json prog");
+        assert_eq!(
+            o.env,
+            [("FERRITE_REPORT".to_string(), "out.json".to_string())]
+        );
+        assert!(p("--report= prog").unwrap_err().contains("needs a path"));
     }
 
     #[test]
