@@ -106,7 +106,7 @@ impl Record {
     }
 
     pub fn decode(b: &[u8]) -> Option<Record> {
-        if b.len() % 8 != 0 {
+        if !b.len().is_multiple_of(8) {
             return None;
         }
         let v: Vec<u64> = b
