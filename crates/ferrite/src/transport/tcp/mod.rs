@@ -723,6 +723,8 @@ impl Transport for Tcp {
         if let Some(why) = &p.failed {
             return Err(mpi_err!(MPI_ERR_OTHER, "tcp transport: {why}"));
         }
+        // (Also when there is no room now: the packet is offered again until it goes.)
+        p.used = true;
         if !p.q.is_empty() && p.q.bytes() + conn::HEADER + len > self.cfg.sendq_bytes {
             self.stats.no_room += 1;
             return Ok(false);
@@ -775,8 +777,6 @@ impl Transport for Tcp {
                 }
             }
         }
-        let p = self.peers.get_mut(&to).expect("present");
-        p.used = true;
         Ok(true)
     }
 
