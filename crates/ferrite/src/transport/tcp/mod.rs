@@ -591,7 +591,8 @@ impl Tcp {
         }
     }
 
-    /// Carries out the policy's actions. Packets never leave the peer's `SendQueue` (the
+    /// Carries out the policy's actions (the caller then runs the cm machine, `run_cm`, for
+    /// what they started). Packets never leave the peer's `SendQueue` (the
     /// policy holds placeholders), so `Flush` and `Failed` need nothing here: the queue goes
     /// out when the socket is up, or is dropped with the peer's failure.
     fn run_policy(&mut self) {
@@ -612,7 +613,6 @@ impl Tcp {
                 | policy::Action::Failed { .. } => {}
             }
         }
-        self.run_cm();
     }
 
     /// MPI_Init, after its barrier: asks for the policy's initial connections (all peers for
@@ -628,6 +628,7 @@ impl Tcp {
         let now = self.now();
         self.policy.init(now);
         self.run_policy();
+        self.run_cm();
         Ok(())
     }
 
@@ -774,6 +775,7 @@ impl Transport for Tcp {
                     self.cm()?;
                     let _ = self.policy.send(to, (), len, now);
                     self.run_policy();
+                    self.run_cm();
                 }
             }
         }
