@@ -775,6 +775,12 @@ impl Transport for Tcp {
                     self.cm()?;
                     let _ = self.policy.send(to, (), len, now);
                     self.run_policy();
+                    // The policy asked once; if the attempt it found under way (the peer's)
+                    // has since ended without a connection, packets still wait: dial again.
+                    let cm = self.cm()?;
+                    if cm.state(to) == handshake::PeerState::Idle {
+                        cm.connect(to, now);
+                    }
                     self.run_cm();
                 }
             }
