@@ -65,6 +65,9 @@ fi
 # The C suite again over tcp only (on loopback).
 run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
 
+# Connection policies over tcp: counts from FERRITE_REPORT's JSON, static/partial conformance.
+run_suite conn tests/conn/run.sh
+
 leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
 if [ "$leftover" -ne 0 ]; then
     echo "stale shared-memory files left in /dev/shm: $leftover"; record shm-cleanup 0 1

@@ -24,6 +24,8 @@ Options:
   --iface NAME         network interface for the job: PMI listens on its address and
                        every rank gets FERRITE_TCP_IF=NAME (an IP address only suits
                        ranks on this host); default: a non-loopback address of each host
+  --report[=PATH]      at MPI_Finalize rank 0 prints each rank's connection, traffic and
+                       peak-RSS counters (or writes them as JSON to PATH): FERRITE_REPORT
   --tag-output         prefix each output line with [rank]<stdout>: or [rank]<stderr>:
   --bind-to core|none  core: bind rank i to CPU (i mod n) of mpirun's own CPU set;
                        none: do not bind. Default: core when the job has no more ranks
@@ -152,6 +154,14 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 iface = Some(v);
             }
             "--bind-to" | "-bind-to" => bind = Bind::parse(&value(&mut i, a)?)?,
+            "--report" | "-report" => env.push(("FERRITE_REPORT".into(), "1".into())),
+            _ if a.starts_with("--report=") => {
+                let path = &a["--report=".len()..];
+                if path.is_empty() {
+                    return Err("--report= needs a path (or use --report)".into());
+                }
+                env.push(("FERRITE_REPORT".into(), path.into()));
+            }
             "--oversubscribe" | "-oversubscribe" | "--allow-run-as-root" => {}
             _ if a.starts_with('-') && a.len() > 1 => {
                 return Err(format!("unknown option {a:?} (see mpirun --help)"));
@@ -278,6 +288,18 @@ mod tests {
         assert_eq!((o.np, o.hosts.len()), (1, 0));
         let mut o = run("--hostfile nope prog");
         assert!(resolve_hosts(&mut o, read).unwrap_err().contains("no such"));
+    }
+
+    #[test]
+    fn report_sets_ferrite_report_for_every_rank() {
+        let o = run("-n 2 --report prog");
+        assert_eq!(o.env, [("FERRITE_REPORT".to_string(), "1".to_string())]);
+        let o = run("--report=out.json prog");
+        assert_eq!(
+            o.env,
+            [("FERRITE_REPORT".to_string(), "out.json".to_string())]
+        );
+        assert!(p("--report= prog").unwrap_err().contains("needs a path"));
     }
 
     #[test]

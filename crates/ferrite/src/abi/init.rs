@@ -19,6 +19,8 @@ fn init(required: c_int) -> MpiResult<c_int> {
             "MPI_Init called more than once",
         ));
     }
+    // Checked first so a policy that cannot run fails before anything is set up.
+    crate::transport::tcp::conn_policy()?;
     let (rank, size, kvsname) = pmi::init()?;
     let net = Net::init(rank, size, &kvsname)?;
     runtime::publish_secret(rank)?;
@@ -33,6 +35,11 @@ fn init(required: c_int) -> MpiResult<c_int> {
         net,
         coll: Default::default(),
     }))?;
+    // static/partial: the policy's initial connections, all at once (see Tcp::connect_init_peers).
+    state::with(|st| {
+        st.net.connect_init()?;
+        st.wait_until(|st| !st.net.init_connecting())
+    })?;
     Ok(provided)
 }
 
@@ -68,6 +75,7 @@ mpi_fn! {
             // Everything this process sent must reach its peers before it leaves.
             st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
             pmi::barrier()?;
+            runtime::report::at_finalize(st)?;
             st.net.shutdown();
             Ok(())
         })?;

@@ -703,6 +703,8 @@ mod tests {
                 _ => assert!(k.default.parse::<u64>().is_ok(), "{}", k.name),
             }
         }
+        let live = crate::runtime::config::knob("FERRITE_CONN").default;
+        assert_eq!(live.parse(), Ok(Kind::OnDemand));
         let e = "sometimes".parse::<Kind>().unwrap_err();
         assert!(e.contains("\"sometimes\"") && e.contains("adaptive"), "{e}");
         assert!("CM".parse::<Mechanism>().is_ok() && "tcp".parse::<Mechanism>().is_err());

@@ -73,6 +73,16 @@ pub const KNOBS: &[Knob] = &[
         doc: "Connection attempts (with backoff) to a tcp peer before sends to it fail.",
     },
     Knob {
+        name: "FERRITE_CONN",
+        default: "ondemand",
+        doc: "tcp connection policy: static (all at MPI_Init), ondemand, partial (±2^k at init).",
+    },
+    Knob {
+        name: "FERRITE_REPORT",
+        default: "0",
+        doc: "At MPI_Finalize rank 0 prints connection/traffic/RSS counters (1) or writes JSON (a path).",
+    },
+    Knob {
         name: "FERRITE_EAGER_LIMIT",
         default: "0",
         doc: "Largest message sent eagerly; 0 means what fits in one packet of the transport.",

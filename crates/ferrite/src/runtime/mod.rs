@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod pmi;
+pub mod report;
 
 /// This host's name (MPI_Get_processor_name, error reports, business cards).
 pub fn hostname() -> String {

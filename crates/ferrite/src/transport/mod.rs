@@ -69,6 +69,16 @@ pub trait Transport {
     /// MPI_Finalize: release what peers can find by name (e.g. unlink a segment), and let
     /// peers take the last bytes of connections before they close.
     fn shutdown(&mut self) {}
+
+    /// MPI_Init, after its barrier: ask for the connections the policy opens at start.
+    fn connect_init(&mut self) -> MpiResult<()> {
+        Ok(())
+    }
+
+    /// A connection asked for by `connect_init` is still being set up.
+    fn init_connecting(&self) -> bool {
+        false
+    }
 }
 
 /// One transport's counters.
@@ -101,6 +111,10 @@ pub struct TransportStats {
     pub race_losers: u64,
     /// Connection attempts made again after a failure or a refusal.
     pub handshake_retries: u64,
+    /// The connection policy's counters (connection-oriented transports).
+    pub conn: crate::conn::policy::Counters,
+    /// Peers a packet went to or came from over a connection.
+    pub peers_used: u64,
 }
 
 /// Counters of the whole `Net`, per transport.
@@ -373,6 +387,18 @@ impl Net {
         for t in &mut self.transports {
             t.shutdown();
         }
+    }
+
+    /// MPI_Init, after its barrier: every transport asks for its initial connections (the
+    /// caller then progresses until `init_connecting` is false).
+    pub fn connect_init(&mut self) -> MpiResult<()> {
+        self.transports
+            .iter_mut()
+            .try_for_each(|t| t.connect_init())
+    }
+
+    pub fn init_connecting(&self) -> bool {
+        self.transports.iter().any(|t| t.init_connecting())
     }
 
     /// Counters per transport.

@@ -16,6 +16,7 @@ pub mod listener;
 use super::{Proc, Transport, TransportStats};
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::conn::handshake::{self, Action, Cm, Event, SockId, HELLO_LEN};
+use crate::conn::policy::{self, Policy};
 use crate::conn::Micros;
 use crate::error::MpiResult;
 use crate::mpi_err;
@@ -40,6 +41,8 @@ pub struct TcpConfig {
     pub linger_ms: u64,
     /// Connection attempts to a peer before it counts as failed (FERRITE_TCP_CONNECT_RETRIES).
     pub connect_retries: u32,
+    /// Which peers get a connection when (FERRITE_CONN; adaptive is refused: it needs udp).
+    pub policy: policy::Kind,
 }
 
 impl TcpConfig {
@@ -60,8 +63,25 @@ impl TcpConfig {
             sendq_bytes: config::get("FERRITE_TCP_SENDQ"),
             linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
             connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
+            policy: conn_policy()?,
         })
     }
+}
+
+/// FERRITE_CONN, checked: the policies the tcp transport can run.
+pub fn conn_policy() -> MpiResult<policy::Kind> {
+    let v: String = config::get("FERRITE_CONN");
+    let kind: policy::Kind = v
+        .parse()
+        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))?;
+    if kind == policy::Kind::Adaptive {
+        return Err(mpi_err!(
+            crate::abi::consts::MPI_ERR_UNSUPPORTED_OPERATION,
+            "FERRITE_CONN=adaptive is not supported yet: it sends over the udp transport, which \
+             does not exist yet (use static, ondemand or partial)"
+        ));
+    }
+    Ok(kind)
 }
 
 /// Where a socket is in its life.
@@ -99,6 +119,9 @@ struct Peer {
     failed: Option<String>,
     /// The last dial problem, for the message if the peer is given up.
     last_error: Option<String>,
+    /// A packet went to or came from this peer over a connection (for the report's
+    /// utilization: connections used / opened).
+    used: bool,
 }
 
 pub struct Tcp {
@@ -110,6 +133,11 @@ pub struct Tcp {
     board: Box<dyn Board>,
     /// Made on first need: the job secret is known only after MPI_Init's barrier.
     cm: Option<Cm>,
+    /// When connections are asked for (static/partial: at init; then on the first packet).
+    /// It holds no packets: they wait in the peer's `SendQueue`, in order.
+    policy: Policy<()>,
+    /// Peers MPI_Init connects to and waits for (`connect_init`).
+    init_peers: Vec<Proc>,
     socks: HashMap<SockId, Sock>,
     peers: HashMap<Proc, Peer>,
     /// Packets to ourselves (when `self` is not in FERRITE_TRANSPORTS).
@@ -142,6 +170,7 @@ impl Tcp {
                 std::io::Error::last_os_error()
             ));
         }
+        let kind = cfg.policy;
         let mut tcp = Tcp {
             rank,
             size,
@@ -150,6 +179,21 @@ impl Tcp {
             epoll,
             board,
             cm: None,
+            policy: Policy::new(
+                rank,
+                size,
+                policy::Config {
+                    kind,
+                    threshold_msgs: 1,
+                    threshold_bytes: 0,
+                    // No budget: closing a tcp connection is final today (the peer reads it as
+                    // our end), so nothing may be evicted and reopened.
+                    max_open: usize::MAX,
+                    idle: 0,
+                    hold_max: 1_000_000,
+                },
+            ),
+            init_peers: Vec::new(),
             socks: HashMap::new(),
             peers: HashMap::new(),
             own: VecDeque::new(),
@@ -295,6 +339,9 @@ impl Tcp {
         self.drop_sock(sid);
         if let (Phase::Up, Some(peer)) = (phase, peer) {
             self.stats.conns_closed += 1;
+            let now = self.now();
+            self.policy.closed(peer, now);
+            self.run_policy();
             let why = if clean {
                 format!("rank {peer} has closed its connections in MPI_Finalize")
             } else {
@@ -336,9 +383,15 @@ impl Tcp {
                         self.stats.conns_accepted += 1;
                     }
                     self.peers.entry(peer).or_default().sock = Some(sid);
+                    let now = self.now();
+                    self.policy.connected(peer, 0, now);
+                    self.run_policy();
                     self.flush_sock(sid);
                 }
                 Event::Failed { peer, retries } => {
+                    let now = self.now();
+                    self.policy.failed(peer, now);
+                    self.run_policy();
                     let p = self.peers.entry(peer).or_default();
                     let last = p.last_error.clone().unwrap_or_else(|| "no answer".into());
                     self.fail(
@@ -469,6 +522,9 @@ impl Tcp {
                             self.stats.packets_received += 1;
                             self.stats.bytes_received += p.len() as u64;
                             delivered += 1;
+                            if !self.peers.get(&peer).is_some_and(|q| q.used) {
+                                self.peers.entry(peer).or_default().used = true;
+                            }
                             deliver(peer, p);
                         }
                         Ok(Some(Frame::Bye)) => s.bye = true,
@@ -533,6 +589,56 @@ impl Tcp {
             }
             Ok(Some(e)) | Err(e) => self.sock_broken(sid, &format!("connect failed: {e}")),
         }
+    }
+
+    /// Carries out the policy's actions (the caller then runs the cm machine, `run_cm`, for
+    /// what they started). Packets never leave the peer's `SendQueue` (the
+    /// policy holds placeholders), so `Flush` and `Failed` need nothing here: the queue goes
+    /// out when the socket is up, or is dropped with the peer's failure.
+    fn run_policy(&mut self) {
+        while let Some(a) = self.policy.poll_action() {
+            match a {
+                policy::Action::Open { peer, .. } => {
+                    let now = self.now();
+                    // The cm machine exists: every caller made it (it needs the job secret).
+                    if let Some(cm) = self.cm.as_mut() {
+                        if cm.state(peer) == handshake::PeerState::Idle {
+                            cm.connect(peer, now);
+                        }
+                    }
+                }
+                // Without a budget the policy never closes (see `Tcp::new`).
+                policy::Action::Close { .. }
+                | policy::Action::Flush { .. }
+                | policy::Action::Failed { .. } => {}
+            }
+        }
+    }
+
+    /// MPI_Init, after its barrier: asks for the policy's initial connections (all peers for
+    /// static, ±2^k for partial) at once; `init_peers_connecting` says when they are settled.
+    /// Every process dials and accepts concurrently from its progress engine, and the cm
+    /// machine's race rule keeps one connection per pair, so no order can deadlock.
+    pub fn connect_init_peers(&mut self) -> MpiResult<()> {
+        self.init_peers = self.policy.init_peers();
+        if self.init_peers.is_empty() {
+            return Ok(());
+        }
+        self.cm()?;
+        let now = self.now();
+        self.policy.init(now);
+        self.run_policy();
+        self.run_cm();
+        Ok(())
+    }
+
+    /// Some connection MPI_Init asked for is neither up nor failed yet.
+    pub fn init_peers_connecting(&self) -> bool {
+        self.init_peers.iter().any(|r| {
+            self.peers
+                .get(r)
+                .is_none_or(|p| p.sock.is_none() && p.failed.is_none())
+        })
     }
 
     /// Fires the cm machine's timers that are due.
@@ -618,6 +724,8 @@ impl Transport for Tcp {
         if let Some(why) = &p.failed {
             return Err(mpi_err!(MPI_ERR_OTHER, "tcp transport: {why}"));
         }
+        // (Also when there is no room now: the packet is offered again until it goes.)
+        p.used = true;
         if !p.q.is_empty() && p.q.bytes() + conn::HEADER + len > self.cfg.sendq_bytes {
             self.stats.no_room += 1;
             return Ok(false);
@@ -661,7 +769,14 @@ impl Transport for Tcp {
             match p.sock {
                 Some(sid) => self.set_interest(sid),
                 None => {
+                    // The policy asks for the connection on the first packet; later ones
+                    // only wait with it in the peer's queue.
                     let now = self.now();
+                    self.cm()?;
+                    let _ = self.policy.send(to, (), len, now);
+                    self.run_policy();
+                    // The policy asked once; if the attempt it found under way (the peer's)
+                    // has since ended without a connection, packets still wait: dial again.
                     let cm = self.cm()?;
                     if cm.state(to) == handshake::PeerState::Idle {
                         cm.connect(to, now);
@@ -703,11 +818,21 @@ impl Transport for Tcp {
         self.pending_bytes() > 0
     }
 
+    fn connect_init(&mut self) -> MpiResult<()> {
+        self.connect_init_peers()
+    }
+
+    fn init_connecting(&self) -> bool {
+        self.init_peers_connecting()
+    }
+
     fn stats(&self) -> TransportStats {
         let cm = self.cm.as_ref().map(|c| c.stats()).unwrap_or_default();
         TransportStats {
             handshake_retries: cm.retries,
             race_losers: cm.races_lost,
+            conn: self.policy.counters(),
+            peers_used: self.peers.values().filter(|p| p.used).count() as u64,
             ..self.stats
         }
     }

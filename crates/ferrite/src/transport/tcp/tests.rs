@@ -22,6 +22,7 @@ fn cfg(sendq: usize) -> TcpConfig {
         sendq_bytes: sendq,
         linger_ms: 5000,
         connect_retries: 3,
+        policy: crate::conn::policy::Kind::OnDemand,
     }
 }
 

@@ -1,0 +1,480 @@
+//! FERRITE_REPORT: at MPI_Finalize every rank takes a snapshot of its counters (connections
+//! by cause, handshake retries, packets and bytes per transport, peak RSS) and rank 0 gathers
+//! them over MPI_COMM_WORLD and prints them (`1`) or writes them as JSON (any other value:
+//! a path). Every rank takes its snapshot after MPI_Finalize's barrier and only then sends
+//! it, so the report's own messages (and the connections they open) are in no snapshot.
+
+use crate::abi::consts::{MPI_COMM_WORLD, MPI_ERR_OTHER};
+use crate::conn::policy::Counters;
+use crate::error::MpiResult;
+use crate::mpi_err;
+use crate::runtime::config;
+use crate::state::Ferrite;
+use crate::transport::{TransportStats, KNOWN_TRANSPORTS};
+use std::fmt::Write as _;
+
+/// Tag of the gather on MPI_COMM_WORLD's collective context (communicator creation uses 1,
+/// collectives 0x2000_0000 and up).
+const TAG_REPORT: i32 = 2;
+
+/// Names of the opening causes, in `Counters::opened` order (`accepted`: the peer opened it).
+const OPEN_CAUSES: [&str; 4] = ["init", "first_message", "threshold", "accepted"];
+/// Names of the closing causes, in `Counters::closed` order.
+const CLOSE_CAUSES: [&str; 3] = ["eviction", "idle", "peer"];
+
+/// One rank's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    pub rank: u64,
+    pub open: u64,
+    pub peak: u64,
+    pub opened: [u64; 4],
+    pub closed: [u64; 3],
+    pub failed: u64,
+    pub handshake_retries: u64,
+    pub race_losers: u64,
+    /// Connections that carried at least one packet.
+    pub used: u64,
+    /// Per transport (index into KNOWN_TRANSPORTS): packets and bytes sent, received.
+    pub traffic: Vec<(u64, [u64; 4])>,
+    /// VmHWM in kB (0 if unknown).
+    pub peak_rss_kb: u64,
+}
+
+impl Record {
+    /// This process's counters now.
+    pub fn snapshot(st: &Ferrite) -> Record {
+        let stats = st.net.stats();
+        let mut r = Record {
+            rank: st.world_rank as u64,
+            peak_rss_kb: peak_rss_kb(),
+            ..Record::default()
+        };
+        for (name, t) in &stats.transports {
+            r.add(t);
+            if let Some(i) = KNOWN_TRANSPORTS.iter().position(|k| k == name) {
+                let v = [
+                    t.packets_sent,
+                    t.bytes_sent,
+                    t.packets_received,
+                    t.bytes_received,
+                ];
+                r.traffic.push((i as u64, v));
+            }
+        }
+        r
+    }
+
+    fn add(&mut self, t: &TransportStats) {
+        let c: &Counters = &t.conn;
+        self.open += c.open_now;
+        self.peak += c.open_peak;
+        for i in 0..4 {
+            self.opened[i] += c.opened[i];
+        }
+        for i in 0..3 {
+            self.closed[i] += c.closed[i];
+        }
+        self.failed += c.failed;
+        self.handshake_retries += t.handshake_retries;
+        self.race_losers += t.race_losers;
+        self.used += t.peers_used;
+    }
+
+    pub fn opened_total(&self) -> u64 {
+        self.opened.iter().sum()
+    }
+
+    /// Little-endian u64s: the fixed fields, then (transport, 4 counters) per transport.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = vec![self.rank, self.open, self.peak];
+        v.extend(self.opened);
+        v.extend(self.closed);
+        v.extend([
+            self.failed,
+            self.handshake_retries,
+            self.race_losers,
+            self.used,
+            self.peak_rss_kb,
+            self.traffic.len() as u64,
+        ]);
+        for (t, c) in &self.traffic {
+            v.push(*t);
+            v.extend(c);
+        }
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Record> {
+        if !b.len().is_multiple_of(8) {
+            return None;
+        }
+        let v: Vec<u64> = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let mut it = v.into_iter();
+        let mut next = || it.next();
+        let mut r = Record {
+            rank: next()?,
+            open: next()?,
+            peak: next()?,
+            ..Record::default()
+        };
+        for x in &mut r.opened {
+            *x = next()?;
+        }
+        for x in &mut r.closed {
+            *x = next()?;
+        }
+        r.failed = next()?;
+        r.handshake_retries = next()?;
+        r.race_losers = next()?;
+        r.used = next()?;
+        r.peak_rss_kb = next()?;
+        let n = next()?;
+        for _ in 0..n.min(KNOWN_TRANSPORTS.len() as u64) {
+            let t = next()?;
+            if t as usize >= KNOWN_TRANSPORTS.len() {
+                return None;
+            }
+            r.traffic.push((t, [next()?, next()?, next()?, next()?]));
+        }
+        next().is_none().then_some(r)
+    }
+
+    fn text(&self) -> String {
+        let mut s = format!(
+            "ferrite report: rank {}: connections open {} (peak {}, max unlimited); opened",
+            self.rank, self.open, self.peak
+        );
+        for (n, v) in OPEN_CAUSES.iter().zip(self.opened) {
+            let _ = write!(s, " {n} {v}");
+        }
+        s.push_str("; closed");
+        for (n, v) in CLOSE_CAUSES.iter().zip(self.closed) {
+            let _ = write!(s, " {n} {v}");
+        }
+        let _ = write!(
+            s,
+            "; used {}; failed {}; handshake retries {}",
+            self.used, self.failed, self.handshake_retries
+        );
+        for (t, [ps, bs, pr, br]) in &self.traffic {
+            let _ = write!(
+                s,
+                "; {}: sent {ps} msgs {bs} B, received {pr} msgs {br} B",
+                KNOWN_TRANSPORTS[*t as usize]
+            );
+        }
+        let _ = write!(s, "; peak RSS {} kB", self.peak_rss_kb);
+        s
+    }
+
+    fn json(&self) -> String {
+        let mut s = format!(
+            "{{\"rank\":{},\"connections\":{{\"open\":{},\"peak\":{},\"max\":null}},\"opened\":{{",
+            self.rank, self.open, self.peak
+        );
+        join_obj(&mut s, OPEN_CAUSES.iter().copied().zip(self.opened));
+        s.push_str("},\"closed\":{");
+        join_obj(&mut s, CLOSE_CAUSES.iter().copied().zip(self.closed));
+        let _ = write!(
+            s,
+            "}},\"used\":{},\"failed\":{},\"handshake_retries\":{},\"race_losers\":{},\"transports\":{{",
+            self.used, self.failed, self.handshake_retries, self.race_losers
+        );
+        for (i, (t, [ps, bs, pr, br])) in self.traffic.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}\"{}\":{{\"msgs_sent\":{ps},\"bytes_sent\":{bs},\"msgs_received\":{pr},\"bytes_received\":{br}}}",
+                if i > 0 { "," } else { "" },
+                KNOWN_TRANSPORTS[*t as usize]
+            );
+        }
+        let _ = write!(s, "}},\"peak_rss_kb\":{}}}", self.peak_rss_kb);
+        s
+    }
+}
+
+fn join_obj<'a>(s: &mut String, kv: impl Iterator<Item = (&'a str, u64)>) {
+    for (i, (k, v)) in kv.enumerate() {
+        let _ = write!(s, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+    }
+}
+
+/// The job-wide view of the records.
+#[derive(Debug, PartialEq)]
+pub struct Summary {
+    pub ranks: u64,
+    pub open_avg: f64,
+    pub peak_avg: f64,
+    pub peak_min: u64,
+    pub peak_max: u64,
+    pub opened_avg: f64,
+    pub opened: [u64; 4],
+    pub closed: [u64; 3],
+    pub used_avg: f64,
+    /// Connections used / opened (1 when none were opened).
+    pub utilization: f64,
+    pub handshake_retries: u64,
+    pub failed: u64,
+    /// Per transport: totals of packets and bytes sent, received.
+    pub traffic: Vec<(u64, [u64; 4])>,
+    pub rss_max_kb: u64,
+    pub rss_avg_kb: f64,
+}
+
+pub fn summarize(recs: &[Record]) -> Summary {
+    let n = recs.len().max(1) as f64;
+    let sum = |f: &dyn Fn(&Record) -> u64| recs.iter().map(f).sum::<u64>();
+    let opened_total = sum(&|r| r.opened_total());
+    let used = sum(&|r| r.used);
+    let mut s = Summary {
+        ranks: recs.len() as u64,
+        open_avg: sum(&|r| r.open) as f64 / n,
+        peak_avg: sum(&|r| r.peak) as f64 / n,
+        peak_min: recs.iter().map(|r| r.peak).min().unwrap_or(0),
+        peak_max: recs.iter().map(|r| r.peak).max().unwrap_or(0),
+        opened_avg: opened_total as f64 / n,
+        opened: [0; 4],
+        closed: [0; 3],
+        used_avg: used as f64 / n,
+        utilization: if opened_total == 0 {
+            1.0
+        } else {
+            used as f64 / opened_total as f64
+        },
+        handshake_retries: sum(&|r| r.handshake_retries),
+        failed: sum(&|r| r.failed),
+        traffic: Vec::new(),
+        rss_max_kb: recs.iter().map(|r| r.peak_rss_kb).max().unwrap_or(0),
+        rss_avg_kb: sum(&|r| r.peak_rss_kb) as f64 / n,
+    };
+    for r in recs {
+        for i in 0..4 {
+            s.opened[i] += r.opened[i];
+        }
+        for i in 0..3 {
+            s.closed[i] += r.closed[i];
+        }
+        for (t, c) in &r.traffic {
+            match s.traffic.iter_mut().find(|(u, _)| u == t) {
+                Some((_, acc)) => acc.iter_mut().zip(c).for_each(|(a, b)| *a += b),
+                None => s.traffic.push((*t, *c)),
+            }
+        }
+    }
+    s
+}
+
+impl Summary {
+    fn text(&self, policy: &str) -> String {
+        let mut s = format!(
+            "ferrite report: {} ranks, FERRITE_CONN={policy}: connections per rank {:.2} \
+             (min {}, max {}), open at finalize {:.2}; opened",
+            self.ranks, self.peak_avg, self.peak_min, self.peak_max, self.open_avg
+        );
+        for (n, v) in OPEN_CAUSES.iter().zip(self.opened) {
+            let _ = write!(s, " {n} {v}");
+        }
+        s.push_str("; closed");
+        for (n, v) in CLOSE_CAUSES.iter().zip(self.closed) {
+            let _ = write!(s, " {n} {v}");
+        }
+        let _ = write!(
+            s,
+            "; used per rank {:.2}, utilization (used/opened) {:.2}; failed {}; handshake retries {}",
+            self.used_avg, self.utilization, self.failed, self.handshake_retries
+        );
+        for (t, [ps, bs, pr, br]) in &self.traffic {
+            let _ = write!(
+                s,
+                "; {}: sent {ps} msgs {bs} B, received {pr} msgs {br} B",
+                KNOWN_TRANSPORTS[*t as usize]
+            );
+        }
+        let _ = write!(
+            s,
+            "; peak RSS max {} kB, avg {:.0} kB",
+            self.rss_max_kb, self.rss_avg_kb
+        );
+        s
+    }
+
+    fn json(&self) -> String {
+        let mut s = format!(
+            "{{\"ranks\":{},\"connections_per_rank\":{:.4},\"connections_min\":{},\
+             \"connections_max\":{},\"open_at_finalize_per_rank\":{:.4},\"opened_per_rank\":{:.4},\"opened\":{{",
+            self.ranks, self.peak_avg, self.peak_min, self.peak_max, self.open_avg, self.opened_avg
+        );
+        join_obj(&mut s, OPEN_CAUSES.iter().copied().zip(self.opened));
+        s.push_str("},\"closed\":{");
+        join_obj(&mut s, CLOSE_CAUSES.iter().copied().zip(self.closed));
+        let _ = write!(
+            s,
+            "}},\"used_per_rank\":{:.4},\"utilization\":{:.4},\"failed\":{},\"handshake_retries\":{},\"transports\":{{",
+            self.used_avg, self.utilization, self.failed, self.handshake_retries
+        );
+        for (i, (t, [ps, bs, pr, br])) in self.traffic.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}\"{}\":{{\"msgs_sent\":{ps},\"bytes_sent\":{bs},\"msgs_received\":{pr},\"bytes_received\":{br}}}",
+                if i > 0 { "," } else { "" },
+                KNOWN_TRANSPORTS[*t as usize]
+            );
+        }
+        let _ = write!(
+            s,
+            "}},\"peak_rss_max_kb\":{},\"peak_rss_avg_kb\":{:.0}}}",
+            self.rss_max_kb, self.rss_avg_kb
+        );
+        s
+    }
+}
+
+/// The whole JSON document: job, per-rank array, summary.
+pub fn to_json(policy: &str, recs: &[Record]) -> String {
+    let mut s = format!("{{\"ferrite_report\":1,\"policy\":\"{policy}\",\"ranks\":[\n");
+    for (i, r) in recs.iter().enumerate() {
+        s.push_str(&r.json());
+        s.push_str(if i + 1 < recs.len() { ",\n" } else { "\n" });
+    }
+    let _ = write!(s, "],\n\"summary\":{}\n}}\n", summarize(recs).json());
+    s
+}
+
+/// Peak resident set (VmHWM) of this process in kB; 0 if /proc does not say.
+pub fn peak_rss_kb() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// What FERRITE_REPORT asks for.
+enum Want {
+    Off,
+    Text,
+    Json(String),
+}
+
+fn want() -> Want {
+    let v: String = config::get("FERRITE_REPORT");
+    match v.trim() {
+        "" | "0" => Want::Off,
+        "1" => Want::Text,
+        path => Want::Json(path.to_string()),
+    }
+}
+
+/// The MPI_Finalize hook, called by every rank after Finalize's barrier (so every rank's
+/// program traffic is over and no record can arrive before rank 0's snapshot) and before the
+/// transports shut down: gathers the records to rank 0, which prints or writes them. Does
+/// nothing unless FERRITE_REPORT is set.
+pub fn at_finalize(st: &mut Ferrite) -> MpiResult<()> {
+    let want = want();
+    if matches!(want, Want::Off) {
+        return Ok(());
+    }
+    let policy: String = config::get("FERRITE_CONN");
+    let mine = Record::snapshot(st);
+    if st.world_rank != 0 {
+        st.coll_send(MPI_COMM_WORLD, 0, TAG_REPORT, &mine.encode())?;
+        // Out of the transports before they shut down.
+        return st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending());
+    }
+    let mut recs = vec![mine];
+    for r in 1..st.world_size as i32 {
+        let b = st.coll_recv(MPI_COMM_WORLD, r, TAG_REPORT)?;
+        let rec = Record::decode(&b).ok_or_else(|| {
+            mpi_err!(
+                MPI_ERR_OTHER,
+                "FERRITE_REPORT: malformed record from rank {r}"
+            )
+        })?;
+        recs.push(rec);
+    }
+    match want {
+        Want::Off => {}
+        Want::Text => {
+            let mut out = String::new();
+            for r in &recs {
+                out.push_str(&r.text());
+                out.push('\n');
+            }
+            out.push_str(&summarize(&recs).text(&policy));
+            eprintln!("{out}");
+        }
+        Want::Json(path) => {
+            std::fs::write(&path, to_json(&policy, &recs)).map_err(|e| {
+                mpi_err!(
+                    MPI_ERR_OTHER,
+                    "FERRITE_REPORT={path}: cannot write the report: {e}"
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(rank: u64, opened: [u64; 4], used: u64) -> Record {
+        Record {
+            rank,
+            open: opened.iter().sum(),
+            peak: opened.iter().sum(),
+            opened,
+            used,
+            traffic: vec![(2, [3, 300, 4, 400]), (0, [1, 10, 1, 10])],
+            peak_rss_kb: 1000 + rank,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_garbage_is_refused() {
+        let r = rec(5, [0, 1, 0, 1], 2);
+        assert_eq!(Record::decode(&r.encode()), Some(r.clone()));
+        let b = r.encode();
+        assert_eq!(Record::decode(&b[..b.len() - 8]), None);
+        assert_eq!(Record::decode(&b[..b.len() - 1]), None);
+        let mut long = b.clone();
+        long.extend([0; 8]);
+        assert_eq!(Record::decode(&long), None);
+    }
+
+    #[test]
+    fn summary_and_json_carry_the_counts() {
+        let recs = [rec(0, [15, 0, 0, 0], 2), rec(1, [15, 0, 0, 0], 4)];
+        let s = summarize(&recs);
+        assert_eq!((s.peak_min, s.peak_max, s.peak_avg), (15, 15, 15.0));
+        assert_eq!(s.opened, [30, 0, 0, 0]);
+        assert!((s.utilization - 0.2).abs() < 1e-9);
+        assert_eq!(s.traffic, vec![(2, [6, 600, 8, 800]), (0, [2, 20, 2, 20])]);
+        let j = to_json("static", &recs);
+        assert!(j.contains("\"rank\":1,\"connections\":{\"open\":15,\"peak\":15,\"max\":null}"));
+        assert!(j.contains("\"opened\":{\"init\":15,\"first_message\":0"));
+        assert!(j.contains("\"tcp\":{\"msgs_sent\":3,\"bytes_sent\":300"));
+        assert!(j.contains("\"utilization\":0.2000"));
+        // Balanced braces and brackets: a minimal well-formedness check.
+        let depth = j.chars().fold(0i64, |d, c| match c {
+            '{' | '[' => d + 1,
+            '}' | ']' => d - 1,
+            _ => d,
+        });
+        assert_eq!(depth, 0);
+    }
+
+    #[test]
+    fn peak_rss_is_read() {
+        assert!(peak_rss_kb() > 0);
+    }
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Connection-management suite over tcp (FERRITE_TRANSPORTS=tcp,self): the connection counts
+# each policy opens, read from FERRITE_REPORT's JSON, for known patterns (tests/conn/pattern.c),
+# the refusal of FERRITE_CONN=adaptive, the text report, and a few C conformance programs
+# under static and partial. Ends with `conn: N passed, N failed`.
+# Knobs: PREFIX (default ./build), TEST_TIMEOUT (seconds per job, default 60).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PREFIX=${PREFIX:-$root/build}
+MPICC=$PREFIX/bin/mpicc
+MPIRUN=$PREFIX/bin/mpirun
+TEST_TIMEOUT=${TEST_TIMEOUT:-60}
+export FERRITE_TRANSPORTS=tcp,self
+pass=0; fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$here/bin"
+bin=$here/bin/pattern
+
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+ko() { echo "FAIL $1 ($2)"; if [ -n "${3:-}" ] && [ -s "$3" ]; then tail -n 8 "$3" | sed 's/^/    | /'; fi; fail=$((fail + 1)); }
+
+if ! $MPICC -O2 -Wall -o "$bin" "$here/pattern.c" >"$tmp/build.log" 2>&1; then
+    ko "build pattern.c" "compile error" "$tmp/build.log"
+    echo "conn: $pass passed, $fail failed"; exit 1
+fi
+
+# Runs the pattern under a policy and checks every rank's counts with a Python expression
+# over `r` (one rank's record) and `n`, e.g. "r['connections']['peak'] == 2".
+check() { # name policy np pattern expression
+    local name=$1 policy=$2 np=$3 pattern=$4 expr=$5
+    local json=$tmp/$name.json log=$tmp/$name.log
+    if ! FERRITE_CONN=$policy timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n "$np" --report="$json" \
+            "$bin" "$pattern" >"$log" 2>&1; then
+        ko "$name" "job failed" "$log"; return
+    fi
+    if ! grep -q "done: $pattern" "$log"; then ko "$name" "rank 0 did not finish" "$log"; return; fi
+    local why
+    why=$(python3 - "$json" "$np" "$policy" <<PY 2>&1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+n = int(sys.argv[2])
+assert doc["policy"] == sys.argv[3], doc["policy"]
+ranks = doc["ranks"]
+assert sorted(x["rank"] for x in ranks) == list(range(n)), "not one record per rank"
+def partial(rank):
+    return len({(rank + s * d) % n for d in [1 << k for k in range(n.bit_length()) if (1 << k) < n]
+                for s in (1, -1)} - {rank})
+for r in ranks:
+    assert r["failed"] == 0, "rank %d: failed connections" % r["rank"]
+    ok = $expr
+    assert ok, "rank %d: %s" % (r["rank"], json.dumps(r))
+s = doc["summary"]
+assert s["ranks"] == n
+assert abs(s["opened_per_rank"] - sum(sum(r["opened"].values()) for r in ranks) / n) < 1e-3
+PY
+)
+    if [ $? -ne 0 ]; then ko "$name" "counts: $(echo "$why" | tail -n 1)"; return; fi
+    ok "$name"
+}
+
+opened='sum(r["opened"].values())'
+check ring-ondemand-16 ondemand 16 ring \
+    "r['connections']['peak'] == 2 and $opened == 2 and r['used'] == 2 and r['opened']['init'] == 0"
+check pingpong-ondemand-16 ondemand 16 pingpong \
+    "r['connections']['peak'] == 1 and $opened == 1 and r['used'] == 1"
+check alltoall-ondemand-16 ondemand 16 alltoall \
+    "r['connections']['peak'] == n - 1 and $opened == n - 1 and r['used'] == n - 1"
+check none-ondemand-16 ondemand 16 none "$opened == 0 and r['connections']['open'] == 0"
+check static-16 static 16 none \
+    "r['opened']['init'] == n - 1 and $opened == n - 1 and r['connections']['open'] == n - 1"
+check static-ring-16 static 16 ring \
+    "r['opened']['init'] == n - 1 and $opened == n - 1 and r['used'] == 2"
+check partial-16 partial 16 none \
+    "r['opened']['init'] == partial(r['rank']) == 7 and $opened == 7"
+check partial-12 partial 12 none "r['opened']['init'] == partial(r['rank']) and $opened == 6"
+# ±1 is among the initial peers: a ring needs nothing more.
+check partial-ring-16 partial 16 ring "$opened == 7 and r['opened']['first_message'] == 0"
+# Peers beyond ±2^k are connected on demand.
+check partial-alltoall-16 partial 16 alltoall \
+    "r['opened']['init'] == 7 and $opened == n - 1 and r['used'] == n - 1"
+
+# adaptive needs the udp transport: MPI_Init must refuse it, saying why.
+log=$tmp/adaptive.log
+if FERRITE_CONN=adaptive timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$bin" ring >"$log" 2>&1; then
+    ko adaptive-refused "the job succeeded" "$log"
+elif grep -q "Unsupported operation, MPI_Init: FERRITE_CONN=adaptive is not supported yet" "$log" \
+        && grep -q udp "$log"; then
+    ok adaptive-refused
+else
+    ko adaptive-refused "no message naming FERRITE_CONN=adaptive and udp" "$log"
+fi
+
+# The text report: one line per rank and the summary, from rank 0.
+log=$tmp/text.log
+if timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 4 --report "$bin" ring >"$log" 2>&1 \
+        && [ "$(grep -c '^ferrite report: rank [0-3]: connections open 2 (peak 2' "$log")" -eq 4 ] \
+        && grep -q '^ferrite report: 4 ranks, FERRITE_CONN=ondemand: connections per rank 2.00' "$log" \
+        && grep -q 'peak RSS max [1-9][0-9]* kB' "$log"; then
+    ok text-report
+else
+    ko text-report "missing or wrong report lines" "$log"
+fi
+
+# A few C conformance programs under the policies that connect at init.
+for policy in static partial; do
+    log=$tmp/c-$policy.log
+    FERRITE_CONN=$policy TEST_NP="4 16" "$root/tests/c/run.sh" ring anysource sendrecv coll_basic \
+        probe comms >"$log" 2>&1
+    line=$(grep -E '^c: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
+    if [ -n "$line" ] && [ "${f:-1}" -eq 0 ] && [ "${p:-0}" -gt 0 ]; then
+        ok "c-$policy ($line)"
+    else
+        ko "c-$policy" "${line:-no summary}" "$log"
+        grep '^FAIL' "$log" | sed 's/^/    /'
+    fi
+done
+
+echo "conn: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
