@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Benchmarks: builds pingpong.c and bw.c with Ferrite ($PREFIX/bin/mpicc), Open MPI
+# Benchmarks: builds pingpong.c, bw.c and the collective latency programs (allreduce.c,
+# bcast.c, alltoall.c, barrier.c) with Ferrite ($PREFIX/bin/mpicc), Open MPI
 # (mpicc.openmpi) and MPICH (mpicc.mpich), whichever are present (as root, installs the
-# Debian packages of a missing one first, unless BENCH_NO_INSTALL=1), runs each at -n 2
-# over shared memory, and prints one markdown table per benchmark: size, Ferrite,
+# Debian packages of a missing one first, unless BENCH_NO_INSTALL=1), runs each over shared
+# memory (point-to-point at -n 2, collectives at -n 2 and -n 4; BENCH_COLL_NP changes the
+# latter, BENCH_ONLY="allreduce barrier" limits the programs), and prints one markdown
+# table per benchmark and process count: size, Ferrite,
 # Open MPI, MPICH and the ratio Ferrite/Open MPI (latency in usec: lower is better;
 # bandwidth in MB/s: higher is better). The tables are also saved under bench/results/.
 # BENCH_MPIS limits the set, e.g. BENCH_MPIS="openmpi mpich".
@@ -11,6 +14,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 PREFIX=${PREFIX:-$root/build}
 BENCH_MPIS=${BENCH_MPIS:-ferrite openmpi mpich}
+BENCH_COLL_NP=${BENCH_COLL_NP:-2 4}
+P2P_BENCHES="pingpong bw"
+COLL_BENCHES="allreduce bcast alltoall barrier"
+BENCHES="$P2P_BENCHES $COLL_BENCHES"
+if [ -n "${BENCH_ONLY:-}" ]; then BENCHES=$BENCH_ONLY; fi
+# Jobs: benchmark:process-count.
+jobs=()
+for b in $BENCHES; do
+    case " $COLL_BENCHES " in
+    *" $b "*) for np in $BENCH_COLL_NP; do jobs+=("$b:$np"); done ;;
+    *) jobs+=("$b:2") ;;
+    esac
+done
 bin=$here/bin
 out=$here/results
 mkdir -p "$bin" "$out"
@@ -28,7 +44,7 @@ if [ "$(id -u)" = 0 ] && [ "${BENCH_NO_INSTALL:-0}" != 1 ]; then
     fi
 fi
 
-# Per MPI: compiler, launcher, launcher arguments (shared-memory transport).
+# Per MPI: compiler, launcher, launcher arguments (shared-memory transport); $2: ranks.
 mpi_cc() {
     case $1 in
     ferrite) echo "$PREFIX/bin/mpicc" ;;
@@ -38,11 +54,11 @@ mpi_cc() {
 }
 mpi_run() {
     case $1 in
-    ferrite) echo "$PREFIX/bin/mpirun -n 2" ;;
+    ferrite) echo "$PREFIX/bin/mpirun -n $2" ;;
     # ob1 with the vader shared-memory BTL (no UCX, no TCP).
-    openmpi) echo "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi --allow-run-as-root -n 2 --mca pml ob1 --mca btl self,vader" ;;
+    openmpi) echo "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi --allow-run-as-root --oversubscribe -n $2 --mca pml ob1 --mca btl self,vader" ;;
     # Debian's MPICH is ch4:ucx: restrict UCX to its shared-memory transports.
-    mpich) echo "env UCX_TLS=self,sm mpirun.mpich -n 2" ;;
+    mpich) echo "env UCX_TLS=self,sm mpirun.mpich -n $2" ;;
     esac
 }
 label() {
@@ -56,7 +72,7 @@ for m in $BENCH_MPIS; do
         echo "bench: $(label "$m") not available ($cc missing), skipped"; continue
     fi
     okb=1
-    for b in pingpong bw; do
+    for b in $BENCHES; do
         if ! $cc -O2 -w -o "$bin/$b.$m" "$here/$b.c" >"$work/build.$m.$b" 2>&1; then
             echo "bench: building $b with $cc failed:"; sed 's/^/    /' "$work/build.$m.$b" | tail -5; okb=0
         fi
@@ -64,31 +80,34 @@ for m in $BENCH_MPIS; do
     [ "$okb" = 1 ] && have+=("$m")
 done
 
-for b in pingpong bw; do
+for job in "${jobs[@]}"; do
+    b=${job%%:*} np=${job##*:}
     for m in "${have[@]}"; do
-        echo "bench: $b with $(label "$m")" >&2
-        if ! timeout -k 5 300 $(mpi_run "$m") "$bin/$b.$m" >"$work/$b.$m.raw" 2>"$work/$b.$m.err"; then
-            echo "bench: $b with $(label "$m") failed:" >&2; tail -5 "$work/$b.$m.err" >&2
+        echo "bench: $b -n $np with $(label "$m")" >&2
+        if ! timeout -k 5 300 $(mpi_run "$m" "$np") "$bin/$b.$m" >"$work/$job.$m.raw" 2>"$work/$job.$m.err"; then
+            echo "bench: $b -n $np with $(label "$m") failed:" >&2; tail -5 "$work/$job.$m.err" >&2
         fi
-        grep -v '^#' "$work/$b.$m.raw" | awk 'NF == 2' >"$work/$b.$m"
+        grep -v '^#' "$work/$job.$m.raw" | awk 'NF == 2' >"$work/$job.$m"
     done
 done
 
 stamp=$(date -u +%Y%m%d-%H%M%S)
 report=$out/bench-$stamp.md
 {
-    echo "# Benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), -n 2, shared memory, $(nproc) cores"
-    for b in pingpong bw; do
-        if [ $b = pingpong ]; then
-            echo; echo "## pingpong: one-way latency, usec (lower is better)"
-        else
-            echo; echo "## bw: streaming bandwidth, window 64, MB/s (higher is better)"
-        fi
+    echo "# Benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), shared memory, $(nproc) cores"
+    for job in "${jobs[@]}"; do
+        b=${job%%:*} np=${job##*:}
+        case $b in
+        pingpong) echo; echo "## pingpong: one-way latency, -n 2, usec (lower is better)" ;;
+        bw) echo; echo "## bw: streaming bandwidth, window 64, -n 2, MB/s (higher is better)" ;;
+        barrier) echo; echo "## barrier: latency, -n $np, usec (lower is better)" ;;
+        *) echo; echo "## $b: latency, -n $np, bytes per rank, usec (lower is better)" ;;
+        esac
         echo
         echo "| size (B) | Ferrite | Open MPI | MPICH | Ferrite/Open MPI |"
         echo "|---:|---:|---:|---:|---:|"
-        for m in ferrite openmpi mpich; do [ -f "$work/$b.$m" ] || : >"$work/$b.$m"; done
-        awk -v F="$work/$b.ferrite" -v O="$work/$b.openmpi" -v M="$work/$b.mpich" '
+        for m in ferrite openmpi mpich; do [ -f "$work/$job.$m" ] || : >"$work/$job.$m"; done
+        awk -v F="$work/$job.ferrite" -v O="$work/$job.openmpi" -v M="$work/$job.mpich" '
             function load(file, arr,   line, f) {
                 while ((getline line < file) > 0) { split(line, f, " "); arr[f[1]] = f[2]; sizes[f[1]] = 1 }
             }

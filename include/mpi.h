@@ -1952,6 +1952,11 @@ FERRITE_API(int, MPI_Type_struct, (int count, int array_of_blocklengths[], MPI_A
             array_of_displacements[], MPI_Datatype array_of_types[], MPI_Datatype *newtype));
 FERRITE_API(int, MPI_Type_ub, (MPI_Datatype datatype, MPI_Aint *displacement));
 
+/* Ferrite extension (not MPI), for tests and the connection study: the number of distinct
+ * processes (world ranks) this process exchanged collective messages with since the last
+ * reset; `reset` nonzero then clears the set. */
+int FERRITE_Coll_peers(int reset, int *count);
+
 #ifdef __cplusplus
 }
 #endif

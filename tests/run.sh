@@ -54,6 +54,17 @@ for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/chec
     fi
 done
 
+# Ferrite programs launched by MPICH's Hydra (mpirun.mpich speaks PMI-1 over PMI_FD too).
+if command -v mpirun.mpich >/dev/null; then
+    run_suite c-hydra env MPIRUN=mpirun.mpich MPICC="$PREFIX/bin/mpicc" FERRITE_TESTS_EXPECT=ferrite \
+        TEST_NP="1 2 4" tests/c/run.sh ring anysource sizes env
+else
+    echo "=== c-hydra: mpirun.mpich missing"; record c-hydra 0 1
+fi
+
+# The C suite again over tcp only (on loopback).
+run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
+
 leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
 if [ "$leftover" -ne 0 ]; then
     echo "stale shared-memory files left in /dev/shm: $leftover"; record shm-cleanup 0 1

@@ -33,6 +33,34 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     write_if_changed(&out.join("consts.rs"), &api.consts_rs());
     write_if_changed(&out.join("stubs.rs"), &api.stubs_rs(&implemented));
+    compile_long_double(&out);
+}
+
+/// Collectives: reductions on long double types are in C (Rust has no 80-bit float). Built
+/// with the system C compiler ($CC or cc) into a static library linked into Ferrite.
+fn compile_long_double(out: &Path) {
+    let src = "src/coll/longdouble.c";
+    println!("cargo:rerun-if-changed={src}");
+    println!("cargo:rerun-if-env-changed=CC");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let obj = out.join("longdouble.o");
+    let lib = out.join("libferrite_longdouble.a");
+    let run = |cmd: &mut std::process::Command| {
+        let st = cmd
+            .status()
+            .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+        assert!(st.success(), "{cmd:?} failed");
+    };
+    run(std::process::Command::new(&cc)
+        .args(["-O2", "-fPIC", "-c", src, "-o"])
+        .arg(&obj));
+    let _ = std::fs::remove_file(&lib);
+    run(std::process::Command::new("ar")
+        .arg("crs")
+        .arg(&lib)
+        .arg(&obj));
+    println!("cargo:rustc-link-search=native={}", out.display());
+    println!("cargo:rustc-link-lib=static=ferrite_longdouble");
 }
 
 fn write_if_changed(path: &Path, text: &str) {

@@ -9,6 +9,7 @@
 
 pub mod abi;
 pub mod coll;
+pub mod conn;
 pub mod error;
 pub mod objects;
 pub mod p2p;

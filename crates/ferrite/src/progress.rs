@@ -23,7 +23,9 @@ impl Ferrite {
         let Ferrite { net, p2p, .. } = self;
         let delivered = net.poll(&mut |from, packet| p2p.on_packet(from, packet));
         let flushed = p2p.flush(net);
-        delivered > 0 || flushed
+        // Collectives hook: nonblocking collective schedules advance here.
+        let coll = self.coll_progress();
+        delivered > 0 || flushed || coll
     }
 
     /// Makes progress until `done` holds: spins for `FERRITE_PROGRESS_SPIN` idle passes, then

@@ -20,6 +20,8 @@ pub struct Ferrite {
     pub objects: Objects,
     pub p2p: P2p,
     pub net: Net,
+    /// Nonblocking/persistent collectives, user reduction operations (coll/mod.rs).
+    pub coll: crate::coll::Coll,
 }
 
 static STATE: Mutex<Option<Box<Ferrite>>> = Mutex::new(None);
@@ -43,11 +45,17 @@ pub fn is_finalized() -> bool {
 
 /// Runs `f` on the live state; fails with MPI_ERR_OTHER before MPI_Init or after MPI_Finalize.
 pub fn with<R>(f: impl FnOnce(&mut Ferrite) -> MpiResult<R>) -> MpiResult<R> {
-    let mut guard = lock();
-    match guard.as_deref_mut() {
-        Some(st) => f(st),
-        None => Err(not_running()),
-    }
+    let r = {
+        let mut guard = lock();
+        match guard.as_deref_mut() {
+            Some(st) => f(st),
+            None => Err(not_running()),
+        }
+    };
+    // Collectives hook: user reduction steps of completed nonblocking collectives run here,
+    // with the lock released, before the MPI call returns to the user.
+    crate::coll::run_tails();
+    r
 }
 
 /// Like [`with`] but returns None instead of an error when MPI is not running.
@@ -106,6 +114,7 @@ pub fn for_tests() -> MutexGuard<'static, ()> {
             objects,
             p2p: P2p::new(0, 1),
             net: Net::init(0, 1, "").expect("transport stub"),
+            coll: Default::default(),
         }))
         .expect("install the test state");
     });

@@ -31,6 +31,7 @@ fn init(required: c_int) -> MpiResult<c_int> {
         objects: Objects::new(rank, size),
         p2p: P2p::new(rank, size),
         net,
+        coll: Default::default(),
     }))?;
     Ok(provided)
 }
@@ -65,7 +66,7 @@ mpi_fn! {
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_WORLD)?;
         state::with(|st| {
             // Everything this process sent must reach its peers before it leaves.
-            st.wait_until(|st| !st.p2p.has_backlog())?;
+            st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
             pmi::barrier()?;
             st.net.shutdown();
             Ok(())

@@ -7,6 +7,7 @@
 #[macro_use]
 pub mod macros;
 pub mod attr;
+pub mod coll;
 pub mod comm;
 pub mod consts;
 pub mod datatype;

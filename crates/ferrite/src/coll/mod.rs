@@ -1,15 +1,323 @@
 //! Collective operations over the communicator's collective context (`context_id + 1`),
 //! built on the point-to-point layer's internal sends and receives.
 //!
-//! For now this holds only what communicator creation needs; the collectives work adds the
-//! MPI collectives and their scalable algorithms here.
+//! - `op`: predefined reduction kernels; `reduce`: user operations and [`reduce::Reducer`];
+//! - `sched`: schedules (rounds of transfers and local steps) and their engine;
+//! - `algo`: one schedule builder per algorithm; `plans`: MPI collectives -> plans;
+//! - this file: the running state (nonblocking and persistent collectives, advanced by
+//!   the progress engine), the blocking driver and the peer statistics.
+//!
+//! User reduction functions never run under the state lock: the blocking driver runs them
+//! between `state::with` calls; nonblocking schedules with a user operation are built so
+//! that every user step comes after the last communication, and those steps run in
+//! [`run_tails`], which `state::with` calls after releasing the lock (before the MPI call
+//! that completed the request returns to the user).
 
-use crate::abi::consts::MPI_Comm;
-use crate::error::MpiResult;
-use crate::state::Ferrite;
+pub mod algo;
+pub mod op;
+pub mod plans;
+pub mod reduce;
+pub mod sched;
+#[cfg(test)]
+mod tests;
+
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+use crate::state::{self, Ferrite};
+use sched::{Link, Plan, Poll, Run};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Tag of the internal exchanges made by communicator creation.
 const TAG_COMM_CREATE: i32 = 1;
+/// Collective k on a communicator uses tag TAG_BASE + k mod TAG_SPAN: every member calls
+/// collectives in the same order, so the tags agree, and consecutive collectives between
+/// the same two ranks can never match each other's messages.
+const TAG_BASE: i32 = 0x2000_0000;
+const TAG_SPAN: u32 = 0x1000_0000;
+
+/// A running nonblocking or persistent collective.
+struct Active {
+    req: MPI_Request,
+    comm: MPI_Comm,
+    run: Run<MPI_Request>,
+}
+
+/// Collective state in [`Ferrite`].
+#[derive(Default)]
+pub struct Coll {
+    pub ops: reduce::Ops,
+    /// Collectives started per context id (tags, see TAG_BASE).
+    seq: HashMap<u32, u32>,
+    active: Vec<Active>,
+    /// Persistent collective requests: their plan.
+    persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>)>,
+    /// Completed schedules whose last local steps call user code (see [`run_tails`]).
+    tails: Vec<Run<MPI_Request>>,
+    /// Distinct world ranks exchanged with by collectives since the last reset.
+    pub peers: HashSet<u32>,
+}
+
+/// Set when `Coll::tails` is not empty, so `state::with` need not lock again to find out.
+static TAILS: AtomicBool = AtomicBool::new(false);
+
+/// The collective context of one communicator as a schedule's [`Link`].
+struct CommLink<'a> {
+    st: &'a mut Ferrite,
+    comm: MPI_Comm,
+}
+
+impl CommLink<'_> {
+    fn note_peer(&mut self, peer: i32) {
+        if let Ok(c) = self.st.objects.comms.get(self.comm) {
+            if let Some(&w) = c.group.get(peer as usize) {
+                self.st.coll.peers.insert(w);
+            }
+        }
+    }
+}
+
+impl Link for CommLink<'_> {
+    type H = MPI_Request;
+    fn isend(&mut self, peer: i32, tag: i32, data: Vec<u8>) -> MpiResult<MPI_Request> {
+        self.note_peer(peer);
+        self.st.coll_isend(self.comm, peer, tag, data)
+    }
+    fn irecv(&mut self, peer: i32, tag: i32) -> MpiResult<MPI_Request> {
+        self.note_peer(peer);
+        self.st.coll_irecv(self.comm, peer, tag)
+    }
+    unsafe fn isend_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *const u8,
+        len: usize,
+    ) -> MpiResult<MPI_Request> {
+        self.note_peer(peer);
+        // SAFETY: per this function's contract.
+        unsafe {
+            self.st
+                .coll_isend_buf(self.comm, peer, tag, p, len, MPI_BYTE)
+        }
+    }
+    unsafe fn irecv_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *mut u8,
+        len: usize,
+    ) -> MpiResult<MPI_Request> {
+        self.note_peer(peer);
+        // SAFETY: per this function's contract.
+        unsafe {
+            self.st
+                .coll_irecv_buf(self.comm, peer, tag, p, len, MPI_BYTE)
+        }
+    }
+    fn test(&mut self, h: &MPI_Request) -> MpiResult<Option<(Vec<u8>, usize)>> {
+        if !self.st.req_test(*h) {
+            return Ok(None);
+        }
+        self.st.check_net(self.comm)?;
+        let (status, data, _) = self.st.release(*h);
+        if status.error != MPI_SUCCESS {
+            return Err(MpiError::from_code(status.error));
+        }
+        Ok(Some((data.unwrap_or_default(), status.bytes as usize)))
+    }
+}
+
+impl Ferrite {
+    /// The tag of the next collective on `comm`.
+    fn coll_tag(&mut self, comm: MPI_Comm) -> MpiResult<i32> {
+        let ctx = self.objects.comms.get(comm)?.context_id;
+        let k = self.coll.seq.entry(ctx).or_insert(0);
+        let tag = TAG_BASE + (*k % TAG_SPAN) as i32;
+        *k = k.wrapping_add(1);
+        Ok(tag)
+    }
+
+    /// Progress hook (called from `Ferrite::progress`): advances every nonblocking
+    /// collective; completes the requests of those that finished. True if any finished.
+    pub fn coll_progress(&mut self) -> bool {
+        if self.coll.active.is_empty() {
+            return false;
+        }
+        let mut list = std::mem::take(&mut self.coll.active);
+        let mut changed = false;
+        let mut keep = Vec::with_capacity(list.len());
+        for mut a in list.drain(..) {
+            let res = a.run.advance(&mut CommLink {
+                st: self,
+                comm: a.comm,
+            });
+            match res {
+                Ok(Poll::Pending) => keep.push(a),
+                Ok(Poll::Done) => {
+                    // SAFETY: the user's buffers stay valid until the request completes.
+                    unsafe { a.run.write_outputs() };
+                    self.coll_complete(a.req, MPI_SUCCESS);
+                    changed = true;
+                }
+                Ok(Poll::UserLocals) if !a.run.comm_remaining() => {
+                    // The rest is local and calls user code: finish it after the lock is
+                    // released, before the call that sees the completion returns.
+                    self.coll.tails.push(a.run);
+                    TAILS.store(true, Ordering::Release);
+                    self.coll_complete(a.req, MPI_SUCCESS);
+                    changed = true;
+                }
+                Ok(Poll::UserLocals) => {
+                    self.coll_complete(a.req, MPI_ERR_INTERN);
+                    changed = true;
+                }
+                Err(e) => {
+                    self.coll_complete(a.req, e.class);
+                    changed = true;
+                }
+            }
+        }
+        // Collectives started while advancing (none today) were pushed to the new list.
+        keep.append(&mut self.coll.active);
+        self.coll.active = keep;
+        changed
+    }
+
+    fn coll_complete(&mut self, h: MPI_Request, code: i32) {
+        if let Some(r) = self.p2p.reqs.get_mut(h) {
+            r.done = true;
+            r.status = crate::p2p::protocol::empty_status();
+            r.status.error = code;
+            if r.freed {
+                self.p2p.reqs.remove(h);
+            }
+        }
+    }
+
+    /// Starts a nonblocking collective: a new request running `plan`.
+    fn coll_start_new(&mut self, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<MPI_Request> {
+        let h = self.p2p.new_request(comm, false);
+        self.coll_launch(h, comm, plan)?;
+        Ok(h)
+    }
+
+    fn coll_launch(&mut self, h: MPI_Request, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<()> {
+        let tag = self.coll_tag(comm)?;
+        // SAFETY: the caller's input buffers are valid (MPI contract for the call).
+        let run = unsafe { Run::start(plan, tag) };
+        if let Some(r) = self.p2p.reqs.get_mut(h) {
+            r.done = false;
+        }
+        self.coll.active.push(Active { req: h, comm, run });
+        self.coll_progress();
+        Ok(())
+    }
+
+    /// MPI_Start on a persistent collective request.
+    pub fn coll_start_persistent(&mut self, h: MPI_Request) -> MpiResult<()> {
+        let (comm, plan) = self
+            .coll
+            .persistent
+            .get(&h)
+            .cloned()
+            .ok_or_else(|| crate::p2p::ops::invalid_request(h))?;
+        self.coll_launch(h, comm, plan)
+    }
+}
+
+/// Finishes completed nonblocking collectives whose last steps call user reduction
+/// functions. Called by `state::with` after it releases the lock.
+pub fn run_tails() {
+    while TAILS.load(Ordering::Acquire) {
+        let Some(tails) = state::try_with(|st| {
+            TAILS.store(false, Ordering::Release);
+            std::mem::take(&mut st.coll.tails)
+        }) else {
+            // MPI was finalized: nothing is left to finish.
+            TAILS.store(false, Ordering::Release);
+            return;
+        };
+        for mut run in tails {
+            run.finish_locals();
+            // SAFETY: the user's buffers stay valid until the completion call returns.
+            unsafe { run.write_outputs() };
+        }
+    }
+}
+
+/// How the plan of an operation will run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Blocking: user reduction functions may run between communications.
+    Blocking,
+    /// Nonblocking or persistent: user functions only after the last communication.
+    Deferred,
+}
+
+/// Runs a blocking collective whose plan `build` makes (under the lock).
+pub fn blocking(
+    comm: MPI_Comm,
+    build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
+) -> MpiResult<()> {
+    let mut run = state::with(|st| {
+        let plan = build(st)?;
+        let tag = st.coll_tag(comm)?;
+        // SAFETY: the caller's input buffers are valid for the call.
+        Ok(unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) })
+    })?;
+    loop {
+        let poll = state::with(|st| {
+            let mut out = Ok(Poll::Pending);
+            st.wait_until(|st| {
+                out = run.advance(&mut CommLink { st, comm });
+                !matches!(out, Ok(Poll::Pending))
+            })?;
+            out
+        })?;
+        match poll {
+            Poll::Done => break,
+            // No lock held here: user reduction functions may call MPI.
+            Poll::UserLocals => run.run_user_locals(),
+            Poll::Pending => {}
+        }
+    }
+    // SAFETY: the caller's output buffers are valid for the call.
+    unsafe { run.write_outputs() };
+    Ok(())
+}
+
+/// Starts a nonblocking collective; returns its request.
+pub fn nonblocking(
+    comm: MPI_Comm,
+    build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
+) -> MpiResult<MPI_Request> {
+    state::with(|st| {
+        let plan = build(st)?;
+        st.coll_start_new(comm, Arc::new(plan))
+    })
+}
+
+/// Creates a persistent collective request (inactive until MPI_Start).
+pub fn persistent(
+    comm: MPI_Comm,
+    build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
+) -> MpiResult<MPI_Request> {
+    state::with(|st| {
+        let plan = build(st)?;
+        // Forget the plans of persistent requests freed since (MPI_Request_free removes
+        // the request from the p2p table only).
+        let reqs = &st.p2p.reqs;
+        st.coll.persistent.retain(|&h, _| {
+            reqs.get(h)
+                .is_some_and(|r| matches!(r.persistent, Some(crate::p2p::request::Spec::Coll)))
+        });
+        let h = st.persistent(comm, crate::p2p::request::Spec::Coll);
+        st.coll.persistent.insert(h, (comm, Arc::new(plan)));
+        Ok(h)
+    })
+}
 
 impl Ferrite {
     /// Every member's `mine` (all of the same length), concatenated in rank order.

@@ -187,6 +187,7 @@ impl Ferrite {
                 self.p2p.start_recv(h, *ctx, *src, *tag, target.clone());
                 self.p2p.flush(&mut self.net);
             }
+            Spec::Coll => self.coll_start_persistent(h)?,
         }
         Ok(())
     }

@@ -184,6 +184,8 @@ pub enum Spec {
         tag: i32,
         target: Target,
     },
+    /// A persistent collective (its plan is kept by coll/mod.rs under the request handle).
+    Coll,
 }
 
 pub struct Request {

@@ -43,9 +43,99 @@ pub const KNOBS: &[Knob] = &[
             "Use single-copy reads (process_vm_readv) for large messages when permitted; 0: never.",
     },
     Knob {
+        name: "FERRITE_TCP_IF",
+        default: "",
+        doc: "Interface name or IP address tcp listens on; empty: loopback (one-host jobs).",
+    },
+    Knob {
+        name: "FERRITE_TCP_MAX_PACKET",
+        default: "65536",
+        doc: "Largest tcp packet in bytes (eager limit, rendezvous fragment); same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_TCP_SENDQ",
+        default: "4194304",
+        doc: "Unwritten bytes queued per tcp peer before sends wait for the socket to drain.",
+    },
+    Knob {
+        name: "FERRITE_TCP_LINGER_MS",
+        default: "5000",
+        doc: "At MPI_Finalize, how long tcp waits for peers to take the last bytes and close.",
+    },
+    Knob {
+        name: "FERRITE_TCP_CONNECT_RETRIES",
+        default: "10",
+        doc: "Connection attempts (with backoff) to a tcp peer before sends to it fail.",
+    },
+    Knob {
         name: "FERRITE_EAGER_LIMIT",
         default: "0",
         doc: "Largest message sent eagerly; 0 means what fits in one packet of the transport.",
+    },
+    Knob {
+        name: "FERRITE_COLL_BARRIER_ALGO",
+        default: "auto",
+        doc: "Barrier algorithm: auto or dissemination.",
+    },
+    Knob {
+        name: "FERRITE_COLL_BCAST_ALGO",
+        default: "auto",
+        doc: "Bcast algorithm: auto, binomial or scatter_allgather.",
+    },
+    Knob {
+        name: "FERRITE_COLL_BCAST_LARGE",
+        default: "12288",
+        doc: "Bcast: bytes from which auto picks scatter_allgather (more than 2 ranks).",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLREDUCE_ALGO",
+        default: "auto",
+        doc: "Allreduce (and Reduce_scatter) algorithm: auto, recursive_doubling or rabenseifner.",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLREDUCE_LARGE",
+        default: "2048",
+        doc: "Allreduce: bytes from which auto picks rabenseifner (if count >= ranks).",
+    },
+    Knob {
+        name: "FERRITE_COLL_REDUCE_ALGO",
+        default: "auto",
+        doc: "Reduce algorithm: auto or binomial.",
+    },
+    Knob {
+        name: "FERRITE_COLL_GATHER_ALGO",
+        default: "auto",
+        doc: "Gather algorithm: auto or binomial (Gatherv is always linear).",
+    },
+    Knob {
+        name: "FERRITE_COLL_SCATTER_ALGO",
+        default: "auto",
+        doc: "Scatter algorithm: auto or binomial (Scatterv is always linear).",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLGATHER_ALGO",
+        default: "auto",
+        doc: "Allgather algorithm: auto, bruck or ring (Allgatherv is always ring).",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLGATHER_LARGE",
+        default: "81920",
+        doc: "Allgather: total received bytes from which auto picks ring.",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLTOALL_ALGO",
+        default: "auto",
+        doc: "Alltoall algorithm: auto, bruck or pairwise.",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLTOALL_LARGE",
+        default: "256",
+        doc: "Alltoall: bytes per block from which auto picks pairwise.",
+    },
+    Knob {
+        name: "FERRITE_COLL_ALLTOALLV_ALGO",
+        default: "auto",
+        doc: "Alltoallv/Alltoallw algorithm: auto or pairwise.",
     },
 ];
 

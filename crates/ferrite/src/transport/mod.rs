@@ -3,6 +3,7 @@
 
 pub mod loopback;
 pub mod shm;
+pub mod tcp;
 
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
@@ -57,7 +58,14 @@ pub trait Transport {
         TransportStats::default()
     }
 
-    /// MPI_Finalize: release what peers can find by name (e.g. unlink a segment).
+    /// Packets accepted by `try_send` still wait inside the transport (e.g. for a connection
+    /// or socket space); MPI_Finalize makes progress until there are none.
+    fn pending(&self) -> bool {
+        false
+    }
+
+    /// MPI_Finalize: release what peers can find by name (e.g. unlink a segment), and let
+    /// peers take the last bytes of connections before they close.
     fn shutdown(&mut self) {}
 }
 
@@ -81,6 +89,16 @@ pub struct TransportStats {
     pub remote_read_bytes: u64,
     /// Single-copy reads refused by the kernel (then the protocol copies through packets).
     pub remote_read_fallbacks: u64,
+    /// Connections we opened because of a first message to the peer (tcp).
+    pub conns_opened_first_message: u64,
+    /// Connections a peer opened to us (tcp).
+    pub conns_accepted: u64,
+    /// Connections that ended (peer's clean close, or lost).
+    pub conns_closed: u64,
+    /// Our connection attempts dropped for the peer's simultaneous one (the race rule).
+    pub race_losers: u64,
+    /// Connection attempts made again after a failure or a refusal.
+    pub handshake_retries: u64,
 }
 
 /// Counters of the whole `Net`, per transport.
@@ -92,7 +110,7 @@ pub struct NetStats {
 }
 
 /// Transport names FERRITE_TRANSPORTS may list.
-pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm"];
+pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp"];
 
 /// Parses a FERRITE_TRANSPORTS value (comma list; blanks ignored).
 pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
@@ -122,9 +140,11 @@ pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
     Ok(out)
 }
 
-/// Routes peers to transports: `self` for this process, `shm` for the others (and for this
-/// process too when `self` is not allowed). Memory is O(1) in the job size: routes are
-/// computed, and shm maps a peer's segment only on first contact.
+/// Routes peers to transports: `self` for this process, `shm` (or, when shm is not allowed,
+/// `tcp`) for the others, and for this process too when `self` is not allowed. Memory is O(1)
+/// in the job size: routes are computed, shm maps a peer's segment and tcp connects only on
+/// first contact. With both shm and tcp allowed, shm takes every peer: choosing per peer
+/// (shm on the same host, tcp across hosts) needs each rank's host, which cards will carry.
 pub struct Net {
     pub rank: Proc,
     pub size: u32,
@@ -169,6 +189,12 @@ impl Net {
             net.peer_route = Some(net.transports.len());
             net.transports
                 .push(Box::new(shm::Shm::new(rank, size, kvsname, cfg)?));
+        } else if names.contains(&"tcp") && size > 1 {
+            let cfg = tcp::TcpConfig::from_knobs()?;
+            net.peer_route = Some(net.transports.len());
+            let board = tcp::card::board_for(kvsname);
+            net.transports
+                .push(Box::new(tcp::Tcp::new(rank, size, cfg, board)?));
         }
         let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
         if !fds.is_empty() {
@@ -190,7 +216,7 @@ impl Net {
                 if unsafe { libc::epoll_ctl(net.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
                     return Err(mpi_err!(
                         MPI_ERR_OTHER,
-                        "epoll_ctl(ADD, doorbell) failed: {}",
+                        "epoll_ctl(ADD, wake fd) failed: {}",
                         std::io::Error::last_os_error()
                     ));
                 }
@@ -270,6 +296,12 @@ impl Net {
         for t in &mut self.transports {
             t.disarm();
         }
+    }
+
+    /// Packets accepted by `try_send` still wait inside a transport (MPI_Finalize waits for
+    /// none before its barrier, since nobody makes progress on them after it).
+    pub fn has_pending(&self) -> bool {
+        self.transports.iter().any(|t| t.pending())
     }
 
     /// Releases what MPI_Init set up that others can find (unlinks this process's segment).

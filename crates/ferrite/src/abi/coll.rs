@@ -1,0 +1,508 @@
+//! Collective operations and reduction operations at the C edge (MPI 4.1 chapter 6):
+//! every collective in its blocking, nonblocking (MPI_I...) and persistent (..._init) form,
+//! Op_create/free/commutative and Reduce_local. The plans are made in coll/plans.rs; the
+//! three forms differ only in how the plan runs (coll/mod.rs).
+
+// The int and large-count (_c) forms share their bodies: `count as i64` is an identity in
+// the _c forms.
+#![allow(clippy::unnecessary_cast)]
+
+use super::consts::*;
+use super::out;
+use crate::coll::plans::{self, Arr, Side};
+use crate::coll::reduce::{UserFn, UserFnC, UserKind, UserOp};
+use crate::coll::{self, Mode};
+use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::state::{self, Ferrite};
+use std::os::raw::{c_int, c_void};
+
+/// Size of `comm` (arrays of counts have one entry per rank).
+fn size(st: &Ferrite, comm: MPI_Comm) -> MpiResult<usize> {
+    Ok(st.objects.comms.get(comm)?.size() as usize)
+}
+
+/// Declares the blocking, nonblocking and persistent forms of one collective. The build
+/// script finds the names through the `fn MPI_X` list.
+macro_rules! coll {
+    (fn $b:ident, fn $i:ident, fn $p:ident ($($a:ident : $t:ty),*) on $comm:ident
+        |$st:ident, $mode:ident| $build:expr) => {
+        mpi_fn! {
+            fn $b($($a: $t),*) on ErrObj::Comm($comm) => {
+                let $mode = Mode::Blocking;
+                coll::blocking($comm, |$st| $build)
+            }
+        }
+        mpi_fn! {
+            fn $i($($a: $t,)* request: *mut MPI_Request) on ErrObj::Comm($comm) => {
+                let $mode = Mode::Deferred;
+                if request.is_null() {
+                    return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
+                }
+                let h = coll::nonblocking($comm, |$st| $build)?;
+                // SAFETY: checked non-null; the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+        mpi_fn! {
+            fn $p($($a: $t,)* info: MPI_Info, request: *mut MPI_Request)
+                on ErrObj::Comm($comm) => {
+                let _ = info;
+                let $mode = Mode::Deferred;
+                if request.is_null() {
+                    return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
+                }
+                let h = coll::persistent($comm, |$st| $build)?;
+                // SAFETY: checked non-null; the caller's MPI_Request*.
+                unsafe { out(request, h) }
+            }
+        }
+    };
+}
+
+/// Reduce_scatter's counts (one per rank, none negative).
+///
+/// # Safety
+/// `a` has `n` entries.
+unsafe fn reduce_counts(a: Arr, n: usize) -> MpiResult<Vec<usize>> {
+    // SAFETY: per the contract.
+    let c = unsafe { a.read(n, "counts") }?;
+    c.iter()
+        .map(|&x| {
+            usize::try_from(x).map_err(|_| crate::mpi_err!(MPI_ERR_COUNT, "negative count {x}"))
+        })
+        .collect()
+}
+
+coll! {
+    fn MPI_Barrier, fn MPI_Ibarrier, fn MPI_Barrier_init (comm: MPI_Comm) on comm
+    |st, _mode| plans::barrier(st, comm)
+}
+
+coll! {
+    fn MPI_Bcast, fn MPI_Ibcast, fn MPI_Bcast_init
+    (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
+}
+
+coll! {
+    fn MPI_Bcast_c, fn MPI_Ibcast_c, fn MPI_Bcast_init_c
+    (buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
+}
+
+coll! {
+    fn MPI_Reduce, fn MPI_Ireduce, fn MPI_Reduce_init
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+     op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
+    |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
+}
+
+coll! {
+    fn MPI_Reduce_c, fn MPI_Ireduce_c, fn MPI_Reduce_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
+    |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
+}
+
+coll! {
+    fn MPI_Allreduce, fn MPI_Iallreduce, fn MPI_Allreduce_init
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
+}
+
+coll! {
+    fn MPI_Allreduce_c, fn MPI_Iallreduce_c, fn MPI_Allreduce_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
+}
+
+coll! {
+    fn MPI_Reduce_scatter_block, fn MPI_Ireduce_scatter_block, fn MPI_Reduce_scatter_block_init
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| {
+        let n = size(st, comm)?;
+        if recvcount < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {recvcount}"));
+        }
+        let counts = vec![recvcount as usize; n];
+        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
+    }
+}
+
+coll! {
+    fn MPI_Reduce_scatter_block_c, fn MPI_Ireduce_scatter_block_c, fn MPI_Reduce_scatter_block_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| {
+        let n = size(st, comm)?;
+        if recvcount < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {recvcount}"));
+        }
+        let counts = vec![recvcount as usize; n];
+        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
+    }
+}
+
+coll! {
+    fn MPI_Reduce_scatter, fn MPI_Ireduce_scatter, fn MPI_Reduce_scatter_init
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+     datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes one count per rank.
+        let counts = unsafe { reduce_counts(Arr::Int(recvcounts), n) }?;
+        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
+    }
+}
+
+coll! {
+    fn MPI_Reduce_scatter_c, fn MPI_Ireduce_scatter_c, fn MPI_Reduce_scatter_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes one count per rank.
+        let counts = unsafe { reduce_counts(Arr::Count(recvcounts), n) }?;
+        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
+    }
+}
+
+coll! {
+    fn MPI_Scan, fn MPI_Iscan, fn MPI_Scan_init
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, false, mode)
+}
+
+coll! {
+    fn MPI_Scan_c, fn MPI_Iscan_c, fn MPI_Scan_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, false, mode)
+}
+
+coll! {
+    fn MPI_Exscan, fn MPI_Iexscan, fn MPI_Exscan_init
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, true, mode)
+}
+
+coll! {
+    fn MPI_Exscan_c, fn MPI_Iexscan_c, fn MPI_Exscan_init_c
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+     op: MPI_Op, comm: MPI_Comm) on comm
+    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, true, mode)
+}
+
+coll! {
+    fn MPI_Gather, fn MPI_Igather, fn MPI_Gather_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                              recvcount as i64, recvtype, root, None)
+}
+
+coll! {
+    fn MPI_Gather_c, fn MPI_Igather_c, fn MPI_Gather_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                              recvcount as i64, recvtype, root, None)
+}
+
+coll! {
+    fn MPI_Gatherv, fn MPI_Igatherv, fn MPI_Gatherv_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int,
+     comm: MPI_Comm) on comm
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                              recvtype, root, Some((Arr::Int(recvcounts), Arr::Int(displs))))
+}
+
+coll! {
+    fn MPI_Gatherv_c, fn MPI_Igatherv_c, fn MPI_Gatherv_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int,
+     comm: MPI_Comm) on comm
+    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                              recvtype, root, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
+}
+
+coll! {
+    fn MPI_Scatter, fn MPI_Iscatter, fn MPI_Scatter_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                               recvcount as i64, recvtype, root, None)
+}
+
+coll! {
+    fn MPI_Scatter_c, fn MPI_Iscatter_c, fn MPI_Scatter_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                               recvcount as i64, recvtype, root, None)
+}
+
+coll! {
+    fn MPI_Scatterv, fn MPI_Iscatterv, fn MPI_Scatterv_init
+    (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype,
+     root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
+                               recvtype, root, Some((Arr::Int(sendcounts), Arr::Int(displs))))
+}
+
+coll! {
+    fn MPI_Scatterv_c, fn MPI_Iscatterv_c, fn MPI_Scatterv_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype,
+     root: c_int, comm: MPI_Comm) on comm
+    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
+                               recvtype, root, Some((Arr::Count(sendcounts), Arr::Aint(displs))))
+}
+
+coll! {
+    fn MPI_Allgather, fn MPI_Iallgather, fn MPI_Allgather_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                 recvcount as i64, recvtype, None)
+}
+
+coll! {
+    fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                 recvcount as i64, recvtype, None)
+}
+
+coll! {
+    fn MPI_Allgatherv, fn MPI_Iallgatherv, fn MPI_Allgatherv_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                 recvtype, Some((Arr::Int(recvcounts), Arr::Int(displs))))
+}
+
+coll! {
+    fn MPI_Allgatherv_c, fn MPI_Iallgatherv_c, fn MPI_Allgatherv_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                 recvtype, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
+}
+
+coll! {
+    fn MPI_Alltoall, fn MPI_Ialltoall, fn MPI_Alltoall_init
+    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype)
+}
+
+coll! {
+    fn MPI_Alltoall_c, fn MPI_Ialltoall_c, fn MPI_Alltoall_init_c
+    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype)
+}
+
+coll! {
+    fn MPI_Alltoallv, fn MPI_Ialltoallv, fn MPI_Alltoallv_init
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+     rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes n counts and displacements per side.
+        let recv = unsafe { Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtype, n) }?;
+        let send = if plans::in_place(sendbuf) {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { Side::v(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtype, n) }?)
+        };
+        plans::alltoallw(st, comm, send, recv)
+    }
+}
+
+coll! {
+    fn MPI_Alltoallv_c, fn MPI_Ialltoallv_c, fn MPI_Alltoallv_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes n counts and displacements per side.
+        let recv = unsafe { Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtype, n) }?;
+        let send = if plans::in_place(sendbuf) {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { Side::v(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtype, n) }?)
+        };
+        plans::alltoallw(st, comm, send, recv)
+    }
+}
+
+coll! {
+    fn MPI_Alltoallw, fn MPI_Ialltoallw, fn MPI_Alltoallw_init
+    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+     rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes n counts, displacements and types per side.
+        let recv = unsafe { Side::w(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtypes, n) }?;
+        let send = if plans::in_place(sendbuf) {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { Side::w(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtypes, n) }?)
+        };
+        plans::alltoallw(st, comm, send, recv)
+    }
+}
+
+coll! {
+    fn MPI_Alltoallw_c, fn MPI_Ialltoallw_c, fn MPI_Alltoallw_init_c
+    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+     rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
+    |st, _mode| {
+        let n = size(st, comm)?;
+        // SAFETY: the caller passes n counts, displacements and types per side.
+        let recv = unsafe { Side::w(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtypes, n) }?;
+        let send = if plans::in_place(sendbuf) {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { Side::w(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtypes, n) }?)
+        };
+        plans::alltoallw(st, comm, send, recv)
+    }
+}
+
+// ----- reduction operations -----
+
+fn op_create(f: UserKind, commute: c_int, op: *mut MPI_Op) -> MpiResult<()> {
+    let h = state::with(|st| {
+        Ok(st.coll.ops.user.insert(UserOp {
+            f,
+            commute: commute != 0,
+        }))
+    })?;
+    // SAFETY: the caller's MPI_Op*.
+    unsafe { out(op, h) }
+}
+
+mpi_fn! {
+    fn MPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut MPI_Op)
+        on ErrObj::NoObject => {
+        let f = user_fn.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null user function"))?;
+        op_create(UserKind::Int(f), commute, op)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Op_create_c(user_fn: Option<UserFnC>, commute: c_int, op: *mut MPI_Op)
+        on ErrObj::NoObject => {
+        let f = user_fn.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null user function"))?;
+        op_create(UserKind::Big(f), commute, op)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Op_free(op: *mut MPI_Op) on ErrObj::NoObject => {
+        // SAFETY: a non-null pointer from the caller to one MPI_Op.
+        let h = unsafe { op.as_mut() }.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null op pointer"))?;
+        state::with(|st| {
+            if crate::coll::op::is_predefined(*h) {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_OP,
+                    "cannot free the predefined operation {}",
+                    crate::coll::op::name(*h)
+                ));
+            }
+            st.coll.ops.user.remove(*h).ok_or_else(|| {
+                crate::mpi_err!(MPI_ERR_OP, "invalid operation handle {:#x}", *h as u32)
+            })
+        })?;
+        *h = MPI_OP_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) on ErrObj::NoObject => {
+        let c = state::with(|st| st.coll.ops.commutative(op))?;
+        // SAFETY: the caller's int*.
+        unsafe { out(commute, c as c_int) }
+    }
+}
+
+fn reduce_local(
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: i64,
+    datatype: MPI_Datatype,
+    op: MPI_Op,
+) -> MpiResult<()> {
+    if count < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
+    }
+    let (red, d) = state::with(|st| {
+        let d = st.comm_datatype(datatype)?;
+        Ok((st.coll.ops.reducer(op, datatype, &d)?, d))
+    })?;
+    let n = count as usize;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    // SAFETY: the caller's buffers hold `count` elements of `datatype`; the user function
+    // runs here with no lock held.
+    unsafe {
+        d.pack(inbuf as *const u8, n, &mut a);
+        d.pack(inoutbuf as *const u8, n, &mut b);
+        red.combine(&a, &mut b);
+        d.unpack(&b, inoutbuf as *mut u8, n);
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int,
+                        datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
+        reduce_local(inbuf, inoutbuf, count as i64, datatype, op)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count,
+                          datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
+        reduce_local(inbuf, inoutbuf, count, datatype, op)
+    }
+}
+
+// ----- Ferrite extension -----
+
+mpi_fn! {
+    /// `FERRITE_Coll_peers(reset, &count)`: distinct world ranks this process exchanged
+    /// collective messages with since the last reset (declared in mpi.h).
+    fn FERRITE_Coll_peers(reset: c_int, count: *mut c_int) on ErrObj::NoObject => {
+        let n = state::with(|st| {
+            let n = st.coll.peers.len();
+            if reset != 0 {
+                st.coll.peers.clear();
+            }
+            Ok(n)
+        })?;
+        // SAFETY: the caller's int*.
+        unsafe { out(count, n as c_int) }
+    }
+}

@@ -1,0 +1,855 @@
+//! MPI collectives as plans: argument checks, the choice of algorithm (by size, or forced by
+//! `FERRITE_COLL_<NAME>_ALGO`), and where user data enters and leaves the schedule.
+//!
+//! Counts are per the C API; buffers are raw user pointers. MPI_IN_PLACE is handled by
+//! taking the input from the receive buffer: inputs are packed when a schedule starts, so a
+//! schedule never reads a user buffer it also writes.
+
+use super::algo;
+use super::reduce::Reducer;
+use super::sched::{sl, Plan, Slice, UserBuf};
+use super::Mode;
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+use crate::objects::datatype::Datatype;
+use crate::runtime::config;
+use crate::state::Ferrite;
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+pub fn in_place(p: *const c_void) -> bool {
+    p as usize == MPI_IN_PLACE
+}
+
+/// A user buffer with its datatype.
+#[derive(Clone)]
+pub struct Buf {
+    pub ptr: *mut u8,
+    pub dt: Arc<Datatype>,
+}
+
+impl Buf {
+    /// `count` elements starting `index` elements of `stride` elements each into the buffer.
+    fn at(&self, elems: usize) -> usize {
+        self.ptr.wrapping_offset(elems as isize * self.dt.extent) as usize
+    }
+    fn user(&self, slice: Slice, elems_off: usize, count: usize) -> UserBuf {
+        UserBuf {
+            slice,
+            ptr: self.at(elems_off),
+            count,
+            dt: self.dt.clone(),
+        }
+    }
+    /// At a byte displacement (Alltoallw).
+    fn user_bytes(&self, slice: Slice, disp: isize, count: usize) -> UserBuf {
+        UserBuf {
+            slice,
+            ptr: self.ptr.wrapping_offset(disp) as usize,
+            count,
+            dt: self.dt.clone(),
+        }
+    }
+}
+
+/// Rank and size of `comm`.
+fn me_n(st: &Ferrite, comm: MPI_Comm) -> MpiResult<(usize, usize)> {
+    let c = st.objects.comms.get(comm)?;
+    Ok((c.rank as usize, c.size() as usize))
+}
+
+/// A C array of counts or displacements: `int` (classic calls), `MPI_Count` or `MPI_Aint`
+/// (the large-count `_c` calls).
+#[derive(Clone, Copy)]
+pub enum Arr {
+    Int(*const c_int),
+    Count(*const MPI_Count),
+    Aint(*const MPI_Aint),
+}
+
+impl Arr {
+    /// The first `n` entries.
+    ///
+    /// # Safety
+    /// The array has `n` entries (checked for null).
+    pub unsafe fn read(self, n: usize, what: &str) -> MpiResult<Vec<i64>> {
+        fn get<T: Copy + Into<i64>>(p: *const T, n: usize, what: &str) -> MpiResult<Vec<i64>> {
+            if p.is_null() {
+                return Err(crate::mpi_err!(MPI_ERR_ARG, "null array of {what}"));
+            }
+            // SAFETY: per the contract, n entries.
+            Ok(unsafe { std::slice::from_raw_parts(p, n) }
+                .iter()
+                .map(|&x| x.into())
+                .collect())
+        }
+        match self {
+            Arr::Int(p) => get(p, n, what),
+            Arr::Count(p) => get(p, n, what),
+            Arr::Aint(p) => get(p, n, what),
+        }
+    }
+}
+
+fn count(c: i64) -> MpiResult<usize> {
+    if c < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {c}"));
+    }
+    Ok(c as usize)
+}
+
+fn root(r: c_int, n: usize) -> MpiResult<usize> {
+    if r < 0 || r as usize >= n {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ROOT,
+            "invalid root {r} in a communicator of size {n}"
+        ));
+    }
+    Ok(r as usize)
+}
+
+fn buf(st: &mut Ferrite, p: *const c_void, dt: MPI_Datatype) -> MpiResult<Buf> {
+    Ok(Buf {
+        ptr: p as *mut u8,
+        dt: st.comm_datatype(dt)?,
+    })
+}
+
+/// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
+fn forced(knob: &str, valid: &[&str]) -> MpiResult<String> {
+    let v: String = config::get(knob);
+    if v == "auto" || valid.contains(&v.as_str()) {
+        return Ok(v);
+    }
+    Err(crate::mpi_err!(
+        MPI_ERR_ARG,
+        "{knob}={v} is not an algorithm of this collective (valid: auto, {})",
+        valid.join(", ")
+    ))
+}
+
+fn large(knob: &str) -> usize {
+    config::get(knob)
+}
+
+pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    forced("FERRITE_COLL_BARRIER_ALGO", &["dissemination"])?;
+    let mut p = Plan::default();
+    algo::barrier(&mut p, me, n);
+    Ok(p)
+}
+
+pub fn bcast(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    b: *mut c_void,
+    c: i64,
+    dt: MPI_Datatype,
+    r: c_int,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let (c, r) = (count(c)?, root(r, n)?);
+    let b = buf(st, b, dt)?;
+    let len = c * b.dt.size();
+    let mut p = Plan::default();
+    let data = sl(p.buf(len), 0, len);
+    if me == r {
+        p.inputs.push(b.user(data, 0, c));
+    } else {
+        p.outputs.push(b.user(data, 0, c));
+    }
+    let algo = match forced(
+        "FERRITE_COLL_BCAST_ALGO",
+        &["binomial", "scatter_allgather"],
+    )?
+    .as_str()
+    {
+        "auto" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => "scatter_allgather",
+        "auto" => "binomial",
+        a => a,
+    }
+    .to_string();
+    if algo == "binomial" {
+        algo::bcast_binomial(&mut p, me, n, r, data);
+    } else {
+        algo::bcast_scatter_allgather(&mut p, me, n, r, data);
+    }
+    Ok(p)
+}
+
+/// The parts of a reduction shared by every reduction collective.
+struct Red {
+    reducer: Reducer,
+    esize: usize,
+}
+
+fn reducer(st: &mut Ferrite, op: MPI_Op, dt: MPI_Datatype) -> MpiResult<Red> {
+    let d = st.comm_datatype(dt)?;
+    let reducer = st.coll.ops.reducer(op, dt, &d)?;
+    Ok(Red {
+        esize: d.size(),
+        reducer,
+    })
+}
+
+/// Every contribution to every rank (ring), reduced afterwards in rank order: how
+/// nonblocking collectives run user operations (their user code runs after the last
+/// message). Returns the contribution slices (own one at `me` must be filled).
+fn raw_allgather(p: &mut Plan, me: usize, n: usize, len: usize) -> Vec<Slice> {
+    let a = p.buf(n * len);
+    let blocks: Vec<Slice> = (0..n).map(|r| sl(a, r * len, len)).collect();
+    algo::allgatherv_ring(p, me, n, &blocks);
+    blocks
+}
+
+/// Reduces contributions `blocks[0..k]` into a fresh slice, in rank order.
+fn prefix(p: &mut Plan, blocks: &[Slice], k: usize) -> Slice {
+    let len = blocks[0].len;
+    let res = sl(p.buf(len), 0, len);
+    p.round();
+    p.local(super::sched::Local::Copy {
+        from: blocks[0],
+        to: res,
+    });
+    for b in &blocks[1..k] {
+        p.local(super::sched::Local::ReduceIntoA { a: res, b: *b });
+    }
+    res
+}
+
+/// Allreduce of `len` bytes in a plan: returns the slice holding the result, after adding
+/// the input (`input` builds the UserBuf for a slice).
+fn allreduce_into(
+    p: &mut Plan,
+    me: usize,
+    n: usize,
+    len: usize,
+    red: &Red,
+    mode: Mode,
+    input: impl Fn(Slice) -> UserBuf,
+) -> MpiResult<Slice> {
+    if mode == Mode::Deferred && red.reducer.is_user() {
+        let blocks = raw_allgather(p, me, n, len);
+        p.inputs.push(input(blocks[me]));
+        return Ok(prefix(p, &blocks, n));
+    }
+    let acc = sl(p.buf(len), 0, len);
+    let tmp = sl(p.buf(len), 0, len);
+    p.inputs.push(input(acc));
+    let algo = match forced(
+        "FERRITE_COLL_ALLREDUCE_ALGO",
+        &["recursive_doubling", "rabenseifner"],
+    )?
+    .as_str()
+    {
+        "auto" if len >= large("FERRITE_COLL_ALLREDUCE_LARGE") && len / red.esize.max(1) >= n => {
+            "rabenseifner"
+        }
+        "auto" => "recursive_doubling",
+        a => a,
+    }
+    .to_string();
+    if algo == "rabenseifner" {
+        algo::allreduce_rabenseifner(p, me, n, acc, tmp, red.esize);
+    } else {
+        algo::allreduce_recursive_doubling(p, me, n, acc, tmp);
+    }
+    Ok(acc)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn allreduce(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    rb: *mut c_void,
+    c: i64,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    mode: Mode,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let c = count(c)?;
+    let red = reducer(st, op, dt)?;
+    let out = buf(st, rb, dt)?;
+    let inp = if in_place(sb) {
+        out.clone()
+    } else {
+        buf(st, sb, dt)?
+    };
+    let len = c * red.esize;
+    let mut p = Plan {
+        reducer: Some(red.reducer.clone()),
+        ..Plan::default()
+    };
+    let res = allreduce_into(&mut p, me, n, len, &red, mode, |s| inp.user(s, 0, c))?;
+    p.outputs.push(out.user(res, 0, c));
+    Ok(p)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn reduce(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    rb: *mut c_void,
+    c: i64,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    r: c_int,
+    mode: Mode,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let (c, r) = (count(c)?, root(r, n)?);
+    let red = reducer(st, op, dt)?;
+    let out = buf(st, rb, dt)?;
+    let inp = if in_place(sb) && me == r {
+        out.clone()
+    } else {
+        buf(st, sb, dt)?
+    };
+    let len = c * red.esize;
+    let mut p = Plan {
+        reducer: Some(red.reducer.clone()),
+        ..Plan::default()
+    };
+    if mode == Mode::Deferred && red.reducer.is_user() {
+        let a = p.buf(n * len);
+        let blocks: Vec<Slice> = (0..n).map(|k| sl(a, k * len, len)).collect();
+        p.inputs.push(inp.user(blocks[me], 0, c));
+        algo::gatherv_linear(&mut p, me, n, r, &blocks, blocks[me]);
+        if me == r {
+            let res = prefix(&mut p, &blocks, n);
+            p.outputs.push(out.user(res, 0, c));
+        }
+        return Ok(p);
+    }
+    let acc = sl(p.buf(len), 0, len);
+    let tmp = sl(p.buf(len), 0, len);
+    p.inputs.push(inp.user(acc, 0, c));
+    forced("FERRITE_COLL_REDUCE_ALGO", &["binomial"])?;
+    algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
+    if me == r {
+        p.outputs.push(out.user(acc, 0, c));
+    }
+    Ok(p)
+}
+
+/// Reduce_scatter and Reduce_scatter_block: an allreduce of the whole vector, each rank
+/// keeping its block. `counts[k]`: elements of rank k's block.
+#[allow(clippy::too_many_arguments)]
+pub fn reduce_scatter(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    rb: *mut c_void,
+    counts: &[usize],
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    mode: Mode,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let red = reducer(st, op, dt)?;
+    let out = buf(st, rb, dt)?;
+    let inp = if in_place(sb) {
+        out.clone()
+    } else {
+        buf(st, sb, dt)?
+    };
+    let total: usize = counts.iter().sum();
+    let before: usize = counts[..me].iter().sum();
+    let mut p = Plan {
+        reducer: Some(red.reducer.clone()),
+        ..Plan::default()
+    };
+    let res = allreduce_into(&mut p, me, n, total * red.esize, &red, mode, |s| {
+        inp.user(s, 0, total)
+    })?;
+    let mine = sl(
+        res.buf,
+        res.off + before * red.esize,
+        counts[me] * red.esize,
+    );
+    p.outputs.push(out.user(mine, 0, counts[me]));
+    Ok(p)
+}
+
+/// Scan (`exclusive` false) and Exscan.
+#[allow(clippy::too_many_arguments)]
+pub fn scan(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    rb: *mut c_void,
+    c: i64,
+    dt: MPI_Datatype,
+    op: MPI_Op,
+    exclusive: bool,
+    mode: Mode,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let c = count(c)?;
+    let red = reducer(st, op, dt)?;
+    let out = buf(st, rb, dt)?;
+    let inp = if in_place(sb) {
+        out.clone()
+    } else {
+        buf(st, sb, dt)?
+    };
+    let len = c * red.esize;
+    let mut p = Plan {
+        reducer: Some(red.reducer.clone()),
+        ..Plan::default()
+    };
+    if mode == Mode::Deferred && red.reducer.is_user() {
+        let blocks = raw_allgather(&mut p, me, n, len);
+        p.inputs.push(inp.user(blocks[me], 0, c));
+        let k = if exclusive { me } else { me + 1 };
+        if k > 0 {
+            let res = prefix(&mut p, &blocks, k);
+            p.outputs.push(out.user(res, 0, c));
+        }
+        return Ok(p);
+    }
+    let x = sl(p.buf(len), 0, len);
+    let tmp = sl(p.buf(len), 0, len);
+    let ex = exclusive.then(|| sl(p.buf(len), 0, len));
+    p.inputs.push(inp.user(x, 0, c));
+    let have_ex = algo::scan(&mut p, me, n, x, tmp, ex);
+    match ex {
+        None => p.outputs.push(out.user(x, 0, c)),
+        Some(e) if have_ex => p.outputs.push(out.user(e, 0, c)),
+        Some(_) => {}
+    }
+    Ok(p)
+}
+
+/// Gather: `counts`/`displs` None for the fixed form.
+#[allow(clippy::too_many_arguments)]
+pub fn gather(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    sc: i64,
+    sdt: MPI_Datatype,
+    rb: *mut c_void,
+    rc: i64,
+    rdt: MPI_Datatype,
+    r: c_int,
+    v: Option<(Arr, Arr)>,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let r = root(r, n)?;
+    let is_root = me == r;
+    let inplace = is_root && in_place(sb);
+    let out = if is_root {
+        Some(buf(st, rb, rdt)?)
+    } else {
+        None
+    };
+    let inp = if inplace {
+        None
+    } else {
+        Some(buf(st, sb, sdt)?)
+    };
+    let sc = if inplace { 0 } else { count(sc)? };
+    let mut p = Plan::default();
+    match v {
+        None => {
+            let bs = match &out {
+                Some(o) => count(rc)? * o.dt.size(),
+                None => sc * inp.as_ref().map_or(0, |b| b.dt.size()),
+            };
+            let rc = if is_root { count(rc)? } else { 0 };
+            let vr = (me + n - r) % n;
+            let g = sl(p.buf(n * bs), 0, n * bs);
+            let blk = |i: usize| sl(g.buf, i * bs, bs);
+            match (&inp, &out) {
+                (Some(b), _) => p.inputs.push(b.user(blk(vr), 0, sc)),
+                (None, Some(o)) => p.inputs.push(o.user(blk(0), r * rc, rc)),
+                _ => {}
+            }
+            if let Some(o) = &out {
+                for i in 0..n {
+                    let rank = (i + r) % n;
+                    if !(inplace && rank == r) {
+                        p.outputs.push(o.user(blk(i), rank * rc, rc));
+                    }
+                }
+            }
+            forced("FERRITE_COLL_GATHER_ALGO", &["binomial"])?;
+            algo::gather_binomial(&mut p, me, n, r, g, bs);
+        }
+        Some((rcs, displs)) => {
+            let mut blocks = vec![sl(0, 0, 0); n];
+            let mine;
+            if let Some(o) = &out {
+                // SAFETY: the root passes n counts and n displacements.
+                let (rcs, displs) = unsafe { (rcs.read(n, "counts")?, displs.read(n, "displs")?) };
+                let a = p.buf(rcs.iter().map(|&c| c.max(0) as usize).sum::<usize>() * o.dt.size());
+                let mut at = 0;
+                for k in 0..n {
+                    let len = count(rcs[k])? * o.dt.size();
+                    blocks[k] = sl(a, at, len);
+                    at += len;
+                    if !(inplace && k == r) {
+                        p.outputs.push(o.user(
+                            blocks[k],
+                            displs[k].max(0) as usize,
+                            rcs[k] as usize,
+                        ));
+                    }
+                }
+                mine = if inplace {
+                    p.inputs
+                        .push(o.user(blocks[r], displs[r].max(0) as usize, rcs[r] as usize));
+                    blocks[r]
+                } else {
+                    let b = inp.as_ref().unwrap();
+                    let s = sl(p.buf(sc * b.dt.size()), 0, sc * b.dt.size());
+                    p.inputs.push(b.user(s, 0, sc));
+                    s
+                };
+            } else {
+                let b = inp.as_ref().unwrap();
+                mine = sl(p.buf(sc * b.dt.size()), 0, sc * b.dt.size());
+                p.inputs.push(b.user(mine, 0, sc));
+            }
+            algo::gatherv_linear(&mut p, me, n, r, &blocks, mine);
+        }
+    }
+    Ok(p)
+}
+
+/// Scatter: `v` Some((counts, displs)) for Scatterv.
+#[allow(clippy::too_many_arguments)]
+pub fn scatter(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    sc: i64,
+    sdt: MPI_Datatype,
+    rb: *mut c_void,
+    rc: i64,
+    rdt: MPI_Datatype,
+    r: c_int,
+    v: Option<(Arr, Arr)>,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let r = root(r, n)?;
+    let is_root = me == r;
+    let inplace = is_root && in_place(rb);
+    let src = if is_root {
+        Some(buf(st, sb, sdt)?)
+    } else {
+        None
+    };
+    let out = if inplace {
+        None
+    } else {
+        Some(buf(st, rb, rdt)?)
+    };
+    let rc = if inplace { 0 } else { count(rc)? };
+    let mut p = Plan::default();
+    match v {
+        None => {
+            let bs = match &src {
+                Some(s) => count(sc)? * s.dt.size(),
+                None => rc * out.as_ref().map_or(0, |b| b.dt.size()),
+            };
+            let sc = if is_root { count(sc)? } else { 0 };
+            let vr = (me + n - r) % n;
+            let g = sl(p.buf(n * bs), 0, n * bs);
+            let blk = |i: usize| sl(g.buf, i * bs, bs);
+            if let Some(s) = &src {
+                for i in 0..n {
+                    p.inputs.push(s.user(blk(i), ((i + r) % n) * sc, sc));
+                }
+            }
+            if let Some(o) = &out {
+                p.outputs.push(o.user(blk(vr), 0, rc));
+            }
+            forced("FERRITE_COLL_SCATTER_ALGO", &["binomial"])?;
+            algo::scatter_binomial(&mut p, me, n, r, g, bs);
+        }
+        Some((scs, displs)) => {
+            let mut blocks = vec![sl(0, 0, 0); n];
+            let mine = match &out {
+                Some(o) => sl(p.buf(rc * o.dt.size()), 0, rc * o.dt.size()),
+                None => sl(0, 0, 0),
+            };
+            if let Some(s) = &src {
+                // SAFETY: the root passes n counts and n displacements.
+                let (scs, displs) = unsafe { (scs.read(n, "counts")?, displs.read(n, "displs")?) };
+                let a = p.buf(scs.iter().map(|&c| c.max(0) as usize).sum::<usize>() * s.dt.size());
+                let mut at = 0;
+                for k in 0..n {
+                    let len = count(scs[k])? * s.dt.size();
+                    blocks[k] = sl(a, at, len);
+                    at += len;
+                    if !(inplace && k == r) {
+                        p.inputs.push(s.user(
+                            blocks[k],
+                            displs[k].max(0) as usize,
+                            scs[k] as usize,
+                        ));
+                    }
+                }
+            }
+            let mine = if inplace { blocks[r] } else { mine };
+            if let Some(o) = &out {
+                p.outputs.push(o.user(mine, 0, rc));
+            }
+            algo::scatterv_linear(&mut p, me, n, r, &blocks, mine);
+        }
+    }
+    Ok(p)
+}
+
+/// Allgather: `v` Some((counts, displs)) for Allgatherv.
+#[allow(clippy::too_many_arguments)]
+pub fn allgather(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    sc: i64,
+    sdt: MPI_Datatype,
+    rb: *mut c_void,
+    rc: i64,
+    rdt: MPI_Datatype,
+    v: Option<(Arr, Arr)>,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let out = buf(st, rb, rdt)?;
+    let inplace = in_place(sb);
+    let inp = if inplace {
+        None
+    } else {
+        Some(buf(st, sb, sdt)?)
+    };
+    let sc = if inplace { 0 } else { count(sc)? };
+    let mut p = Plan::default();
+    let rsize = out.dt.size();
+    match v {
+        None => {
+            let rc = count(rc)?;
+            let bs = rc * rsize;
+            let algo = match forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring"])?.as_str() {
+                "auto" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",
+                "auto" => "bruck",
+                a => a,
+            }
+            .to_string();
+            let a = p.buf(n * bs);
+            // Block index in the buffer of rank k's data.
+            let idx = |k: usize| if algo == "bruck" { (k + n - me) % n } else { k };
+            let blk = |k: usize| sl(a, idx(k) * bs, bs);
+            match &inp {
+                Some(b) => p.inputs.push(b.user(blk(me), 0, sc)),
+                None => p.inputs.push(out.user(blk(me), me * rc, rc)),
+            }
+            for k in 0..n {
+                if !(inplace && k == me) {
+                    p.outputs.push(out.user(blk(k), k * rc, rc));
+                }
+            }
+            if algo == "bruck" {
+                algo::allgather_bruck(&mut p, me, n, sl(a, 0, n * bs), bs);
+            } else {
+                let blocks: Vec<Slice> = (0..n).map(blk).collect();
+                algo::allgatherv_ring(&mut p, me, n, &blocks);
+            }
+        }
+        Some((rcs, displs)) => {
+            // SAFETY: every rank passes n counts and n displacements.
+            let (rcs, displs) = unsafe { (rcs.read(n, "counts")?, displs.read(n, "displs")?) };
+            let total: usize = rcs.iter().map(|&c| c.max(0) as usize).sum();
+            let a = p.buf(total * rsize);
+            let mut blocks = Vec::with_capacity(n);
+            let mut at = 0;
+            for k in 0..n {
+                let len = count(rcs[k])? * rsize;
+                blocks.push(sl(a, at, len));
+                at += len;
+                if !(inplace && k == me) {
+                    p.outputs
+                        .push(out.user(blocks[k], displs[k].max(0) as usize, rcs[k] as usize));
+                }
+            }
+            match &inp {
+                Some(b) => p.inputs.push(b.user(blocks[me], 0, sc)),
+                None => p.inputs.push(out.user(
+                    blocks[me],
+                    displs[me].max(0) as usize,
+                    rcs[me] as usize,
+                )),
+            }
+            algo::allgatherv_ring(&mut p, me, n, &blocks);
+        }
+    }
+    Ok(p)
+}
+
+/// Alltoall.
+#[allow(clippy::too_many_arguments)]
+pub fn alltoall(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    sb: *const c_void,
+    sc: i64,
+    sdt: MPI_Datatype,
+    rb: *mut c_void,
+    rc: i64,
+    rdt: MPI_Datatype,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let out = buf(st, rb, rdt)?;
+    let rc = count(rc)?;
+    let (inp, sc) = if in_place(sb) {
+        (out.clone(), rc)
+    } else {
+        (buf(st, sb, sdt)?, count(sc)?)
+    };
+    let bs = rc * out.dt.size();
+    let mut p = Plan::default();
+    let algo = match forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise"])?.as_str() {
+        "auto" if bs >= large("FERRITE_COLL_ALLTOALL_LARGE") => "pairwise",
+        "auto" => "bruck",
+        a => a,
+    }
+    .to_string();
+    if algo == "bruck" {
+        let t = p.buf(n * bs);
+        let blk = |i: usize| sl(t, i * bs, bs);
+        for i in 0..n {
+            p.inputs.push(inp.user(blk(i), ((me + i) % n) * sc, sc));
+        }
+        for j in 0..n {
+            p.outputs.push(out.user(blk((me + n - j) % n), j * rc, rc));
+        }
+        algo::alltoall_bruck(&mut p, me, n, sl(t, 0, n * bs), bs);
+    } else {
+        let s = p.buf(n * bs);
+        let r = p.buf(n * bs);
+        let sends: Vec<Slice> = (0..n).map(|k| sl(s, k * bs, bs)).collect();
+        let recvs: Vec<Slice> = (0..n).map(|k| sl(r, k * bs, bs)).collect();
+        for k in 0..n {
+            p.inputs.push(inp.user(sends[k], k * sc, sc));
+            p.outputs.push(out.user(recvs[k], k * rc, rc));
+        }
+        algo::alltoall_pairwise(&mut p, me, n, &sends, &recvs);
+    }
+    Ok(p)
+}
+
+/// One side of Alltoallv/Alltoallw: per-rank (count, byte displacement, datatype).
+pub struct Side {
+    pub ptr: *mut u8,
+    pub counts: Vec<usize>,
+    /// Byte displacements.
+    pub displs: Vec<isize>,
+    pub types: Vec<Arc<Datatype>>,
+}
+
+impl Side {
+    /// Alltoallv's side: displacements in elements of one datatype.
+    ///
+    /// # Safety
+    /// `c` and `d` point to `n` ints each.
+    pub unsafe fn v(
+        st: &mut Ferrite,
+        p: *const c_void,
+        c: Arr,
+        d: Arr,
+        dt: MPI_Datatype,
+        n: usize,
+    ) -> MpiResult<Side> {
+        let t = st.comm_datatype(dt)?;
+        // SAFETY: per the contract.
+        let (c, d) = unsafe { (c.read(n, "counts")?, d.read(n, "displs")?) };
+        Ok(Side {
+            ptr: p as *mut u8,
+            counts: c.iter().map(|&x| count(x)).collect::<MpiResult<_>>()?,
+            displs: d.iter().map(|&x| x as isize * t.extent).collect(),
+            types: vec![t; n],
+        })
+    }
+
+    /// Alltoallw's side: byte displacements, one datatype per rank.
+    ///
+    /// # Safety
+    /// `c`, `d` and `t` point to `n` elements each.
+    pub unsafe fn w(
+        st: &mut Ferrite,
+        p: *const c_void,
+        c: Arr,
+        d: Arr,
+        t: *const MPI_Datatype,
+        n: usize,
+    ) -> MpiResult<Side> {
+        if t.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null array of datatypes"));
+        }
+        // SAFETY: per the contract.
+        let (c, d, t) = unsafe {
+            (
+                c.read(n, "counts")?,
+                d.read(n, "displs")?,
+                std::slice::from_raw_parts(t, n),
+            )
+        };
+        Ok(Side {
+            ptr: p as *mut u8,
+            counts: c.iter().map(|&x| count(x)).collect::<MpiResult<_>>()?,
+            displs: d.iter().map(|&x| x as isize).collect(),
+            types: t
+                .iter()
+                .map(|&x| st.comm_datatype(x))
+                .collect::<MpiResult<_>>()?,
+        })
+    }
+}
+
+/// Alltoallv/Alltoallw (pairwise). `send` None: MPI_IN_PLACE (data from the receive side).
+pub fn alltoallw(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    send: Option<Side>,
+    recv: Side,
+) -> MpiResult<Plan> {
+    let (me, n) = me_n(st, comm)?;
+    let send_side = send.as_ref().unwrap_or(&recv);
+    let mut p = Plan::default();
+    let mut sends = Vec::with_capacity(n);
+    let mut recvs = Vec::with_capacity(n);
+    for k in 0..n {
+        let sl_len = send_side.counts[k] * send_side.types[k].size();
+        let rl_len = recv.counts[k] * recv.types[k].size();
+        let s = sl(p.buf(sl_len), 0, sl_len);
+        let r = sl(p.buf(rl_len), 0, rl_len);
+        let sbuf = Buf {
+            ptr: send_side.ptr,
+            dt: send_side.types[k].clone(),
+        };
+        let rbuf = Buf {
+            ptr: recv.ptr,
+            dt: recv.types[k].clone(),
+        };
+        p.inputs
+            .push(sbuf.user_bytes(s, send_side.displs[k], send_side.counts[k]));
+        p.outputs
+            .push(rbuf.user_bytes(r, recv.displs[k], recv.counts[k]));
+        sends.push(s);
+        recvs.push(r);
+    }
+    if sends[me].len != recvs[me].len {
+        return Err(MpiError::new(
+            MPI_ERR_TRUNCATE,
+            "alltoall: this rank's block to itself has different send and receive sizes",
+        ));
+    }
+    forced("FERRITE_COLL_ALLTOALLV_ALGO", &["pairwise"])?;
+    algo::alltoall_pairwise(&mut p, me, n, &sends, &recvs);
+    Ok(p)
+}

@@ -1,0 +1,438 @@
+//! Schedules: a collective as rounds of sends, receives and local steps on byte buffers the
+//! schedule owns. One engine runs them for blocking, nonblocking and persistent forms, and
+//! the unit tests run them between simulated ranks.
+//!
+//! In a round every transfer is posted at once; when all have completed, the round's local
+//! steps (copies, reductions) run in order, then the next round starts. Data moves between
+//! the user's buffers and the schedule's only at the ends: `inputs` are packed when the
+//! schedule starts, `outputs` unpacked when it ends (so derived datatypes cost one pack and
+//! one unpack, and reductions act on packed data).
+
+use super::reduce::Reducer;
+use crate::error::MpiResult;
+use crate::objects::datatype::Datatype;
+use std::sync::Arc;
+
+/// `len` bytes at `off` in schedule buffer `buf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    pub buf: usize,
+    pub off: usize,
+    pub len: usize,
+}
+
+pub fn sl(buf: usize, off: usize, len: usize) -> Slice {
+    Slice { buf, off, len }
+}
+
+/// A message to or from `peer` (rank in the communicator): the concatenation of `parts`.
+#[derive(Clone, Debug)]
+pub struct Xfer {
+    pub send: bool,
+    pub peer: i32,
+    pub parts: Vec<Slice>,
+}
+
+impl Xfer {
+    pub fn bytes(&self) -> usize {
+        self.parts.iter().map(|s| s.len).sum()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Local {
+    Copy {
+        from: Slice,
+        to: Slice,
+    },
+    /// `b = a op b` (a: lower ranks).
+    Reduce {
+        a: Slice,
+        b: Slice,
+    },
+    /// `a = a op b` (a: lower ranks; the result stays in a).
+    ReduceIntoA {
+        a: Slice,
+        b: Slice,
+    },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Round {
+    pub xfers: Vec<Xfer>,
+    pub locals: Vec<Local>,
+}
+
+/// User memory the schedule reads at start or writes at the end: `count` elements of `dt`
+/// at `ptr`, packed to / unpacked from `slice`.
+#[derive(Clone)]
+pub struct UserBuf {
+    pub slice: Slice,
+    /// The buffer's address (an integer so plans can be shared; only dereferenced while
+    /// the collective runs, when MPI's contract makes the memory ours).
+    pub ptr: usize,
+    pub count: usize,
+    pub dt: Arc<Datatype>,
+}
+
+/// What a schedule is: built once (and kept by persistent requests), run many times.
+#[derive(Clone, Default)]
+pub struct Plan {
+    pub bufs: Vec<usize>,
+    pub rounds: Vec<Round>,
+    pub inputs: Vec<UserBuf>,
+    pub outputs: Vec<UserBuf>,
+    pub reducer: Option<Reducer>,
+}
+
+impl Plan {
+    pub fn buf(&mut self, len: usize) -> usize {
+        self.bufs.push(len);
+        self.bufs.len() - 1
+    }
+
+    pub fn round(&mut self) -> &mut Round {
+        self.rounds.push(Round::default());
+        self.rounds.last_mut().unwrap()
+    }
+
+    /// A round with one exchange: send `s` to `to` and receive `r` from `from`.
+    pub fn sendrecv(&mut self, to: i32, s: Vec<Slice>, from: i32, r: Vec<Slice>) -> &mut Round {
+        let round = self.round();
+        round.xfers.push(Xfer {
+            send: false,
+            peer: from,
+            parts: r,
+        });
+        round.xfers.push(Xfer {
+            send: true,
+            peer: to,
+            parts: s,
+        });
+        round
+    }
+
+    pub fn send(&mut self, to: i32, s: Vec<Slice>) -> &mut Round {
+        let round = self.round();
+        round.xfers.push(Xfer {
+            send: true,
+            peer: to,
+            parts: s,
+        });
+        round
+    }
+
+    pub fn recv(&mut self, from: i32, r: Vec<Slice>) -> &mut Round {
+        let round = self.round();
+        round.xfers.push(Xfer {
+            send: false,
+            peer: from,
+            parts: r,
+        });
+        round
+    }
+
+    /// Appends local steps to the last round (or a new one).
+    pub fn local(&mut self, l: Local) {
+        if self.rounds.is_empty() {
+            self.round();
+        }
+        self.rounds.last_mut().unwrap().locals.push(l);
+    }
+
+    /// True when local steps need a user function (run without the state lock).
+    pub fn has_user_op(&self) -> bool {
+        self.reducer.as_ref().is_some_and(|r| r.is_user())
+    }
+}
+
+/// The messaging a schedule needs (Ferrite's collective context, or a test simulation).
+pub trait Link {
+    type H;
+    fn isend(&mut self, peer: i32, tag: i32, data: Vec<u8>) -> MpiResult<Self::H>;
+    fn irecv(&mut self, peer: i32, tag: i32) -> MpiResult<Self::H>;
+    /// Sends the `len` bytes at `p` without copying them first.
+    ///
+    /// # Safety
+    /// The bytes stay valid and unmodified until the request completes.
+    unsafe fn isend_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *const u8,
+        len: usize,
+    ) -> MpiResult<Self::H>;
+    /// Receives at most `len` bytes straight into `p`.
+    ///
+    /// # Safety
+    /// The bytes stay valid and untouched by others until the request completes.
+    unsafe fn irecv_at(
+        &mut self,
+        peer: i32,
+        tag: i32,
+        p: *mut u8,
+        len: usize,
+    ) -> MpiResult<Self::H>;
+    /// A completed request, released: the data of an `irecv` (empty otherwise) and the
+    /// number of bytes received. None while pending.
+    fn test(&mut self, h: &Self::H) -> MpiResult<Option<(Vec<u8>, usize)>>;
+}
+
+/// What an in-flight request of a round is.
+#[derive(Clone, Copy)]
+enum Flight {
+    Send,
+    /// Receive into library-owned data, scattered into transfer `.0`'s parts.
+    Owned(usize),
+    /// Receive straight into the schedule's buffer; `.0` bytes expected.
+    Direct(usize),
+}
+
+fn overlap(a: &Slice, b: &Slice) -> bool {
+    a.buf == b.buf && a.off < b.off + b.len && b.off < a.off + a.len
+}
+
+/// Where a running schedule stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Poll {
+    Pending,
+    /// Communication is over; the local steps from here need a user function (run them
+    /// with [`Run::finish_locals`] outside the lock).
+    UserLocals,
+    Done,
+}
+
+fn size_check(got: usize, want: usize) -> MpiResult<()> {
+    if got == want {
+        return Ok(());
+    }
+    Err(crate::mpi_err!(
+        crate::abi::consts::MPI_ERR_TRUNCATE,
+        "collective received {got} bytes where {want} were expected (do the ranks' counts \
+         and datatypes match?)"
+    ))
+}
+
+/// A schedule being run.
+pub struct Run<H> {
+    pub plan: Arc<Plan>,
+    pub tag: i32,
+    bufs: Vec<Vec<u8>>,
+    cur: usize,
+    /// Requests of the current round.
+    inflight: Vec<(H, Flight)>,
+    posted: bool,
+    /// Local steps of the current round already done.
+    local_i: usize,
+}
+
+impl<H> Run<H> {
+    /// Allocates the buffers and packs the inputs (reads user memory).
+    ///
+    /// # Safety
+    /// The plan's input buffers are readable as described.
+    pub unsafe fn start(plan: Arc<Plan>, tag: i32) -> Self {
+        let mut bufs: Vec<Vec<u8>> = plan.bufs.iter().map(|&n| vec![0u8; n]).collect();
+        for i in &plan.inputs {
+            let mut v = Vec::with_capacity(i.slice.len);
+            // SAFETY: per the contract the user buffer is readable.
+            unsafe { i.dt.pack(i.ptr as *const u8, i.count, &mut v) };
+            let n = v.len().min(i.slice.len);
+            bufs[i.slice.buf][i.slice.off..i.slice.off + n].copy_from_slice(&v[..n]);
+        }
+        Run {
+            plan,
+            tag,
+            bufs,
+            cur: 0,
+            inflight: Vec::new(),
+            posted: false,
+            local_i: 0,
+        }
+    }
+
+    fn gather(&self, parts: &[Slice]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(parts.iter().map(|s| s.len).sum());
+        for s in parts {
+            v.extend_from_slice(&self.bufs[s.buf][s.off..s.off + s.len]);
+        }
+        v
+    }
+
+    fn scatter(&mut self, parts: &[Slice], data: &[u8]) -> MpiResult<()> {
+        let want: usize = parts.iter().map(|s| s.len).sum();
+        size_check(data.len(), want)?;
+        let mut at = 0;
+        for s in parts {
+            self.bufs[s.buf][s.off..s.off + s.len].copy_from_slice(&data[at..at + s.len]);
+            at += s.len;
+        }
+        Ok(())
+    }
+
+    /// Moves the schedule as far as it can without blocking. Stops before local steps that
+    /// need a user function ([`Poll::UserLocals`]): run them with [`Self::run_user_locals`]
+    /// without the state lock, then advance again.
+    pub fn advance<L: Link<H = H>>(&mut self, link: &mut L) -> MpiResult<Poll> {
+        let plan = self.plan.clone();
+        while self.cur < plan.rounds.len() {
+            let round = &plan.rounds[self.cur];
+            if !self.posted {
+                self.post(round, link)?;
+                self.posted = true;
+            }
+            let mut k = 0;
+            while k < self.inflight.len() {
+                match link.test(&self.inflight[k].0)? {
+                    None => k += 1,
+                    Some((data, got)) => {
+                        let (_, f) = self.inflight.swap_remove(k);
+                        match f {
+                            Flight::Send => {}
+                            Flight::Owned(i) => self.scatter(&round.xfers[i].parts, &data)?,
+                            Flight::Direct(want) => size_check(got, want)?,
+                        }
+                    }
+                }
+            }
+            if !self.inflight.is_empty() {
+                return Ok(Poll::Pending);
+            }
+            if plan.has_user_op() && !round.locals.is_empty() {
+                return Ok(Poll::UserLocals);
+            }
+            self.run_user_locals();
+        }
+        Ok(Poll::Done)
+    }
+
+    /// Runs the current round's local steps and moves to the next round (after
+    /// [`Poll::UserLocals`], with no lock held).
+    pub fn run_user_locals(&mut self) {
+        self.run_locals(self.cur);
+        self.cur += 1;
+        self.posted = false;
+        self.local_i = 0;
+    }
+
+    /// True if a later round still communicates (a nonblocking run must not stop for user
+    /// code before that: nothing would run the user code while MPI_Wait blocks).
+    pub fn comm_remaining(&self) -> bool {
+        self.plan.rounds[self.cur.min(self.plan.rounds.len())..]
+            .iter()
+            .skip(1)
+            .any(|r| r.xfers.iter().any(|x| x.bytes() > 0))
+    }
+
+    /// Posts a round's transfers: receives first, so two ranks exchanging cannot both wait
+    /// on sends. One-part transfers go straight from/to the schedule's buffers (they never
+    /// move: the vectors are not resized); a send overlapping a receive of the same round, or
+    /// made of several parts, is copied out before any receive is posted (a receive may
+    /// complete as soon as it is posted).
+    fn post<L: Link<H = H>>(&mut self, round: &Round, link: &mut L) -> MpiResult<()> {
+        let clash = |s: &Slice| {
+            round
+                .xfers
+                .iter()
+                .any(|y| !y.send && y.parts.iter().any(|r| overlap(s, r)))
+        };
+        let copies: Vec<Option<Vec<u8>>> = round
+            .xfers
+            .iter()
+            .map(|x| match x.parts[..] {
+                _ if !x.send || x.bytes() == 0 => None,
+                [s] if !clash(&s) => None,
+                _ => Some(self.gather(&x.parts)),
+            })
+            .collect();
+        for (i, x) in round.xfers.iter().enumerate() {
+            if x.bytes() == 0 || x.send {
+                continue;
+            }
+            let h = if let [s] = x.parts[..] {
+                let p = self.bufs[s.buf][s.off..].as_mut_ptr();
+                // SAFETY: the slice lies in a buffer this run owns and does not touch until
+                // the round's requests have completed.
+                let h = unsafe { link.irecv_at(x.peer, self.tag, p, s.len) }?;
+                (h, Flight::Direct(s.len))
+            } else {
+                (link.irecv(x.peer, self.tag)?, Flight::Owned(i))
+            };
+            self.inflight.push(h);
+        }
+        for (x, copy) in round.xfers.iter().zip(copies) {
+            if x.bytes() == 0 || !x.send {
+                continue;
+            }
+            let h = match (copy, &x.parts[..]) {
+                (Some(data), _) => link.isend(x.peer, self.tag, data)?,
+                (None, [s]) => {
+                    let p = self.bufs[s.buf][s.off..].as_ptr();
+                    // SAFETY: as above; nothing writes the slice during the round.
+                    unsafe { link.isend_at(x.peer, self.tag, p, s.len) }?
+                }
+                (None, _) => unreachable!("multi-part sends are copied"),
+            };
+            self.inflight.push((h, Flight::Send));
+        }
+        Ok(())
+    }
+
+    fn run_locals(&mut self, r: usize) {
+        let plan = self.plan.clone();
+        let locals = &plan.rounds[r].locals;
+        while self.local_i < locals.len() {
+            self.local(&locals[self.local_i], plan.reducer.as_ref());
+            self.local_i += 1;
+        }
+    }
+
+    /// Runs every remaining local step (after [`Poll::UserLocals`]; no locks held).
+    pub fn finish_locals(&mut self) {
+        while self.cur < self.plan.rounds.len() {
+            self.run_locals(self.cur);
+            self.cur += 1;
+            self.local_i = 0;
+        }
+    }
+
+    fn local(&mut self, l: &Local, red: Option<&Reducer>) {
+        match *l {
+            Local::Copy { from, to } => {
+                let v = self.bufs[from.buf][from.off..from.off + from.len].to_vec();
+                self.bufs[to.buf][to.off..to.off + to.len].copy_from_slice(&v);
+            }
+            Local::Reduce { a, b } => {
+                let av = self.bufs[a.buf][a.off..a.off + a.len].to_vec();
+                if let Some(r) = red {
+                    r.combine(&av, &mut self.bufs[b.buf][b.off..b.off + b.len]);
+                }
+            }
+            Local::ReduceIntoA { a, b } => {
+                let mut bv = self.bufs[b.buf][b.off..b.off + b.len].to_vec();
+                if let Some(r) = red {
+                    r.combine(&self.bufs[a.buf][a.off..a.off + a.len], &mut bv);
+                }
+                self.bufs[a.buf][a.off..a.off + a.len].copy_from_slice(&bv);
+            }
+        }
+    }
+
+    /// Writes the outputs into user memory.
+    ///
+    /// # Safety
+    /// The plan's output buffers are writable as described.
+    pub unsafe fn write_outputs(&self) {
+        for o in &self.plan.outputs {
+            let data = &self.bufs[o.slice.buf][o.slice.off..o.slice.off + o.slice.len];
+            // SAFETY: per the contract the user buffer holds `count` elements of `dt`.
+            unsafe { o.dt.unpack(data, o.ptr as *mut u8, o.count) };
+        }
+    }
+
+    /// The buffers (tests).
+    #[cfg(test)]
+    pub fn bufs(&self) -> &[Vec<u8>] {
+        &self.bufs
+    }
+}

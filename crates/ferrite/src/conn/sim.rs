@@ -1,0 +1,1038 @@
+//! A simulated network for the connection manager's machines (tests only): a virtual clock, a
+//! seeded random generator, datagrams that are dropped, duplicated, delayed and so reordered,
+//! and stream sockets (in order, delayed, sometimes refused) for `cm`. Every run is a pure
+//! function of its seed.
+
+use super::handshake::{self, Action, AttemptId, Cm, Event as HsEvent, PeerState, SockId, Ud};
+use super::reliable::{self, Reliable};
+use super::wire::{self, Kind};
+use super::Micros;
+use crate::transport::Proc;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+
+/// SplitMix64: small, seedable, good enough to pick faults.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// What the network does to each datagram.
+#[derive(Clone, Copy, Debug)]
+pub struct Faults {
+    pub loss: f64,
+    pub dup: f64,
+    pub delay_min: Micros,
+    pub delay_max: Micros,
+}
+
+impl Faults {
+    pub const LOSSY: Faults = Faults {
+        loss: 0.3,
+        dup: 0.1,
+        delay_min: 100,
+        delay_max: 20_000,
+    };
+    pub const CLEAN: Faults = Faults {
+        loss: 0.0,
+        dup: 0.0,
+        delay_min: 1_000,
+        delay_max: 1_000,
+    };
+}
+
+/// First byte of what travels on a simulated connection (a tcp socket, say) instead of the
+/// datagram channel: not a wire version, so never mistaken for a datagram.
+pub const PIPE: u8 = 0xee;
+pub const PIPE_DELAY: Micros = 3_000;
+
+/// A datagram in flight: (arrival time, sending order, destination, bytes).
+type InFlight = Reverse<(Micros, u64, Proc, Vec<u8>)>;
+
+/// Datagrams in flight, by arrival time (ties in sending order).
+pub struct DatagramNet {
+    pub rng: Rng,
+    pub faults: Faults,
+    queue: BinaryHeap<InFlight>,
+    next: u64,
+    pub sent: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+}
+
+impl DatagramNet {
+    pub fn new(seed: u64, faults: Faults) -> DatagramNet {
+        DatagramNet {
+            rng: Rng::new(seed),
+            faults,
+            queue: BinaryHeap::new(),
+            next: 0,
+            sent: 0,
+            lost: 0,
+            duplicated: 0,
+        }
+    }
+
+    fn delay(&mut self) -> Micros {
+        let f = self.faults;
+        f.delay_min + self.rng.below(f.delay_max - f.delay_min + 1)
+    }
+
+    pub fn send(&mut self, to: Proc, bytes: Vec<u8>, now: Micros) {
+        if bytes.first() == Some(&PIPE) {
+            // A simulated connection: never lost, fixed delay, so in order.
+            self.queue
+                .push(Reverse((now + PIPE_DELAY, self.next, to, bytes)));
+            self.next += 1;
+            return;
+        }
+        self.sent += 1;
+        if self.rng.chance(self.faults.loss) {
+            self.lost += 1;
+            return;
+        }
+        if self.rng.chance(self.faults.dup) {
+            self.duplicated += 1;
+            let t = now + self.delay();
+            self.queue.push(Reverse((t, self.next, to, bytes.clone())));
+            self.next += 1;
+        }
+        let t = now + self.delay();
+        self.queue.push(Reverse((t, self.next, to, bytes)));
+        self.next += 1;
+    }
+}
+
+/// A process in the datagram world.
+pub trait Node {
+    fn on_datagram(&mut self, b: &[u8], now: Micros);
+    fn on_timeout(&mut self, now: Micros);
+    fn next_timeout(&self) -> Option<Micros>;
+    fn take_transmits(&mut self, out: &mut Vec<(Proc, Vec<u8>)>);
+}
+
+/// Nodes plus the network, driven in virtual time.
+pub struct World<N: Node> {
+    pub nodes: Vec<N>,
+    pub net: DatagramNet,
+    pub now: Micros,
+    timers: BTreeSet<(Micros, usize)>,
+    deadlines: Vec<Option<Micros>>,
+    /// Steps taken without time advancing (a livelock guard).
+    same_time: u64,
+}
+
+impl<N: Node> World<N> {
+    pub fn new(nodes: Vec<N>, net: DatagramNet) -> World<N> {
+        let n = nodes.len();
+        let mut w = World {
+            nodes,
+            net,
+            now: 0,
+            timers: BTreeSet::new(),
+            deadlines: vec![None; n],
+            same_time: 0,
+        };
+        for i in 0..n {
+            w.touched(i);
+        }
+        w
+    }
+
+    /// After node `i` was handed something: send what it queued, re-index its timer.
+    pub fn touched(&mut self, i: usize) {
+        let mut out = Vec::new();
+        self.nodes[i].take_transmits(&mut out);
+        for (to, b) in out {
+            self.net.send(to, b, self.now);
+        }
+        let d = self.nodes[i].next_timeout();
+        if let Some(old) = std::mem::replace(&mut self.deadlines[i], d) {
+            self.timers.remove(&(old, i));
+        }
+        if let Some(t) = d {
+            self.timers.insert((t.max(self.now), i));
+            self.deadlines[i] = Some(t.max(self.now));
+        }
+    }
+
+    /// Advances to the next arrival or timer and handles everything due then. False when
+    /// nothing is left to happen (quiescent) or the next thing is past `limit`.
+    pub fn step(&mut self, limit: Micros) -> bool {
+        let arrival = self.net.queue.peek().map(|Reverse(e)| e.0);
+        let timer = self.timers.first().map(|&(t, _)| t);
+        let next = match (arrival, timer) {
+            (Some(a), Some(t)) => a.min(t),
+            (a, t) => match a.or(t) {
+                Some(x) => x,
+                None => return false,
+            },
+        };
+        if next > limit {
+            return false;
+        }
+        if next == self.now {
+            self.same_time += 1;
+            assert!(self.same_time < 1_000_000, "livelock at {next}us");
+        } else {
+            self.same_time = 0;
+        }
+        self.now = next;
+        while self
+            .net
+            .queue
+            .peek()
+            .is_some_and(|Reverse(e)| e.0 <= self.now)
+        {
+            let Reverse((_, _, to, b)) = self.net.queue.pop().unwrap();
+            self.nodes[to as usize].on_datagram(&b, self.now);
+            self.touched(to as usize);
+        }
+        while let Some(&(t, i)) = self.timers.first() {
+            if t > self.now {
+                break;
+            }
+            self.timers.pop_first();
+            self.deadlines[i] = None;
+            self.nodes[i].on_timeout(self.now);
+            self.touched(i);
+        }
+        true
+    }
+
+    /// Runs until quiescent or past `limit`; returns the virtual time reached.
+    pub fn run(&mut self, limit: Micros) -> Micros {
+        while self.step(limit) {}
+        self.now
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A process with a reliable datagram endpoint and a ud handshake
+// ---------------------------------------------------------------------------------------------
+
+/// One process: sends queued messages as the window allows (keeping them on "no room"),
+/// records deliveries and handshake events, and starts connections at scheduled times.
+pub struct SimProc {
+    pub rank: Proc,
+    pub rel: Reliable,
+    pub ud: Ud,
+    pub outbox: BTreeMap<Proc, VecDeque<Vec<u8>>>,
+    pub received: BTreeMap<Proc, Vec<Vec<u8>>>,
+    pub hs_events: Vec<HsEvent>,
+    pub unreachable: Vec<Proc>,
+    /// (time, peer): call `ud.connect(peer)` at that time.
+    pub starts: BTreeSet<(Micros, Proc)>,
+    pub foreign: u64,
+}
+
+pub const SECRET: u64 = 0x0123_4567_89ab_cdef;
+
+impl SimProc {
+    pub fn new(rank: Proc, size: u32, rel: reliable::Config, hs: handshake::Config) -> SimProc {
+        SimProc {
+            rank,
+            rel: Reliable::new(
+                rank,
+                SECRET,
+                reliable::Config {
+                    job_size: size,
+                    ..rel
+                },
+            ),
+            ud: Ud::new(
+                rank,
+                SECRET,
+                format!("addr-of-{rank}").into_bytes(),
+                handshake::Config {
+                    job_size: size,
+                    ..hs
+                },
+            ),
+            outbox: BTreeMap::new(),
+            received: BTreeMap::new(),
+            hs_events: Vec::new(),
+            unreachable: Vec::new(),
+            starts: BTreeSet::new(),
+            foreign: 0,
+        }
+    }
+
+    fn pump(&mut self, now: Micros) {
+        for (&to, q) in self.outbox.iter_mut() {
+            while let Some(m) = q.front() {
+                match self.rel.send(to, m, now) {
+                    Ok(true) => {
+                        q.pop_front();
+                    }
+                    Ok(false) => break,
+                    Err(_) => panic!("{} -> {to}: peer unreachable", self.rank),
+                }
+            }
+        }
+        while let Some(e) = self.rel.poll_event() {
+            match e {
+                reliable::Event::Delivered { from, msg } => {
+                    self.received.entry(from).or_default().push(msg)
+                }
+                reliable::Event::Unreachable { peer } => self.unreachable.push(peer),
+            }
+        }
+        while let Some(e) = self.ud.poll_event() {
+            self.hs_events.push(e);
+        }
+    }
+}
+
+impl Node for SimProc {
+    fn on_datagram(&mut self, b: &[u8], now: Micros) {
+        match wire::kind_of(b) {
+            Some(Kind::Data | Kind::Ack) => self.rel.handle_datagram(b, now),
+            Some(Kind::Req | Kind::Reply | Kind::Confirm) => self.ud.handle_datagram(b, now),
+            _ => self.foreign += 1,
+        }
+        self.pump(now);
+    }
+
+    fn on_timeout(&mut self, now: Micros) {
+        while let Some(&(t, peer)) = self.starts.first() {
+            if t > now {
+                break;
+            }
+            self.starts.pop_first();
+            self.ud.connect(peer, now);
+        }
+        self.rel.handle_timeout(now);
+        self.ud.handle_timeout(now);
+        self.pump(now);
+    }
+
+    fn next_timeout(&self) -> Option<Micros> {
+        [
+            self.rel.poll_timeout(),
+            self.ud.poll_timeout(),
+            self.starts.first().map(|&(t, _)| t),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn take_transmits(&mut self, out: &mut Vec<(Proc, Vec<u8>)>) {
+        while let Some(t) = self.rel.poll_transmit() {
+            out.push((t.to, t.bytes));
+        }
+        while let Some(t) = self.ud.poll_transmit() {
+            out.push((t.to, t.bytes));
+        }
+    }
+}
+
+/// Sim-friendly timers and generous retry limits: at 30% loss a handshake round succeeds about
+/// half the time, so 30 retries fail with probability about 1e-9.
+pub fn sim_configs(size: u32) -> (reliable::Config, handshake::Config) {
+    (
+        reliable::Config {
+            window: 32,
+            rto_initial: 30_000,
+            rto_max: 400_000,
+            max_retries: 30,
+            ack_delay: 2_000,
+            ..reliable::Config::new(size)
+        },
+        handshake::Config {
+            rto_initial: 30_000,
+            rto_max: 400_000,
+            max_retries: 30,
+            ..handshake::Config::new(size)
+        },
+    )
+}
+
+/// Checks the connection events of every node against the machines' final states: each pair
+/// in `pairs` ends with exactly one live connection, and both sides agree on its attempt.
+pub fn check_one_connection_per_pair(
+    states: &dyn Fn(usize, Proc) -> PeerState,
+    events: &dyn Fn(usize) -> Vec<HsEvent>,
+    n: usize,
+    pairs: &BTreeSet<(Proc, Proc)>,
+) {
+    // Replay each node's events: Connected adds a live connection, Superseded / Closed end one.
+    let mut live: Vec<BTreeMap<Proc, AttemptId>> = vec![BTreeMap::new(); n];
+    for (i, l) in live.iter_mut().enumerate() {
+        for e in events(i) {
+            match e {
+                HsEvent::Connected { peer, attempt, .. } => {
+                    let prev = l.insert(peer, attempt);
+                    assert!(prev.is_none(), "{i}: two live connections to {peer}");
+                }
+                HsEvent::Superseded { peer, old } | HsEvent::Closed { peer, attempt: old } => {
+                    assert_eq!(l.remove(&peer), Some(old), "{i}: ended {old:?} to {peer}");
+                }
+                HsEvent::Failed { peer, retries } => {
+                    panic!("{i}: connection to {peer} failed after {retries} retries")
+                }
+            }
+        }
+    }
+    for &(a, b) in pairs {
+        let (sa, sb) = (states(a as usize, b), states(b as usize, a));
+        let PeerState::Connected(id) = sa else {
+            panic!("{a} -> {b}: {sa:?}, {b} -> {a}: {sb:?}");
+        };
+        assert_eq!(sb, PeerState::Connected(id), "{a} and {b} disagree");
+        assert!(id.initiator == a || id.initiator == b);
+        assert_eq!(live[a as usize].get(&b), Some(&id));
+        assert_eq!(live[b as usize].get(&a), Some(&id));
+    }
+    let total: usize = live.iter().map(BTreeMap::len).sum();
+    assert_eq!(
+        total,
+        2 * pairs.len(),
+        "connections outside the pairs asked for"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream sockets for cm
+// ---------------------------------------------------------------------------------------------
+
+/// One simulated stream connection between a client socket and (once accepted) a server one.
+struct Conn {
+    client: (usize, SockId),
+    server: Option<(usize, SockId)>,
+    server_node: usize,
+    client_open: bool,
+    server_open: bool,
+    /// Last delivery time each way, so bytes and close stay in order.
+    to_server: Micros,
+    to_client: Micros,
+}
+
+enum StreamEv {
+    Accept(usize),
+    Connected(usize),
+    Refused(usize),
+    Bytes {
+        conn: usize,
+        to_server: bool,
+        bytes: Vec<u8>,
+    },
+    Closed {
+        conn: usize,
+        to_server: bool,
+    },
+}
+
+/// cm machines over simulated stream sockets.
+pub struct CmWorld {
+    pub cms: Vec<Cm>,
+    pub events: Vec<Vec<HsEvent>>,
+    pub rng: Rng,
+    pub now: Micros,
+    /// Chance that a connect is refused (the listener's backlog overflowed, say).
+    pub refuse: f64,
+    pub delay_max: Micros,
+    conns: Vec<Conn>,
+    by_sock: BTreeMap<(usize, SockId), usize>,
+    queue: BinaryHeap<Reverse<(Micros, u64, usize)>>,
+    evs: BTreeMap<u64, StreamEv>,
+    next: u64,
+    /// (time, node, peer): call `connect`.
+    pub starts: BTreeSet<(Micros, usize, Proc)>,
+}
+
+impl CmWorld {
+    pub fn new(n: u32, seed: u64, cfg: handshake::Config) -> CmWorld {
+        CmWorld {
+            cms: (0..n)
+                .map(|r| {
+                    Cm::new(
+                        r,
+                        SECRET,
+                        handshake::Config {
+                            job_size: n,
+                            ..cfg.clone()
+                        },
+                    )
+                })
+                .collect(),
+            events: vec![Vec::new(); n as usize],
+            rng: Rng::new(seed),
+            now: 0,
+            refuse: 0.05,
+            delay_max: 5_000,
+            conns: Vec::new(),
+            by_sock: BTreeMap::new(),
+            queue: BinaryHeap::new(),
+            evs: BTreeMap::new(),
+            next: 0,
+            starts: BTreeSet::new(),
+        }
+    }
+
+    fn schedule(&mut self, at: Micros, ev: StreamEv) {
+        self.next += 1;
+        self.evs.insert(self.next, ev);
+        self.queue.push(Reverse((at, self.next, 0)));
+    }
+
+    fn delay(&mut self) -> Micros {
+        1 + self.rng.below(self.delay_max)
+    }
+
+    /// In-order time for the next thing on `conn` in one direction.
+    fn ordered(&mut self, conn: usize, to_server: bool) -> Micros {
+        let t = self.now + self.delay();
+        let c = &mut self.conns[conn];
+        let last = if to_server {
+            &mut c.to_server
+        } else {
+            &mut c.to_client
+        };
+        *last = (*last).max(t);
+        *last
+    }
+
+    /// Carries out what node `i` asked for.
+    fn drain(&mut self, i: usize) {
+        while let Some(a) = self.cms[i].poll_action() {
+            match a {
+                Action::Connect { sock, peer } => {
+                    let conn = self.conns.len();
+                    self.conns.push(Conn {
+                        client: (i, sock),
+                        server: None,
+                        server_node: peer as usize,
+                        client_open: true,
+                        server_open: false,
+                        to_server: 0,
+                        to_client: 0,
+                    });
+                    self.by_sock.insert((i, sock), conn);
+                    let t = self.now + self.delay();
+                    if self.rng.chance(self.refuse) {
+                        self.schedule(t, StreamEv::Refused(conn));
+                    } else {
+                        self.schedule(t, StreamEv::Accept(conn));
+                    }
+                }
+                Action::Send { sock, bytes } => {
+                    let Some(&conn) = self.by_sock.get(&(i, sock)) else {
+                        continue;
+                    };
+                    let to_server = self.conns[conn].client == (i, sock);
+                    let t = self.ordered(conn, to_server);
+                    self.schedule(
+                        t,
+                        StreamEv::Bytes {
+                            conn,
+                            to_server,
+                            bytes,
+                        },
+                    );
+                }
+                Action::Close { sock } => {
+                    let Some(&conn) = self.by_sock.get(&(i, sock)) else {
+                        continue;
+                    };
+                    let to_server = self.conns[conn].client == (i, sock);
+                    let c = &mut self.conns[conn];
+                    let was_open = if to_server {
+                        std::mem::replace(&mut c.client_open, false)
+                    } else {
+                        std::mem::replace(&mut c.server_open, false)
+                    };
+                    if was_open {
+                        let t = self.ordered(conn, to_server);
+                        self.schedule(t, StreamEv::Closed { conn, to_server });
+                    }
+                }
+            }
+        }
+        while let Some(e) = self.cms[i].poll_event() {
+            self.events[i].push(e);
+        }
+    }
+
+    fn handle(&mut self, ev: StreamEv) {
+        let now = self.now;
+        match ev {
+            StreamEv::Accept(conn) => {
+                let s = self.conns[conn].server_node;
+                let sock = self.cms[s].accepted(now);
+                self.by_sock.insert((s, sock), conn);
+                let c = &mut self.conns[conn];
+                c.server = Some((s, sock));
+                c.server_open = true;
+                if c.client_open {
+                    let t = self.now + self.delay();
+                    self.schedule(t, StreamEv::Connected(conn));
+                } else {
+                    // The client gave up before the accept: the server sees it close.
+                    let t = self.ordered(conn, true);
+                    self.schedule(
+                        t,
+                        StreamEv::Closed {
+                            conn,
+                            to_server: true,
+                        },
+                    );
+                }
+            }
+            StreamEv::Connected(conn) => {
+                let (i, sock) = self.conns[conn].client;
+                if self.conns[conn].client_open {
+                    self.cms[i].socket_connected(sock, now);
+                    self.drain(i);
+                }
+            }
+            StreamEv::Refused(conn) => {
+                let (i, sock) = self.conns[conn].client;
+                if std::mem::replace(&mut self.conns[conn].client_open, false) {
+                    self.cms[i].socket_closed(sock, now);
+                    self.drain(i);
+                }
+            }
+            StreamEv::Bytes {
+                conn,
+                to_server,
+                bytes,
+            } => {
+                let c = &self.conns[conn];
+                let (end, open) = if to_server {
+                    (c.server, c.server_open)
+                } else {
+                    (Some(c.client), c.client_open)
+                };
+                if let (Some((i, sock)), true) = (end, open) {
+                    self.cms[i].received(sock, &bytes, now);
+                    self.drain(i);
+                }
+            }
+            StreamEv::Closed { conn, to_server } => {
+                let c = &mut self.conns[conn];
+                let end = if to_server {
+                    c.server
+                        .filter(|_| std::mem::replace(&mut c.server_open, false))
+                } else {
+                    Some(c.client).filter(|_| std::mem::replace(&mut c.client_open, false))
+                };
+                if let Some((i, sock)) = end {
+                    self.cms[i].socket_closed(sock, now);
+                    self.drain(i);
+                }
+            }
+        }
+    }
+
+    /// Runs until nothing is left to happen or `limit`.
+    pub fn run(&mut self, limit: Micros) {
+        loop {
+            let ev_t = self.queue.peek().map(|Reverse(e)| e.0);
+            let start_t = self.starts.first().map(|&(t, _, _)| t);
+            let timer_t = self.cms.iter().filter_map(Cm::poll_timeout).min();
+            let Some(next) = [ev_t, start_t, timer_t].into_iter().flatten().min() else {
+                return;
+            };
+            if next > limit {
+                return;
+            }
+            self.now = next;
+            if ev_t == Some(next) {
+                let Reverse((_, id, _)) = self.queue.pop().unwrap();
+                let ev = self.evs.remove(&id).unwrap();
+                self.handle(ev);
+            } else if start_t == Some(next) {
+                let (_, i, peer) = self.starts.pop_first().unwrap();
+                self.cms[i].connect(peer, next);
+                self.drain(i);
+            } else {
+                for i in 0..self.cms.len() {
+                    if self.cms[i].poll_timeout().is_some_and(|t| t <= next) {
+                        self.cms[i].handle_timeout(next);
+                        self.drain(i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Connections open at both ends, between nodes a and b.
+    pub fn open_conns(&self, a: usize, b: usize) -> Vec<(SockId, SockId)> {
+        self.conns
+            .iter()
+            .filter(|c| c.client_open && c.server_open)
+            .filter_map(|c| {
+                let s = c.server?;
+                if (c.client.0, s.0) == (a, b) {
+                    Some((c.client.1, s.1))
+                } else if (c.client.0, s.0) == (b, a) {
+                    Some((s.1, c.client.1))
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The whole manager: policy + reliable datagrams + ud handshakes + simulated connections
+// ---------------------------------------------------------------------------------------------
+
+use super::policy::{self, Action as PAction, Policy, Route, Via};
+
+const PIPE_DATA: u8 = 0;
+/// "I will send nothing more on this connection" (after everything I sent on it).
+const PIPE_FIN: u8 = 1;
+/// "I have your FIN, so everything you sent before it."
+const PIPE_FINACK: u8 = 2;
+
+/// Close progress of a connection (the two FINs and their acknowledgements of TCP).
+#[derive(Default)]
+struct Closing {
+    fin_sent: bool,
+    got_fin: bool,
+    got_finack: bool,
+}
+
+struct Link {
+    epoch: AttemptId,
+    closing: Option<Closing>,
+}
+
+/// A process running the connection manager as a transport would: messages go where the
+/// policy says (datagrams through `Reliable`, or a simulated connection), connections are set
+/// up with `ud` and closed with a FIN handshake so nothing is overtaken.
+pub struct ManagedProc {
+    pub rank: Proc,
+    pub policy: Policy<Vec<u8>>,
+    pub rel: Reliable,
+    pub ud: Ud,
+    /// Messages the policy routed to datagrams that the window has not taken yet.
+    backlog: BTreeMap<Proc, VecDeque<Vec<u8>>>,
+    links: BTreeMap<Proc, Link>,
+    /// Connected events that came while the old connection to that peer was still closing.
+    stashed: BTreeMap<Proc, AttemptId>,
+    /// The workload: (time, order, destination) -> message.
+    pub workload: BTreeMap<(Micros, u64, Proc), Vec<u8>>,
+    pub received: BTreeMap<Proc, Vec<Vec<u8>>>,
+    pipe_out: Vec<(Proc, Vec<u8>)>,
+    /// Hold back requests for new connections while over budget ([`Policy::may_accept`]).
+    pub gate_incoming: bool,
+    /// Requests held back.
+    pub held: u64,
+}
+
+impl ManagedProc {
+    pub fn new(rank: Proc, size: u32, pcfg: policy::Config) -> ManagedProc {
+        let (rel, hs) = sim_configs(size);
+        let base = SimProc::new(rank, size, rel, hs);
+        ManagedProc {
+            rank,
+            policy: Policy::new(rank, size, pcfg),
+            rel: base.rel,
+            ud: base.ud,
+            backlog: BTreeMap::new(),
+            links: BTreeMap::new(),
+            stashed: BTreeMap::new(),
+            workload: BTreeMap::new(),
+            received: BTreeMap::new(),
+            pipe_out: Vec::new(),
+            gate_incoming: false,
+            held: 0,
+        }
+    }
+
+    fn pipe(&mut self, to: Proc, kind: u8, epoch: AttemptId, payload: &[u8]) {
+        let mut b = vec![PIPE, kind];
+        b.extend_from_slice(&self.rank.to_le_bytes());
+        b.extend_from_slice(&epoch.gen.to_le_bytes());
+        b.extend_from_slice(&epoch.initiator.to_le_bytes());
+        b.extend_from_slice(payload);
+        self.pipe_out.push((to, b));
+    }
+
+    fn send_on_connection(&mut self, to: Proc, msg: &[u8]) {
+        let link = self
+            .links
+            .get(&to)
+            .expect("a connection the policy says is open");
+        assert!(
+            link.closing.is_none(),
+            "{} -> {to}: sent on a closing link",
+            self.rank
+        );
+        let epoch = link.epoch;
+        self.pipe(to, PIPE_DATA, epoch, msg);
+    }
+
+    fn app_send(&mut self, to: Proc, msg: Vec<u8>, now: Micros) {
+        let len = msg.len();
+        match self.policy.send(to, msg, len, now) {
+            Route::Datagram(m) => self.backlog.entry(to).or_default().push_back(m),
+            Route::Connection(m) => self.send_on_connection(to, &m),
+            Route::Queued => {}
+        }
+    }
+
+    /// Carries out everything the machines asked for, until nothing changes.
+    fn settle(&mut self, now: Micros) {
+        for round in 0.. {
+            assert!(round < 10_000, "{}: the machines never settle", self.rank);
+            // Links whose datagrams are all acknowledged may take over (this may queue a Flush).
+            let drained: Vec<Proc> = self
+                .links
+                .keys()
+                .copied()
+                .filter(|&p| self.backlog.get(&p).is_none_or(VecDeque::is_empty))
+                .filter(|&p| self.rel.in_flight(p) == 0)
+                .collect();
+            for p in drained {
+                self.policy.datagrams_drained(p);
+            }
+            let mut busy = false;
+            while let Some(a) = self.policy.poll_action() {
+                busy = true;
+                match a {
+                    PAction::Open { peer, .. } => self.ud.connect(peer, now),
+                    PAction::Close { peer, .. } => self.start_close(peer),
+                    PAction::Flush { peer, via, msgs } => match via {
+                        Via::Datagram => self.backlog.entry(peer).or_default().extend(msgs),
+                        Via::Connection => {
+                            for m in msgs {
+                                self.send_on_connection(peer, &m);
+                            }
+                        }
+                    },
+                    PAction::Failed { peer, .. } => panic!("{}: {peer} failed", self.rank),
+                }
+            }
+            while let Some(e) = self.ud.poll_event() {
+                busy = true;
+                match e {
+                    HsEvent::Connected { peer, attempt, .. } => self.connected(peer, attempt, now),
+                    // The peer finished closing the old connection before we did: our close
+                    // completes when its FIN and FINACK arrive.
+                    HsEvent::Superseded { peer, .. } => {
+                        assert!(self.links.get(&peer).is_some_and(|l| l.closing.is_some()))
+                    }
+                    e => panic!("{}: {e:?}", self.rank),
+                }
+            }
+            while let Some(e) = self.rel.poll_event() {
+                busy = true;
+                match e {
+                    reliable::Event::Delivered { from, msg } => {
+                        self.policy.received(from, now);
+                        self.received.entry(from).or_default().push(msg);
+                    }
+                    reliable::Event::Unreachable { peer } => panic!("{peer} unreachable"),
+                }
+            }
+            for (&to, q) in self.backlog.iter_mut() {
+                while let Some(m) = q.front() {
+                    if !self.rel.send(to, m, now).expect("reachable") {
+                        break;
+                    }
+                    q.pop_front();
+                }
+            }
+            if !busy {
+                break;
+            }
+        }
+    }
+
+    fn connected(&mut self, peer: Proc, epoch: AttemptId, now: Micros) {
+        if let Some(old) = self.links.get(&peer) {
+            assert!(
+                old.closing.is_some(),
+                "{}: second connection to {peer}",
+                self.rank
+            );
+            self.stashed.insert(peer, epoch);
+            return;
+        }
+        self.links.insert(
+            peer,
+            Link {
+                epoch,
+                closing: None,
+            },
+        );
+        let waiting = self.rel.in_flight(peer) + self.backlog.get(&peer).map_or(0, VecDeque::len);
+        self.policy.connected(peer, waiting, now);
+    }
+
+    fn start_close(&mut self, peer: Proc) {
+        let link = self.links.get_mut(&peer).expect("closing an open link");
+        let c = link.closing.get_or_insert_with(Closing::default);
+        if !c.fin_sent {
+            c.fin_sent = true;
+            let epoch = link.epoch;
+            self.pipe(peer, PIPE_FIN, epoch, &[]);
+        }
+    }
+
+    fn on_pipe(&mut self, b: &[u8], now: Micros) {
+        let (kind, from) = (b[1], wire::u32_at(b, 2));
+        let epoch = AttemptId {
+            gen: wire::u32_at(b, 6),
+            initiator: wire::u32_at(b, 10),
+        };
+        self.ud.confirm_by_traffic(from, epoch);
+        self.settle(now);
+        if kind == PIPE_DATA {
+            self.policy.received(from, now);
+            self.received
+                .entry(from)
+                .or_default()
+                .push(b[14..].to_vec());
+            return;
+        }
+        let Some(link) = self.links.get_mut(&from).filter(|l| l.epoch == epoch) else {
+            panic!(
+                "{}: close of an unknown connection {epoch:?} from {from}",
+                self.rank
+            );
+        };
+        let c = link.closing.get_or_insert_with(Closing::default);
+        if kind == PIPE_FIN {
+            c.got_fin = true;
+            self.policy.peer_closing(from);
+            self.pipe(from, PIPE_FINACK, epoch, &[]);
+            self.start_close(from);
+        } else {
+            c.got_finack = true;
+        }
+        let c = self.links[&from].closing.as_ref().unwrap();
+        if c.got_fin && c.got_finack {
+            // Everything either side sent on it has arrived: it is gone.
+            self.links.remove(&from);
+            if self.ud.state(from) == PeerState::Connected(epoch) {
+                self.ud.close(from);
+            }
+            match self.stashed.remove(&from) {
+                None => self.policy.closed(from, now),
+                Some(next) => {
+                    // The peer's new connection takes over the old one's slot.
+                    self.links.insert(
+                        from,
+                        Link {
+                            epoch: next,
+                            closing: None,
+                        },
+                    );
+                    let waiting =
+                        self.rel.in_flight(from) + self.backlog.get(&from).map_or(0, VecDeque::len);
+                    self.policy.replaced(from, waiting, now);
+                }
+            }
+        }
+    }
+}
+
+impl ManagedProc {
+    /// A request for a new connection while the policy has no room is dropped (the peer
+    /// repeats it) when the budget is enforced on incoming connections.
+    fn held_back(&mut self, b: &[u8], now: Micros) -> bool {
+        if !self.gate_incoming {
+            return false;
+        }
+        let Ok(p) = wire::decode_prefix(b, SECRET, self.rank, u32::MAX) else {
+            return false;
+        };
+        if p.kind != Kind::Req || self.ud.state(p.src) != PeerState::Idle {
+            return false;
+        }
+        let held = !self.policy.may_accept(p.src, now);
+        self.held += u64::from(held);
+        held
+    }
+}
+
+impl Node for ManagedProc {
+    fn on_datagram(&mut self, b: &[u8], now: Micros) {
+        match wire::kind_of(b) {
+            _ if b.first() == Some(&PIPE) => self.on_pipe(b, now),
+            Some(Kind::Req) if self.held_back(b, now) => {}
+            Some(Kind::Req) if self.gate_incoming => {
+                let src = wire::u32_at(b, 4);
+                self.ud.handle_datagram(b, now);
+                if self.ud.state(src) == PeerState::Idle {
+                    self.policy.release(src, now); // not a live request after all
+                }
+            }
+            Some(Kind::Data | Kind::Ack) => self.rel.handle_datagram(b, now),
+            Some(Kind::Req | Kind::Reply | Kind::Confirm) => self.ud.handle_datagram(b, now),
+            _ => panic!("garbage in the simulation"),
+        }
+        self.settle(now);
+    }
+
+    fn on_timeout(&mut self, now: Micros) {
+        while let Some(entry) = self.workload.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((_, _, to), msg) = entry.remove_entry();
+            self.app_send(to, msg, now);
+            self.settle(now);
+        }
+        self.rel.handle_timeout(now);
+        self.ud.handle_timeout(now);
+        self.policy.handle_timeout(now);
+        self.settle(now);
+    }
+
+    fn next_timeout(&self) -> Option<Micros> {
+        [
+            self.rel.poll_timeout(),
+            self.ud.poll_timeout(),
+            self.policy.poll_timeout(),
+            self.workload.keys().next().map(|k| k.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn take_transmits(&mut self, out: &mut Vec<(Proc, Vec<u8>)>) {
+        out.append(&mut self.pipe_out);
+        while let Some(t) = self.rel.poll_transmit() {
+            out.push((t.to, t.bytes));
+        }
+        while let Some(t) = self.ud.poll_transmit() {
+            out.push((t.to, t.bytes));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

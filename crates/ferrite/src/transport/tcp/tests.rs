@@ -1,0 +1,498 @@
+use super::card::test_board::{secret_of, TestBoard};
+use super::*;
+use crate::conn::wire::{self, Kind};
+use crate::transport::Net;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+fn job(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "tcptest-{}-{tag}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn cfg(sendq: usize) -> TcpConfig {
+    TcpConfig {
+        ip: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        max_packet: 1 << 16,
+        sendq_bytes: sendq,
+        linger_ms: 5000,
+        connect_retries: 3,
+    }
+}
+
+/// `n` endpoints of one job, all listening.
+fn endpoints(tag: &str, n: u32, sendq: usize) -> (String, Vec<Tcp>) {
+    let j = job(tag);
+    let eps = (0..n)
+        .map(|r| Tcp::new(r, n, cfg(sendq), Box::new(TestBoard(j.clone()))).unwrap())
+        .collect();
+    (j, eps)
+}
+
+type Got = Vec<Vec<(Proc, Vec<u8>)>>;
+
+/// Polls every endpoint until `done(received so far)` (a bound on passes keeps a broken run
+/// from hanging; the test then fails on the data).
+fn pump(eps: &mut [Tcp], got: &mut Got, mut done: impl FnMut(&Got) -> bool) {
+    got.resize(eps.len(), Vec::new());
+    for _ in 0..200_000 {
+        if done(got) {
+            return;
+        }
+        for (i, ep) in eps.iter_mut().enumerate() {
+            ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+        }
+    }
+}
+
+fn open_socks(t: &Tcp) -> usize {
+    t.socks.len()
+}
+
+#[test]
+fn first_message_opens_one_connection_and_packets_arrive_in_order() {
+    let (_j, mut eps) = endpoints("basic", 2, 1 << 20);
+    for i in 0..10u8 {
+        assert!(eps[0].try_send(1, &[b"hdr", &[i; 3]]).unwrap());
+    }
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g[1].len() == 10);
+    let want: Vec<_> = (0..10u8)
+        .map(|i| (0, [b"hdr".to_vec(), vec![i; 3]].concat()))
+        .collect();
+    assert_eq!(got[1], want);
+    // The answer goes over the same connection.
+    assert!(eps[1].try_send(0, &[b"back"]).unwrap());
+    pump(&mut eps, &mut got, |g| g[0].len() == 1);
+    assert_eq!(got[0], vec![(1, b"back".to_vec())]);
+    let (a, b) = (eps[0].stats(), eps[1].stats());
+    assert_eq!((a.conns_opened_first_message, a.conns_accepted), (1, 0));
+    assert_eq!((b.conns_opened_first_message, b.conns_accepted), (0, 1));
+    assert_eq!((a.packets_sent, a.bytes_sent), (10, 60));
+    assert_eq!((b.packets_received, b.bytes_received), (10, 60));
+    assert_eq!((open_socks(&eps[0]), open_socks(&eps[1])), (1, 1));
+    assert!(!eps[0].pending() && !eps[1].pending());
+}
+
+#[test]
+fn a_process_reaches_itself_without_a_socket() {
+    let (_j, mut eps) = endpoints("own", 2, 1 << 20);
+    assert!(eps[0].try_send(0, &[b"me"]).unwrap());
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g[0].len() == 1);
+    assert_eq!(got[0], vec![(0, b"me".to_vec())]);
+    assert_eq!(open_socks(&eps[0]), 0);
+    let err = eps[0].try_send(2, &[b"x"]).unwrap_err();
+    assert!(err.msg.contains("rank 2"), "{}", err.msg);
+    let err = eps[0]
+        .try_send(1, &[&vec![0u8; (1 << 16) + 1]])
+        .unwrap_err();
+    assert!(err.msg.contains("exceeds"), "{}", err.msg);
+}
+
+#[test]
+fn everyone_sending_first_ends_with_one_connection_per_pair_and_order_kept() {
+    let n = 6u32;
+    let per = 50u32;
+    let (_j, mut eps) = endpoints("race", n, 1 << 20);
+    // Every endpoint sends to every other before anyone polls: every pair dials both ways.
+    for k in 0..per {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            for to in 0..n {
+                if to != r as u32 {
+                    let body = [r as u32, to, k].map(u32::to_le_bytes).concat();
+                    assert!(ep.try_send(to, &[&body]).unwrap());
+                }
+            }
+        }
+    }
+    let want = (per * (n - 1)) as usize;
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    for (me, v) in got.iter().enumerate() {
+        assert_eq!(v.len(), want, "rank {me}");
+        for from in 0..n {
+            if from == me as u32 {
+                continue;
+            }
+            let seq: Vec<u32> = v
+                .iter()
+                .filter(|(f, _)| *f == from)
+                .map(|(_, p)| {
+                    assert_eq!(p[..8], [from, me as u32].map(u32::to_le_bytes).concat()[..]);
+                    u32::from_le_bytes(p[8..12].try_into().unwrap())
+                })
+                .collect();
+            assert_eq!(seq, (0..per).collect::<Vec<_>>(), "{from} -> {me}");
+        }
+    }
+    // Let the losing sockets' closes land, then count: one socket per pair on each side.
+    pump(&mut eps, &mut got, |_| false);
+    let mut losers = 0;
+    for (r, ep) in eps.iter().enumerate() {
+        let s = ep.stats();
+        assert_eq!(open_socks(ep), (n - 1) as usize, "rank {r}");
+        assert_eq!(
+            s.conns_opened_first_message + s.conns_accepted,
+            (n - 1) as u64,
+            "rank {r}"
+        );
+        // The higher rank's attempt survives a race: rank r accepts from every higher rank.
+        assert_eq!(s.conns_accepted, (n - 1) as u64 - r as u64, "rank {r}");
+        losers += s.race_losers;
+    }
+    assert!(losers > 0, "no race happened");
+}
+
+fn hello(secret: u64, from: u32, to: u32) -> Vec<u8> {
+    let mut b = Vec::new();
+    wire::encode_prefix(&mut b, Kind::Hello, 0, from, secret);
+    b.extend_from_slice(&to.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&[0; 4]);
+    assert_eq!(b.len(), HELLO_LEN);
+    b
+}
+
+/// Polls `ep` until the stranger's socket is closed by it; returns what it answered.
+fn answered(ep: &mut Tcp, s: &mut std::net::TcpStream) -> Vec<u8> {
+    s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..20_000 {
+        ep.poll(&mut |_, _| panic!("a stranger's bytes reached delivery"));
+        let mut b = [0u8; 64];
+        match s.read(&mut b) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(_) => {}
+        }
+    }
+    panic!("the stranger's socket was never closed");
+}
+
+#[test]
+fn strangers_are_dropped_counted_and_never_delivered() {
+    let (j, mut eps) = endpoints("stranger", 2, 1 << 20);
+    let addr = eps[0].addr();
+    // Wrong secret.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&hello(secret_of(&j) ^ 1, 1, 0)).unwrap();
+    assert_eq!(answered(&mut eps[0], &mut s), Vec::<u8>::new());
+    assert_eq!(eps[0].stats().strangers_dropped, 1);
+    // Noise of hello size, then more noise after it.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&[0xAB; HELLO_LEN + 100]).unwrap();
+    answered(&mut eps[0], &mut s);
+    assert_eq!(eps[0].stats().strangers_dropped, 2);
+    // The right secret but a rank outside the job.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(&hello(secret_of(&j), 7, 0)).unwrap();
+    answered(&mut eps[0], &mut s);
+    assert_eq!(eps[0].stats().strangers_dropped, 3);
+    assert_eq!(open_socks(&eps[0]), 0);
+    // The job still works.
+    assert!(eps[1].try_send(0, &[b"still here"]).unwrap());
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g[0].len() == 1);
+    assert_eq!(got[0], vec![(1, b"still here".to_vec())]);
+}
+
+#[test]
+fn a_full_send_queue_says_no_room_and_nothing_is_lost_or_reordered() {
+    let (_j, mut eps) = endpoints("full", 2, 256 << 10);
+    let total = 3000u32;
+    let body = vec![0x5Au8; 60_000];
+    let mut sent = 0u32;
+    let mut no_room = 0u32;
+    let mut got = Vec::new();
+    got.resize(2, Vec::new());
+    // The receiver polls only every few rounds, so the sender's queue fills up.
+    let mut round = 0u32;
+    while sent < total && round < 1_000_000 {
+        round += 1;
+        let seq = sent.to_le_bytes();
+        if eps[0].try_send(1, &[&seq, &body]).unwrap() {
+            sent += 1;
+        } else {
+            no_room += 1;
+            eps[0].poll(&mut |_, _| {});
+            if no_room.is_multiple_of(4) {
+                eps[1].poll(&mut |f, p| got[1].push((f, p[..4].to_vec())));
+            }
+        }
+    }
+    assert!(no_room > 0, "the queue never filled");
+    assert!(eps[0].stats().no_room > 0);
+    pump(&mut eps, &mut got, |g| g[1].len() == total as usize);
+    let seq: Vec<u32> = got[1]
+        .iter()
+        .map(|(_, p)| u32::from_le_bytes(p[..4].try_into().unwrap()))
+        .collect();
+    assert_eq!(seq, (0..total).collect::<Vec<_>>());
+    assert_eq!(eps[1].stats().bytes_received, total as u64 * 60_004);
+    assert!(!eps[0].pending());
+}
+
+#[test]
+fn a_peer_gone_without_closing_fails_later_sends_naming_it() {
+    let (_j, mut eps) = endpoints("eof", 3, 1 << 20);
+    assert!(eps[0].try_send(2, &[b"hi"]).unwrap());
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g[2].len() == 1);
+    let gone = eps.pop().unwrap();
+    drop(gone); // no shutdown: no BYE, just EOF
+                // Rank 0 notices when it next reads; sends to rank 2 then fail, others still work.
+    pump(&mut eps, &mut got, |_| false);
+    let err = eps[0].try_send(2, &[b"x"]).unwrap_err();
+    assert_eq!(err.class, MPI_ERR_OTHER);
+    assert!(
+        err.msg.contains("rank 2") && err.msg.contains("lost"),
+        "{}",
+        err.msg
+    );
+    assert_eq!(eps[0].stats().conns_closed, 1);
+    assert!(eps[0].try_send(1, &[b"ok"]).unwrap());
+    pump(&mut eps, &mut got, |g| g[1].len() == 1);
+    assert_eq!(got[1], vec![(0, b"ok".to_vec())]);
+}
+
+#[test]
+fn a_reset_connection_fails_the_peer_too() {
+    let (_j, mut eps) = endpoints("rst", 2, 1 << 20);
+    assert!(eps[1].try_send(0, &[b"hi"]).unwrap());
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g[0].len() == 1);
+    let gone = eps.pop().unwrap();
+    // SO_LINGER 0: closing sends a reset instead of a FIN.
+    for s in gone.socks.values() {
+        let l = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket and option value of the stated size.
+        let rc = unsafe {
+            libc::setsockopt(
+                s.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&l as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+    }
+    drop(gone);
+    pump(&mut eps, &mut got, |_| false);
+    let err = eps[0].try_send(1, &[b"x"]).unwrap_err();
+    assert!(
+        err.msg.contains("rank 1") && err.msg.contains("lost"),
+        "{}",
+        err.msg
+    );
+}
+
+#[test]
+fn an_unreachable_peer_is_an_error_after_retries() {
+    let j = job("nocard");
+    let mut cfg1 = cfg(1 << 20);
+    cfg1.linger_ms = 0;
+    let mut a = Tcp::new(0, 2, cfg1, Box::new(TestBoard(j))).unwrap();
+    // Rank 1 never published a card.
+    assert!(a.try_send(1, &[b"x"]).unwrap());
+    assert!(a.pending());
+    let mut failed = None;
+    for _ in 0..2_000 {
+        a.poll(&mut |_, _| {});
+        match a.try_send(1, &[b"y"]) {
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let e = failed.expect("never gave up");
+    assert!(
+        e.msg.contains("rank 1") && e.msg.contains("business card"),
+        "{}",
+        e.msg
+    );
+    assert!(
+        !a.pending(),
+        "a failed peer's packets are dropped, not pending"
+    );
+    assert!(a.stats().handshake_retries > 0);
+}
+
+#[test]
+fn clean_shutdown_is_not_a_failure_and_delivers_the_last_bytes() {
+    let (_j, mut eps) = endpoints("bye", 2, 1 << 20);
+    let big = vec![3u8; 60_000];
+    // Until the queue is full (the receiver does not read yet): shutdown must send the rest.
+    let mut sent = 0;
+    while eps[0].try_send(1, &[&big]).unwrap() {
+        sent += 1;
+        eps[0].poll(&mut |_, _| {});
+    }
+    assert!(eps[0].pending());
+    let mut b = eps.pop().unwrap();
+    let mut a = eps.pop().unwrap();
+    let got = std::thread::scope(|sc| {
+        let rx = sc.spawn(move || {
+            let mut n = 0;
+            while n < sent {
+                b.poll(&mut |_, p| {
+                    assert_eq!(p, &big[..]);
+                    n += 1
+                });
+            }
+            b.shutdown();
+            (n, b.stats())
+        });
+        a.shutdown();
+        rx.join().unwrap()
+    });
+    assert_eq!(got.0, sent);
+    assert_eq!(got.1.conns_closed, 1);
+    assert_eq!(a.stats().conns_closed, 1);
+    // Neither saw a loss; later sends would name the peer as finalized.
+    for p in a.peers.values() {
+        let why = p.failed.as_deref().unwrap_or("");
+        assert!(why.contains("MPI_Finalize"), "{why}");
+    }
+}
+
+#[test]
+fn nets_route_peers_to_tcp_when_shm_is_not_allowed() {
+    let j = job("net");
+    let mut a = Net::init_with(0, 2, &j, "tcp,self").unwrap();
+    let mut b = Net::init_with(1, 2, &j, "tcp").unwrap();
+    assert!(a.try_send(1, &[b"to b"]).unwrap());
+    assert!(a.try_send(0, &[b"to a"]).unwrap());
+    assert!(b.try_send(1, &[b"b to b"]).unwrap());
+    let mut ga = Vec::new();
+    let mut gb = Vec::new();
+    for _ in 0..100_000 {
+        if gb.len() == 2 {
+            break;
+        }
+        a.poll(&mut |f, p| ga.push((f, p.to_vec())));
+        b.poll(&mut |f, p| gb.push((f, p.to_vec())));
+    }
+    assert_eq!(ga, vec![(0, b"to a".to_vec())]);
+    assert_eq!(gb, vec![(1, b"b to b".to_vec()), (0, b"to b".to_vec())]);
+    let names: Vec<_> = a.stats().transports.iter().map(|t| t.0).collect();
+    assert_eq!(names, vec!["self", "tcp"]);
+    assert!(!a.has_pending());
+    assert_eq!(a.max_packet(1), 1 << 16);
+}
+
+#[test]
+fn frames_reassemble_across_any_split_and_oversize_lengths_are_refused() {
+    use std::os::unix::net::UnixStream;
+    let (mut tx, rx) = UnixStream::pair().unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let mut wire = Vec::new();
+    for len in [0usize, 1, 5, 9000, 3] {
+        wire.extend_from_slice(&conn::header(len));
+        wire.extend((0..len).map(|i| (i * 7 + len) as u8));
+    }
+    wire.extend_from_slice(&conn::BYE.to_le_bytes());
+    let mut rb = RecvBuf::new(16);
+    let mut frames: Vec<Option<Vec<u8>>> = Vec::new();
+    // Odd-sized chunks, so headers and bodies are split everywhere.
+    for chunk in wire.chunks(13) {
+        tx.write_all(chunk).unwrap();
+        let need = rb.need().min(conn::HEADER + 10_000);
+        while let Filled::Bytes(_) = rb.fill(rx.as_raw_fd(), need).unwrap() {}
+        while let Some(f) = rb.next_frame(10_000).unwrap() {
+            frames.push(match f {
+                Frame::Packet(p) => Some(p.to_vec()),
+                Frame::Bye => None,
+            });
+        }
+        rb.compact();
+    }
+    let want: Vec<Option<Vec<u8>>> = [0usize, 1, 5, 9000, 3]
+        .iter()
+        .map(|&len| Some((0..len).map(|i| (i * 7 + len) as u8).collect()))
+        .chain(std::iter::once(None))
+        .collect();
+    assert_eq!(frames, want);
+    tx.write_all(&conn::header(10_001)).unwrap();
+    rb.fill(rx.as_raw_fd(), 4).unwrap();
+    assert_eq!(rb.next_frame(10_000), Err(10_001));
+    drop(tx);
+    assert_eq!(rb.fill(rx.as_raw_fd(), 4).unwrap(), Filled::Eof);
+}
+
+#[test]
+fn the_send_queue_resumes_partial_writes_in_order() {
+    use std::os::unix::net::UnixStream;
+    let (tx, mut rx) = UnixStream::pair().unwrap();
+    tx.set_nonblocking(true).unwrap();
+    let mut q = SendQueue::default();
+    let frames: Vec<Vec<u8>> = (0..200u32)
+        .map(|i| vec![i as u8; 7000 + i as usize])
+        .collect();
+    let total: usize = frames.iter().map(|f| f.len()).sum();
+    for f in &frames {
+        q.push(f.clone());
+    }
+    assert_eq!(q.bytes(), total);
+    let mut got = Vec::new();
+    rx.set_nonblocking(true).unwrap();
+    while !q.is_empty() {
+        q.flush(tx.as_raw_fd()).unwrap();
+        let mut b = [0u8; 4096];
+        while let Ok(n) = rx.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&b[..n]);
+        }
+    }
+    let mut b = [0u8; 65536];
+    while let Ok(n) = rx.read(&mut b) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&b[..n]);
+    }
+    assert_eq!(got, frames.concat());
+    assert_eq!(q.bytes(), 0);
+}
+
+#[test]
+fn a_ring_opens_two_connections_per_rank_and_nothing_else() {
+    let n = 16u32;
+    let (_j, mut eps) = endpoints("ring", n, 1 << 20);
+    for (r, ep) in eps.iter_mut().enumerate() {
+        let to = (r as u32 + 1) % n;
+        assert!(ep.try_send(to, &[&(r as u32).to_le_bytes()]).unwrap());
+    }
+    let mut got = Vec::new();
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == 1));
+    for (r, ep) in eps.iter().enumerate() {
+        let left = (r as u32 + n - 1) % n;
+        assert_eq!(got[r], vec![(left, left.to_le_bytes().to_vec())]);
+        let s = ep.stats();
+        assert_eq!(
+            (
+                s.conns_opened_first_message,
+                s.conns_accepted,
+                open_socks(ep)
+            ),
+            (1, 1, 2),
+            "rank {r}"
+        );
+        // State exists for the two neighbours only (one card fetched: the right one).
+        assert_eq!(ep.peers.len(), 2, "rank {r}");
+    }
+}
