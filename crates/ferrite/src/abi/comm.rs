@@ -437,3 +437,76 @@ mpi_fn! {
         unsafe { out(parent, MPI_COMM_NULL) }
     }
 }
+
+/// A string tag argument.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+unsafe fn string_tag(p: *const c_char) -> MpiResult<String> {
+    if p.is_null() {
+        return Err(MpiError::new(
+            MPI_ERR_ARG,
+            "null pointer passed for stringtag",
+        ));
+    }
+    // SAFETY: per this function's contract.
+    Ok(unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+fn check_errhandler(errhandler: MPI_Errhandler) -> MpiResult<()> {
+    state::with(|st| {
+        st.objects
+            .errhandlers
+            .resolve(errhandler)
+            .map(|_| ())
+            .ok_or_else(|| {
+                crate::mpi_err!(
+                    MPI_ERR_ARG,
+                    "invalid error handler {:#x}",
+                    errhandler as u32
+                )
+            })
+    })
+}
+
+mpi_fn! {
+    fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: *const c_char, info: MPI_Info,
+        errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) on ErrObj::NoObject => {
+        // SAFETY: C string from the caller.
+        let tag = unsafe { string_tag(stringtag) }?;
+        check_errhandler(errhandler)?;
+        let h = state::with(|st| {
+            let g = st.objects.groups.get(group)?;
+            let h = st.comm_from_group(&g, &tag)?;
+            if h != MPI_COMM_NULL {
+                st.objects.comms.get_mut(h)?.errhandler = errhandler;
+            }
+            Ok(h)
+        })?;
+        if h != MPI_COMM_NULL {
+            set_info(h, info)?;
+        }
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newcomm, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int,
+        remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info,
+        errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) on ErrObj::NoObject => {
+        // SAFETY: C string from the caller.
+        let tag = unsafe { string_tag(stringtag) }?;
+        check_errhandler(errhandler)?;
+        let h = state::with(|st| {
+            let l = st.objects.groups.get(local_group)?;
+            let r = st.objects.groups.get(remote_group)?;
+            st.intercomm_from_groups(&l, local_leader, &r, remote_leader, &tag, errhandler)
+        })?;
+        set_info(h, info)?;
+        // SAFETY: the caller passes an MPI_Comm* output.
+        unsafe { out(newintercomm, h) }
+    }
+}

@@ -32,6 +32,14 @@ fn u32s(v: &[u8]) -> Vec<u32> {
         .collect()
 }
 
+/// A tag (below 2^28) for the exchanges of a creation named by a string tag (FNV-1a).
+fn string_tag(s: &str) -> i32 {
+    let h = s.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    });
+    (h & 0x0fff_ffff) as i32
+}
+
 fn bytes(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -86,7 +94,9 @@ impl Ferrite {
                 "invalid color {color} (must be non-negative or MPI_UNDEFINED)"
             ));
         }
-        self.intra_only(comm, "MPI_Comm_split")?;
+        if let Some(i) = self.objects.comms.get(comm)?.inter.clone() {
+            return self.inter_split(comm, &i, color, key);
+        }
         let (parent, my_rank, errhandler) = self.comm_info(comm)?;
         let mine = bytes(&[color as u32, key as u32, self.objects.comms.next_context]);
         let all = u32s(&self.allgather_fixed(comm, &mine)?);
@@ -193,12 +203,16 @@ impl Ferrite {
         shared: bool,
         key: i32,
     ) -> MpiResult<MPI_Comm> {
-        self.intra_only(comm, "MPI_Comm_split_type")?;
+        // On an intercommunicator the hosts are compared across both groups.
+        let exchange = match &self.objects.comms.get(comm)?.inter {
+            Some(i) => i.union_comm,
+            None => comm,
+        };
         let mut host = [0u8; 256];
         let name = crate::runtime::hostname();
         let n = name.len().min(host.len());
         host[..n].copy_from_slice(&name.as_bytes()[..n]);
-        let all = self.allgather_fixed(comm, &host)?;
+        let all = self.allgather_fixed(exchange, &host)?;
         // Color: the lowest rank on my host.
         let color = all
             .chunks_exact(host.len())
@@ -311,6 +325,124 @@ impl Ferrite {
             union_comm,
         });
         comms.user.insert(c)
+    }
+
+    /// MPI_Comm_split on an intercommunicator: each side's members of one color, with the
+    /// other side's members of that color as remote group (MPI_COMM_NULL if either is empty).
+    fn inter_split(
+        &mut self,
+        comm: MPI_Comm,
+        i: &Inter,
+        color: i32,
+        key: i32,
+    ) -> MpiResult<MPI_Comm> {
+        let (_, lrank, errhandler) = self.comm_info(comm)?;
+        let (union, urank) = {
+            let u = self.objects.comms.get(i.union_comm)?;
+            (u.group.clone(), u.rank as usize)
+        };
+        let local_first = urank == lrank;
+        let n_first = if local_first {
+            union.len() - i.remote.len()
+        } else {
+            i.remote.len()
+        };
+        let mine = bytes(&[color as u32, key as u32, self.objects.comms.next_context]);
+        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
+        let records: Vec<&[u32]> = all.chunks_exact(3).collect();
+        let context = records.iter().map(|r| r[2]).max().unwrap_or(0);
+        self.objects.comms.next_context = context + INTER_IDS;
+        if color == MPI_UNDEFINED {
+            return Ok(MPI_COMM_NULL);
+        }
+        let side = |first: bool| -> Vec<usize> {
+            let range = if first {
+                0..n_first
+            } else {
+                n_first..union.len()
+            };
+            let mut v: Vec<(i32, usize)> = range
+                .filter(|&k| records[k][0] as i32 == color)
+                .map(|k| (records[k][1] as i32, k))
+                .collect();
+            v.sort_unstable();
+            v.into_iter().map(|(_, k)| k).collect()
+        };
+        let (mine_side, other_side) = (side(local_first), side(!local_first));
+        if other_side.is_empty() {
+            return Ok(MPI_COMM_NULL);
+        }
+        let rank = mine_side.iter().position(|&k| k == urank).unwrap_or(0);
+        let local: Arc<[u32]> = mine_side.iter().map(|&k| union[k]).collect();
+        let remote: Arc<[u32]> = other_side.iter().map(|&k| union[k]).collect();
+        Ok(self.make_inter(context, rank, local, remote, local_first, errhandler))
+    }
+
+    /// MPI_Comm_create_from_group: like MPI_Comm_create_group over MPI_COMM_WORLD, the
+    /// string tag telling concurrent creations apart.
+    pub fn comm_from_group(&mut self, group: &[u32], stringtag: &str) -> MpiResult<MPI_Comm> {
+        self.comm_create_group(MPI_COMM_WORLD, group, string_tag(stringtag))
+    }
+
+    /// MPI_Intercomm_create_from_groups: both groups are known to every member, so only
+    /// the context id has to be agreed: within each group (through its leader), then
+    /// between the leaders; all traffic is on MPI_COMM_WORLD's collective context.
+    pub fn intercomm_from_groups(
+        &mut self,
+        local: &[u32],
+        local_leader: i32,
+        remote: &[u32],
+        remote_leader: i32,
+        stringtag: &str,
+        errhandler: MPI_Errhandler,
+    ) -> MpiResult<MPI_Comm> {
+        let lrank = rank_of(local, self.world_rank).ok_or_else(|| {
+            MpiError::new(MPI_ERR_GROUP, "the calling process is not in local_group")
+        })?;
+        let leader_ok = |l: i32, g: &[u32]| l >= 0 && (l as usize) < g.len();
+        if !leader_ok(local_leader, local) || !leader_ok(remote_leader, remote) {
+            return Err(crate::mpi_err!(
+                MPI_ERR_RANK,
+                "leaders {local_leader}/{remote_leader} not in groups of sizes {}/{}",
+                local.len(),
+                remote.len()
+            ));
+        }
+        let tag = TAG_INTERCOMM_LEADERS | string_tag(stringtag);
+        let leader = local[local_leader as usize];
+        let theirs = remote[remote_leader as usize];
+        let mut members = vec![leader as i32];
+        members.extend(local.iter().filter(|&&w| w != leader).map(|&w| w as i32));
+        let mine = self.objects.comms.next_context.to_le_bytes();
+        let all = u32s(&self.allgather_among(MPI_COMM_WORLD, &members, tag, &mine)?);
+        let local_max = all.iter().copied().max().unwrap_or(0);
+        let context = if self.world_rank == leader {
+            let msg = local_max.to_le_bytes();
+            let other = if leader < theirs {
+                self.coll_send(MPI_COMM_WORLD, theirs as i32, tag, &msg)?;
+                self.coll_recv(MPI_COMM_WORLD, theirs as i32, tag)?
+            } else {
+                let t = self.coll_recv(MPI_COMM_WORLD, theirs as i32, tag)?;
+                self.coll_send(MPI_COMM_WORLD, theirs as i32, tag, &msg)?;
+                t
+            };
+            let context = local_max.max(u32s(&other)[0]);
+            for &m in &members[1..] {
+                self.coll_send(MPI_COMM_WORLD, m, tag, &context.to_le_bytes())?;
+            }
+            context
+        } else {
+            u32s(&self.coll_recv(MPI_COMM_WORLD, leader as i32, tag)?)[0]
+        };
+        self.objects.comms.next_context = self.objects.comms.next_context.max(context + INTER_IDS);
+        Ok(self.make_inter(
+            context,
+            lrank,
+            Arc::from(local),
+            Arc::from(remote),
+            leader < theirs,
+            errhandler,
+        ))
     }
 
     /// Same groups, new contexts.

@@ -179,6 +179,9 @@ pub fn is_user_code(code: c_int) -> bool {
 /// MPI_Remove_error_class/code: refused while the class still has live codes.
 pub fn remove(code: c_int) -> Result<(), &'static str> {
     user_errors(|u| {
+        if u.strings.contains_key(&code) {
+            return Err("it still has an error string (MPI_Remove_error_string first)");
+        }
         if code < USER_CODE_BASE {
             let live =
                 u.code_class.iter().enumerate().any(|(i, &c)| {
