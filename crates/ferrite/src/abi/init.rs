@@ -12,6 +12,10 @@ use std::os::raw::{c_char, c_int};
 
 /// Brings MPI up: joins the job through PMI, sets up transports and the builtin objects.
 /// Returns the thread level provided (at most MPI_THREAD_SERIALIZED).
+/// The thread that called MPI_Init / MPI_Init_thread (MPI_Is_thread_main): under
+/// MPI_THREAD_SERIALIZED other threads call MPI too.
+static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
 fn init(required: c_int) -> MpiResult<c_int> {
     if state::is_initialized() {
         return Err(MpiError::new(
@@ -26,6 +30,8 @@ fn init(required: c_int) -> MpiResult<c_int> {
     runtime::publish_secret(rank)?;
     pmi::barrier()?;
     let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
+    // MPI is initialized once per process, so the first value is the only one.
+    let _ = MAIN_THREAD.set(std::thread::current().id());
     state::install(Box::new(Ferrite {
         world_rank: rank,
         world_size: size,
@@ -108,10 +114,10 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Is_thread_main(flag: *mut c_int) on ErrObj::NoObject => {
-        // Funneled and below: the caller is by definition the main thread.
         state::with(|_| Ok(()))?;
+        let main = MAIN_THREAD.get() == Some(&std::thread::current().id());
         // SAFETY: `flag` comes from the C caller as an int* output argument.
-        unsafe { out(flag, 1) }
+        unsafe { out(flag, main as c_int) }
     }
 }
 
