@@ -143,7 +143,9 @@ impl Ferrite {
     }
 
     /// MPI_Comm_create: collective over `comm`; members of `group` (a subset of its group)
-    /// get a communicator in the group's order, the others MPI_COMM_NULL.
+    /// get a communicator in the group's order, the others MPI_COMM_NULL. Processes may pass
+    /// different, disjoint groups (MPI-2.2): each group is one split color, named by its
+    /// lowest member's rank in `comm` (e.g. the local groups of a merged intercommunicator).
     pub fn comm_create(&mut self, comm: MPI_Comm, group: &[u32]) -> MpiResult<MPI_Comm> {
         self.intra_only(comm, "MPI_Comm_create")?;
         let (parent, _, _) = self.comm_info(comm)?;
@@ -154,7 +156,14 @@ impl Ferrite {
             ));
         }
         match rank_of(group, self.world_rank) {
-            Some(r) => self.comm_split(comm, 0, r as i32),
+            Some(r) => {
+                let color = group
+                    .iter()
+                    .filter_map(|w| rank_of(&parent, *w))
+                    .min()
+                    .unwrap_or(0);
+                self.comm_split(comm, color as i32, r as i32)
+            }
             None => self.comm_split(comm, MPI_UNDEFINED, 0),
         }
     }
