@@ -556,3 +556,50 @@ fn collective_context_is_separate_from_point_to_point() {
     })
     .unwrap();
 }
+
+/// mpi4py.util.pkl5's pattern to self: two synchronous sends with one tag (a header, then
+/// the payload), neither complete before its receive; the payload is taken by a receive
+/// or by a matched probe and receive, eager or rendezvous (by read or by fragments).
+#[test]
+fn sync_sends_to_self_complete_on_their_receives() {
+    for (can_read, eager_limit) in [(true, 0), (false, 0), (true, 16)] {
+        for n in [0usize, 10, 3000] {
+            for matched in [false, true] {
+                let mut sim = Sim::new(1, 8, can_read, eager_limit);
+                let data = pattern(n, 3);
+                let head = (n as u64).to_le_bytes();
+                let s0 = sim.send(0, 0, 4, &head, Mode::Sync);
+                let s1 = sim.send(0, 0, 4, &data, Mode::Sync);
+                sim.settle();
+                assert!(
+                    !sim.done(0, s0) && !sim.done(0, s1),
+                    "ssend to self done early"
+                );
+                assert_eq!(sim.procs[0].probe(0, 0, 4).map(|s| s.bytes), Some(8));
+                let mut hb = [0u8; 8];
+                let r0 = sim.recv(0, 0, 4, &mut hb);
+                sim.run_until(|s| s.done(0, r0) && s.done(0, s0));
+                assert_eq!(hb, head);
+                assert!(!sim.done(0, s1), "payload ssend done before its receive");
+                let mut buf = vec![0u8; n];
+                let r1 = if matched {
+                    let p = &mut sim.procs[0];
+                    let (m, st) = p.mprobe(MPI_COMM_WORLD, 0, 0, 4).unwrap();
+                    assert_eq!(st.bytes, n as u64);
+                    let target = Target::User {
+                        buf: Ptr(buf.as_mut_ptr()),
+                        count: n,
+                        dt: byte(),
+                    };
+                    p.mrecv(m, target).unwrap()
+                } else {
+                    sim.recv(0, 0, 4, &mut buf)
+                };
+                sim.run_until(|s| s.done(0, r1) && s.done(0, s1));
+                assert_eq!(sim.status(0, r1).bytes, n as u64);
+                assert!(buf == data, "{n}-byte payload to self differs");
+                assert!(!sim.procs[0].has_backlog());
+            }
+        }
+    }
+}
