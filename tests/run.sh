@@ -68,6 +68,9 @@ run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
 # Connection policies over tcp: counts from FERRITE_REPORT's JSON, static/partial conformance.
 run_suite conn tests/conn/run.sh
 
+# 256 ranks on one host under ondemand (shm and tcp): hello and ring, reports checked.
+run_suite scale tests/scale/run.sh
+
 leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
 if [ "$leftover" -ne 0 ]; then
     echo "stale shared-memory files left in /dev/shm: $leftover"; record shm-cleanup 0 1

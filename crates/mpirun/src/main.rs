@@ -31,6 +31,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    sys::raise_nofile();
     let code = match job::Job::new(opts) {
         Ok(job) => job.run(),
         Err(e) => {

@@ -2,6 +2,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
@@ -118,8 +119,36 @@ pub fn read_signals(fd: RawFd) -> Vec<libc::c_int> {
     }
 }
 
+/// mpirun's soft open-file limit before `raise_nofile` (u64::MAX: not raised), given back to
+/// the ranks so a program sees the limit it was started with.
+static NOFILE_SOFT: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The hard open-file limit (set with NOFILE_SOFT).
+static NOFILE_HARD: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Raises mpirun's soft open-file limit to the hard limit: it holds about three descriptors
+/// per local rank (output pipes, PMI socket), so the usual 1024 ran out at 337 ranks.
+pub fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
+            return;
+        }
+        let soft = lim.rlim_cur;
+        lim.rlim_cur = lim.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+            NOFILE_HARD.store(lim.rlim_max, Ordering::Relaxed);
+            NOFILE_SOFT.store(soft, Ordering::Relaxed);
+        }
+    }
+}
+
 /// In the child between fork and exec (async-signal-safe calls only): die with the
-/// launcher, unblock signals, restore SIGPIPE, and let `keep` (if >= 0) survive exec.
+/// launcher, unblock signals, restore SIGPIPE and the soft open-file limit mpirun started
+/// with, and let `keep` (if >= 0) survive exec.
 pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
     // SAFETY: only async-signal-safe calls on plain data; we are in a freshly forked child.
     unsafe {
@@ -136,6 +165,14 @@ pub fn child_setup(parent: libc::pid_t, keep: RawFd) -> io::Result<()> {
             std::ptr::null_mut(),
         ))?;
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let soft = NOFILE_SOFT.load(Ordering::Relaxed);
+        if soft != u64::MAX {
+            let lim = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: NOFILE_HARD.load(Ordering::Relaxed),
+            };
+            check(libc::setrlimit(libc::RLIMIT_NOFILE, &lim))?;
+        }
         if keep >= 0 {
             check(libc::fcntl(keep, libc::F_SETFD, 0))?;
         }
