@@ -111,6 +111,13 @@ static void rooted(MPI_Comm inter, int rg)
     }
 }
 
+/* Non-commutative: a op b = a, so a rank-ordered reduction gives rank 0's vector. */
+static void left_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    memcpy(inout, in, (size_t)*len * sizeof(int));
+}
+
 static int a2a_count(int sender, int receiver) { return (sender + 2 * receiver) % 3 + 1; }
 
 static void unrooted(MPI_Comm inter)
@@ -185,6 +192,26 @@ static void unrooted(MPI_Comm inter)
         for (int k = 0; k < rn; k++) want += val(og, k, i);
         CHECK(rbuf[i] == want, "allreduce [%d] = %d, want %d", i, rbuf[i], want);
     }
+
+    /* A non-commutative user operation: blocking and nonblocking (its user steps run
+     * after the last message) */
+    MPI_Op left;
+    MPI_CHECK(MPI_Op_create(left_fn, 0, &left));
+    for (int nbk = 0; nbk < 2; nbk++) {
+        fill_r();
+        for (int i = 0; i < 3; i++) sbuf[i] = val(g, me, i);
+        if (nbk) {
+            MPI_Request rq;
+            MPI_CHECK(MPI_Iallreduce(sbuf, rbuf, 3, MPI_INT, left, inter, &rq));
+            MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        } else {
+            MPI_CHECK(MPI_Allreduce(sbuf, rbuf, 3, MPI_INT, left, inter));
+        }
+        for (int i = 0; i < 3; i++)
+            CHECK(rbuf[i] == val(og, 0, i), "allreduce (user op, nb %d) [%d] = %d, want %d",
+                  nbk, i, rbuf[i], val(og, 0, i));
+    }
+    MPI_CHECK(MPI_Op_free(&left));
 
     /* Reduce_scatter_block: vectors of ln*rn elements in both groups, rn per process */
     fill_r();
@@ -293,6 +320,14 @@ int main(int argc, char **argv)
     nonblocking(inter);
     /* Again, so a second round of collectives on the same intercommunicator (tags) and a
      * dup work too. */
+    /* Scan and Exscan are not defined on intercommunicators. */
+    MPI_CHECK(MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN));
+    int x = 1, y = 0;
+    int rc = MPI_Scan(&x, &y, 1, MPI_INT, MPI_SUM, inter);
+    CHECK(t_class(rc) == MPI_ERR_COMM, "MPI_Scan on an intercommunicator: class %d", t_class(rc));
+    rc = MPI_Exscan(&x, &y, 1, MPI_INT, MPI_SUM, inter);
+    CHECK(t_class(rc) == MPI_ERR_COMM, "MPI_Exscan on an intercommunicator: class %d",
+          t_class(rc));
     MPI_Comm dup;
     MPI_CHECK(MPI_Comm_dup(inter, &dup));
     unrooted(dup);
