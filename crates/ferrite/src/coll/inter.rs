@@ -115,8 +115,11 @@ pub fn bcast(
     r: c_int,
 ) -> MpiResult<Plan> {
     let role = role(ic, r)?;
-    let c = plans::count(c)?;
     let mut p = ic.plan();
+    if let Role::Idle = role {
+        return Ok(p);
+    }
+    let c = plans::count(c)?;
     match role {
         Role::Idle => {}
         Role::Root => {
@@ -324,6 +327,10 @@ pub fn reduce(
     r: c_int,
 ) -> MpiResult<Plan> {
     let role = role(ic, r)?;
+    if let Role::Idle = role {
+        // The arguments are not significant (mpi4py passes MPI_DATATYPE_NULL here).
+        return Ok(ic.plan());
+    }
     let c = plans::count(c)?;
     let red = plans::reducer(st, op, dt)?;
     let len = c * red.esize;
