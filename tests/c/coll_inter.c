@@ -109,6 +109,22 @@ static void rooted(MPI_Comm inter, int rg)
         }
         CHECK(rbuf[i] == want, "reduce rg %d: [%d] = %d, want %d", rg, i, rbuf[i], want);
     }
+
+    /* At MPI_PROC_NULL the other arguments are not significant (mpi4py passes null
+     * buffers, count 0 and MPI_DATATYPE_NULL). */
+    fill_r();
+    if (idle) {
+        MPI_CHECK(MPI_Reduce(NULL, NULL, 0, MPI_DATATYPE_NULL, MPI_SUM, root, inter));
+        MPI_CHECK(MPI_Bcast(NULL, 0, MPI_DATATYPE_NULL, root, inter));
+    } else {
+        MPI_CHECK(MPI_Reduce(sbuf, rbuf, 4, MPI_INT, MPI_SUM, root, inter));
+        MPI_CHECK(MPI_Bcast(rbuf + 8, 2, MPI_INT, root, inter));
+    }
+    if (root == MPI_ROOT) {
+        int want = 0;
+        for (int k = 0; k < rn; k++) want += val(og, k, 0);
+        CHECK(rbuf[0] == want, "reduce (null args elsewhere) = %d, want %d", rbuf[0], want);
+    }
 }
 
 /* Non-commutative: a op b = a, so a rank-ordered reduction gives rank 0's vector. */
