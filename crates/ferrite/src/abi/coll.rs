@@ -16,9 +16,15 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::state::{self, Ferrite};
 use std::os::raw::{c_int, c_void};
 
-/// Size of `comm` (arrays of counts have one entry per rank).
+/// Size of `comm`'s group (Reduce_scatter's counts have one entry per local rank).
 fn size(st: &Ferrite, comm: MPI_Comm) -> MpiResult<usize> {
     Ok(st.objects.comms.get(comm)?.size() as usize)
+}
+
+/// Number of processes `comm`'s ranks name: the remote group of an intercommunicator
+/// (Alltoallv/w's arrays have one entry per remote rank there).
+fn peers(st: &Ferrite, comm: MPI_Comm) -> MpiResult<usize> {
+    Ok(st.objects.comms.get(comm)?.peers().len())
 }
 
 /// Declares the blocking, nonblocking and persistent forms of one collective. The build
@@ -320,7 +326,7 @@ coll! {
      sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
      rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| {
-        let n = size(st, comm)?;
+        let n = peers(st, comm)?;
         // SAFETY: the caller passes n counts and displacements per side.
         let recv = unsafe { Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtype, n) }?;
         let send = if plans::in_place(sendbuf) {
@@ -339,7 +345,7 @@ coll! {
      sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
      rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| {
-        let n = size(st, comm)?;
+        let n = peers(st, comm)?;
         // SAFETY: the caller passes n counts and displacements per side.
         let recv = unsafe { Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtype, n) }?;
         let send = if plans::in_place(sendbuf) {
@@ -358,7 +364,7 @@ coll! {
      sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
      rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| {
-        let n = size(st, comm)?;
+        let n = peers(st, comm)?;
         // SAFETY: the caller passes n counts, displacements and types per side.
         let recv = unsafe { Side::w(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtypes, n) }?;
         let send = if plans::in_place(sendbuf) {
@@ -377,7 +383,7 @@ coll! {
      sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
      rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| {
-        let n = size(st, comm)?;
+        let n = peers(st, comm)?;
         // SAFETY: the caller passes n counts, displacements and types per side.
         let recv = unsafe { Side::w(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtypes, n) }?;
         let send = if plans::in_place(sendbuf) {

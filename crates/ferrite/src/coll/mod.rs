@@ -14,6 +14,7 @@
 //! that completed the request returns to the user).
 
 pub mod algo;
+pub mod inter;
 pub mod op;
 pub mod plans;
 pub mod reduce;

@@ -33,7 +33,7 @@ impl Buf {
     fn at(&self, elems: usize) -> usize {
         self.ptr.wrapping_offset(elems as isize * self.dt.extent) as usize
     }
-    fn user(&self, slice: Slice, elems_off: usize, count: usize) -> UserBuf {
+    pub(super) fn user(&self, slice: Slice, elems_off: usize, count: usize) -> UserBuf {
         UserBuf {
             slice,
             ptr: self.at(elems_off),
@@ -42,7 +42,7 @@ impl Buf {
         }
     }
     /// At a byte displacement (Alltoallw).
-    fn user_bytes(&self, slice: Slice, disp: isize, count: usize) -> UserBuf {
+    pub(super) fn user_bytes(&self, slice: Slice, disp: isize, count: usize) -> UserBuf {
         UserBuf {
             slice,
             ptr: self.ptr.wrapping_offset(disp) as usize,
@@ -58,7 +58,7 @@ fn me_n(st: &Ferrite, comm: MPI_Comm) -> MpiResult<(usize, usize)> {
     if c.inter.is_some() {
         return Err(MpiError::new(
             MPI_ERR_COMM,
-            "collective operations on intercommunicators are not supported by Ferrite yet",
+            "Scan, Exscan and neighborhood collectives are not defined on intercommunicators",
         ));
     }
     Ok((c.rank as usize, c.size() as usize))
@@ -97,7 +97,7 @@ impl Arr {
     }
 }
 
-fn count(c: i64) -> MpiResult<usize> {
+pub(super) fn count(c: i64) -> MpiResult<usize> {
     if c < 0 {
         return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {c}"));
     }
@@ -114,7 +114,7 @@ fn root(r: c_int, n: usize) -> MpiResult<usize> {
     Ok(r as usize)
 }
 
-fn buf(st: &mut Ferrite, p: *const c_void, dt: MPI_Datatype) -> MpiResult<Buf> {
+pub(super) fn buf(st: &mut Ferrite, p: *const c_void, dt: MPI_Datatype) -> MpiResult<Buf> {
     Ok(Buf {
         ptr: p as *mut u8,
         dt: st.comm_datatype(dt)?,
@@ -167,6 +167,9 @@ pub fn bcast(
     dt: MPI_Datatype,
     r: c_int,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::bcast(st, &ic, b, c, dt, r);
+    }
     let (me, n) = me_n(st, comm)?;
     let (c, r) = (count(c)?, root(r, n)?);
     let b = buf(st, b, dt)?;
@@ -198,12 +201,12 @@ pub fn bcast(
 }
 
 /// The parts of a reduction shared by every reduction collective.
-struct Red {
-    reducer: Reducer,
-    esize: usize,
+pub(super) struct Red {
+    pub(super) reducer: Reducer,
+    pub(super) esize: usize,
 }
 
-fn reducer(st: &mut Ferrite, op: MPI_Op, dt: MPI_Datatype) -> MpiResult<Red> {
+pub(super) fn reducer(st: &mut Ferrite, op: MPI_Op, dt: MPI_Datatype) -> MpiResult<Red> {
     let d = st.comm_datatype(dt)?;
     let reducer = st.coll.ops.reducer(op, dt, &d)?;
     Ok(Red {
@@ -223,7 +226,7 @@ fn raw_allgather(p: &mut Plan, me: usize, n: usize, len: usize) -> Vec<Slice> {
 }
 
 /// Reduces contributions `blocks[0..k]` into a fresh slice, in rank order.
-fn prefix(p: &mut Plan, blocks: &[Slice], k: usize) -> Slice {
+pub(super) fn prefix(p: &mut Plan, blocks: &[Slice], k: usize) -> Slice {
     let len = blocks[0].len;
     let res = sl(p.buf(len), 0, len);
     p.round();
@@ -288,6 +291,9 @@ pub fn allreduce(
     op: MPI_Op,
     mode: Mode,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::allreduce(st, &ic, sb, rb, count(c)?, dt, op, None);
+    }
     let (me, n) = me_n(st, comm)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
@@ -319,6 +325,9 @@ pub fn reduce(
     r: c_int,
     mode: Mode,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::reduce(st, &ic, sb, rb, c, dt, op, r);
+    }
     let (me, n) = me_n(st, comm)?;
     let (c, r) = (count(c)?, root(r, n)?);
     let red = reducer(st, op, dt)?;
@@ -379,6 +388,9 @@ pub fn reduce_scatter(
     op: MPI_Op,
     mode: Mode,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::allreduce(st, &ic, sb, rb, counts.iter().sum(), dt, op, Some(counts));
+    }
     let (me, n) = me_n(st, comm)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -469,6 +481,9 @@ pub fn gather(
     r: c_int,
     v: Option<(Arr, Arr)>,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::gather(st, &ic, sb, sc, sdt, rb, rc, rdt, r, v);
+    }
     let (me, n) = me_n(st, comm)?;
     let r = root(r, n)?;
     let is_root = me == r;
@@ -566,6 +581,9 @@ pub fn scatter(
     r: c_int,
     v: Option<(Arr, Arr)>,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::scatter(st, &ic, sb, sc, sdt, rb, rc, rdt, r, v);
+    }
     let (me, n) = me_n(st, comm)?;
     let r = root(r, n)?;
     let is_root = me == r;
@@ -650,6 +668,9 @@ pub fn allgather(
     rdt: MPI_Datatype,
     v: Option<(Arr, Arr)>,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::allgather(st, &ic, sb, sc, sdt, rb, rc, rdt, v);
+    }
     let (me, n) = me_n(st, comm)?;
     let out = buf(st, rb, rdt)?;
     let inplace = in_place(sb);
@@ -733,6 +754,14 @@ pub fn alltoall(
     rc: i64,
     rdt: MPI_Datatype,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        let n = ic.rn;
+        let send = (!in_place(sb))
+            .then(|| Side::regular(st, sb, sc, sdt, n, sc))
+            .transpose()?;
+        let recv = Side::regular(st, rb, rc, rdt, n, rc)?;
+        return super::inter::alltoallw(&ic, send, recv);
+    }
     let (me, n) = me_n(st, comm)?;
     let out = buf(st, rb, rdt)?;
     let rc = count(rc)?;
@@ -848,6 +877,9 @@ pub fn alltoallw(
     send: Option<Side>,
     recv: Side,
 ) -> MpiResult<Plan> {
+    if let Some(ic) = super::inter::of(st, comm)? {
+        return super::inter::alltoallw(&ic, send, recv);
+    }
     let (me, n) = me_n(st, comm)?;
     let send_side = send.as_ref().unwrap_or(&recv);
     let mut p = Plan::default();
