@@ -292,20 +292,10 @@ pub fn alltoallw(ic: &Ic, send: Option<Side>, recv: Side) -> MpiResult<Plan> {
     let mut p = ic.plan();
     let mut xs = Vec::with_capacity(2 * ic.rn);
     for k in 0..ic.rn {
-        let s = fresh(&mut p, send.counts[k] * send.types[k].size());
-        let r = fresh(&mut p, recv.counts[k] * recv.types[k].size());
-        let sbuf = Buf {
-            ptr: send.ptr,
-            dt: send.types[k].clone(),
-        };
-        let rbuf = Buf {
-            ptr: recv.ptr,
-            dt: recv.types[k].clone(),
-        };
-        p.inputs
-            .push(sbuf.user_bytes(s, send.displs[k], send.counts[k]));
-        p.outputs
-            .push(rbuf.user_bytes(r, recv.displs[k], recv.counts[k]));
+        let (s, input) = send.stage(&mut p, k);
+        let (r, output) = recv.stage(&mut p, k);
+        p.inputs.push(input);
+        p.outputs.push(output);
         xs.push(xfer(false, ic.peer(k), r));
         xs.push(xfer(true, ic.peer(k), s));
     }

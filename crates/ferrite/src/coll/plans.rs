@@ -812,6 +812,19 @@ pub struct Side {
 }
 
 impl Side {
+    /// Block `k` of this side staged in a fresh plan buffer: the slice, and the copy between
+    /// it and the user's buffer (packed from it on a send side, unpacked into it on a
+    /// receive side).
+    pub(super) fn stage(&self, p: &mut Plan, k: usize) -> (Slice, UserBuf) {
+        let len = self.counts[k] * self.types[k].size();
+        let slice = sl(p.buf(len), 0, len);
+        let b = Buf {
+            ptr: self.ptr,
+            dt: self.types[k].clone(),
+        };
+        (slice, b.user_bytes(slice, self.displs[k], self.counts[k]))
+    }
+
     /// Alltoallv's side: displacements in elements of one datatype.
     ///
     /// # Safety
@@ -886,22 +899,10 @@ pub fn alltoallw(
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
     for k in 0..n {
-        let sl_len = send_side.counts[k] * send_side.types[k].size();
-        let rl_len = recv.counts[k] * recv.types[k].size();
-        let s = sl(p.buf(sl_len), 0, sl_len);
-        let r = sl(p.buf(rl_len), 0, rl_len);
-        let sbuf = Buf {
-            ptr: send_side.ptr,
-            dt: send_side.types[k].clone(),
-        };
-        let rbuf = Buf {
-            ptr: recv.ptr,
-            dt: recv.types[k].clone(),
-        };
-        p.inputs
-            .push(sbuf.user_bytes(s, send_side.displs[k], send_side.counts[k]));
-        p.outputs
-            .push(rbuf.user_bytes(r, recv.displs[k], recv.counts[k]));
+        let (s, input) = send_side.stage(&mut p, k);
+        let (r, output) = recv.stage(&mut p, k);
+        p.inputs.push(input);
+        p.outputs.push(output);
         sends.push(s);
         recvs.push(r);
     }

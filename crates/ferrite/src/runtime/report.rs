@@ -184,14 +184,7 @@ impl Record {
             "}},\"used\":{},\"failed\":{},\"handshake_retries\":{},\"race_losers\":{},\"transports\":{{",
             self.used, self.failed, self.handshake_retries, self.race_losers
         );
-        for (i, (t, [ps, bs, pr, br])) in self.traffic.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}\"{}\":{{\"msgs_sent\":{ps},\"bytes_sent\":{bs},\"msgs_received\":{pr},\"bytes_received\":{br}}}",
-                if i > 0 { "," } else { "" },
-                KNOWN_TRANSPORTS[*t as usize]
-            );
-        }
+        write_traffic(&mut s, &self.traffic);
         let _ = write!(s, "}},\"peak_rss_kb\":{}}}", self.peak_rss_kb);
         s
     }
@@ -200,6 +193,19 @@ impl Record {
 fn join_obj<'a>(s: &mut String, kv: impl Iterator<Item = (&'a str, u64)>) {
     for (i, (k, v)) in kv.enumerate() {
         let _ = write!(s, "{}\"{k}\":{v}", if i > 0 { "," } else { "" });
+    }
+}
+
+/// `"<transport>":{msgs_sent, bytes_sent, msgs_received, bytes_received}` entries, comma
+/// separated, for a rank's record and for the summary alike.
+fn write_traffic(s: &mut String, traffic: &[(u64, [u64; 4])]) {
+    for (i, (t, [ps, bs, pr, br])) in traffic.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}\"{}\":{{\"msgs_sent\":{ps},\"bytes_sent\":{bs},\"msgs_received\":{pr},\"bytes_received\":{br}}}",
+            if i > 0 { "," } else { "" },
+            KNOWN_TRANSPORTS[*t as usize]
+        );
     }
 }
 
@@ -316,14 +322,7 @@ impl Summary {
             "}},\"used_per_rank\":{:.4},\"utilization\":{:.4},\"failed\":{},\"handshake_retries\":{},\"transports\":{{",
             self.used_avg, self.utilization, self.failed, self.handshake_retries
         );
-        for (i, (t, [ps, bs, pr, br])) in self.traffic.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}\"{}\":{{\"msgs_sent\":{ps},\"bytes_sent\":{bs},\"msgs_received\":{pr},\"bytes_received\":{br}}}",
-                if i > 0 { "," } else { "" },
-                KNOWN_TRANSPORTS[*t as usize]
-            );
-        }
+        write_traffic(&mut s, &self.traffic);
         let _ = write!(
             s,
             "}},\"peak_rss_max_kb\":{},\"peak_rss_avg_kb\":{:.0}}}",
