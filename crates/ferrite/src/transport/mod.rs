@@ -114,7 +114,7 @@ pub struct TransportStats {
     pub handshake_retries: u64,
     /// The connection policy's counters (connection-oriented transports).
     pub conn: crate::conn::policy::Counters,
-    /// Peers a packet went to or came from over a connection (udp: at all).
+    /// Peers a packet went to or came from over a connection.
     pub peers_used: u64,
     /// Datagrams sent again after a retransmission timeout (udp).
     pub retransmits: u64,

@@ -293,8 +293,16 @@ impl Channel {
         self.rel.as_ref().map_or(0, |r| r.in_flight(peer))
     }
 
-    /// Anything sent is still unacknowledged, or waits for socket room.
+    /// Anything sent is still unacknowledged or waits for socket room, or we owe a peer an
+    /// acknowledgement. (MPI_Finalize progresses until none is true before its PMI barrier,
+    /// where nobody polls: a peer waiting there for our delayed acknowledgement would wait
+    /// until it gave us up.)
     pub fn pending(&self) -> bool {
+        !self.backlog.is_empty() || self.next_timeout().is_some()
+    }
+
+    /// Anything sent is still unacknowledged (acknowledgements we owe aside).
+    pub fn unacknowledged(&self) -> bool {
         !self.backlog.is_empty() || self.sent_to.iter().any(|&p| self.in_flight(p) > 0)
     }
 
@@ -531,6 +539,11 @@ impl Channel {
         // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
         unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
         self.armed = Some(want);
+    }
+
+    /// The reliability machine's parameters.
+    pub fn config(&self) -> &reliable::Config {
+        &self.cfg
     }
 
     /// Time since data last arrived.

@@ -14,7 +14,7 @@ use crate::conn::reliable;
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::config;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,6 @@ pub struct Udp {
     linger_ms: u64,
     /// Packets to ourselves (when `self` is not in FERRITE_TRANSPORTS).
     own: VecDeque<Vec<u8>>,
-    peers_used: BTreeSet<Proc>,
     stats: TransportStats,
 }
 
@@ -128,9 +127,13 @@ impl Udp {
             max_packet: cfg.max_packet,
             linger_ms: cfg.linger_ms,
             own: VecDeque::new(),
-            peers_used: BTreeSet::new(),
             stats: TransportStats::default(),
         })
+    }
+
+    /// Long enough for a peer's retransmission timeout to fire once more.
+    fn quiet(&self) -> Duration {
+        Duration::from_micros(2 * self.ch.config().rto_initial)
     }
 
     pub fn channel(&self) -> &Channel {
@@ -140,12 +143,10 @@ impl Udp {
     /// Polls the channel; handshake datagrams are strangers here (no `ud` handshake runs).
     fn drive(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
         let (mut pkts, mut bytes, mut strangers) = (0u64, 0u64, 0u64);
-        let used = &mut self.peers_used;
         let n = self.ch.poll(
             &mut |from, p| {
                 pkts += 1;
                 bytes += p.len() as u64;
-                used.insert(from);
                 deliver(from, p)
             },
             &mut |_| strangers += 1,
@@ -187,8 +188,6 @@ impl Transport for Udp {
         } else if !self.ch.send(to, parts)? {
             self.stats.no_room += 1;
             return Ok(false);
-        } else {
-            self.peers_used.insert(to);
         }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
@@ -215,8 +214,11 @@ impl Transport for Udp {
         self.own.is_empty() && !self.ch.busy()
     }
 
+    /// Also for a quiet spell after data last arrived: MPI_Finalize's PMI barrier does not
+    /// poll, so a peer whose last datagram we acknowledged must see a retransmission of it
+    /// (if our acknowledgement was lost) answered before we go there.
     fn pending(&self) -> bool {
-        self.ch.pending()
+        self.ch.pending() || self.ch.quiet_for() < self.quiet()
     }
 
     fn stats(&self) -> TransportStats {
@@ -225,7 +227,6 @@ impl Transport for Udp {
             strangers_dropped: self.stats.strangers_dropped
                 + c.strangers
                 + c.reliable.drops.total(),
-            peers_used: self.peers_used.len() as u64,
             retransmits: c.reliable.retransmits,
             acks_sent: c.reliable.acks_sent,
             duplicates: c.reliable.duplicates,
@@ -241,8 +242,7 @@ impl Transport for Udp {
     /// unacknowledged until the linger ends.
     fn shutdown(&mut self) {
         let deadline = Instant::now() + Duration::from_millis(self.linger_ms);
-        // Long enough for a peer's retransmission timeout to fire once more.
-        let quiet = Duration::from_micros(2 * reliable::Config::new(1).rto_initial);
+        let quiet = self.quiet();
         loop {
             self.drive(&mut |_, _| {});
             let now = Instant::now();
