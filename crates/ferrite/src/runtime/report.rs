@@ -465,6 +465,7 @@ mod tests {
             traffic: vec![(2, [3, 300, 4, 400]), (0, [1, 10, 1, 10])],
             peak_rss_kb: 1000 + rank,
             datagrams: [rank, 2, 3],
+            ..Record::default()
         }
     }
 
