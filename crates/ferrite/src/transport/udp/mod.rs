@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// Datagram size across hosts: UDP in a 1500-byte Ethernet frame, no IP fragmentation.
 pub const DATAGRAM_ETHERNET: usize = 1472;
 /// Bytes in flight per peer the default window allows.
-const WINDOW_BYTES: usize = 2 << 20;
+const WINDOW_BYTES: usize = 4 << 20;
 
 /// The channel's settings from the knobs, with the socket address chosen like tcp's:
 /// FERRITE_TCP_IF, else loopback on one host or a reachable address when the job spans hosts.
@@ -65,6 +65,8 @@ pub fn channel_config(size: u32, spans_hosts: bool) -> MpiResult<ChannelConfig> 
         rel: reliable::Config {
             max_datagram,
             window,
+            // Nobody acknowledges while a peer computes outside MPI: give it time.
+            max_retries: config::get("FERRITE_UDP_RETRIES"),
             ..reliable::Config::new(size)
         },
         rcvbuf: config::get("FERRITE_UDP_RCVBUF"),
