@@ -64,7 +64,7 @@ fn message(from: u32, to: u32, i: usize, len: usize) -> Vec<u8> {
 }
 
 fn size_of_msg(i: usize) -> usize {
-    match i % 50 {
+    match i % 100 {
         0 => 3 << 20,             // several MB
         1 | 2 => 100_000 + i * 7, // tens of datagrams
         3 => 0,
@@ -123,10 +123,10 @@ fn all_to_all(chs: &mut [Channel], count: usize) {
 #[test]
 fn thousands_of_mixed_messages_arrive_in_order_over_loopback() {
     let (_j, mut chs) = channels("clean", 3, Inject::default());
-    all_to_all(&mut chs, 600);
+    all_to_all(&mut chs, 500);
     let s = chs[0].stats();
     assert_eq!(s.strangers + s.reliable.drops.total(), 0);
-    assert!(s.reliable.messages_delivered == 1200);
+    assert_eq!(s.reliable.messages_delivered, 1000);
 }
 
 #[test]
