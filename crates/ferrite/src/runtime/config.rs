@@ -80,7 +80,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_UDP_WINDOW",
         default: "0",
-        doc: "Unacknowledged udp datagrams per peer (same on every rank); 0: as many as fill 4 MiB.",
+        doc: "Unacknowledged udp datagrams per peer (same on every rank); 0: as many as fill 4 MiB, at most 256.",
     },
     Knob {
         name: "FERRITE_UDP_MAX_PACKET",
