@@ -153,15 +153,20 @@ case " ${jobs[*]} " in *" tcp-"*)
                 continue
             fi
             if [ "$m" = ferrite ]; then
-                why=$(python3 - "$log.json" <<'PY' 2>&1
+                # The socket transport that must carry them: udp for udp, any for adaptive.
+                case $c in ferrite.tcp) want=tcp ;; ferrite.udp) want=udp ;; *) want= ;; esac
+                why=$(python3 - "$log.json" "$want" "${c#ferrite.}" <<'PY' 2>&1
 import json, sys
 doc = json.load(open(sys.argv[1]))
+if sys.argv[3] == "adaptive":
+    assert doc["policy"] == "adaptive", "the report says policy %s" % doc["policy"]
 for r in doc["ranks"]:
     t = r["transports"]
     shm = t.get("shm", {}).get("msgs_sent", 0)
-    net = sum(v["msgs_sent"] for k, v in t.items() if k not in ("self", "shm"))
+    net = sum(v["msgs_sent"] for k, v in t.items()
+              if k not in ("self", "shm") and sys.argv[2] in ("", k))
     assert shm == 0, "rank %d sent %d messages over shm" % (r["rank"], shm)
-    assert net >= 1000, "rank %d sent only %d messages over sockets" % (r["rank"], net)
+    assert net >= 1000, "rank %d sent only %d messages over %s" % (r["rank"], net, sys.argv[2] or "sockets")
 print("policy %s; per rank: %s" % (doc["policy"], ", ".join(
     "%s %d" % (k, v["msgs_sent"]) for k, v in sorted(doc["ranks"][0]["transports"].items()) if v["msgs_sent"])))
 PY
@@ -175,7 +180,7 @@ PY
                 why="not verified (no strace)"
             fi
             if [ $? -ne 0 ]; then
-                notes+=("$(label "$c"): dropped, its 1000 probe round trips did not go over sockets: $why")
+                notes+=("$(label "$c"): dropped, its 1000 probe round trips did not take the intended path: $(echo "$why" | tail -n 1)")
                 continue
             fi
             notes+=("$(label "$c"): 1000 probe round trips over sockets ($why)")
