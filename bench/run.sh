@@ -197,10 +197,24 @@ for job in "${jobs[@]}"; do
     for c in "${cfgs[@]}"; do
         m=${c%%.*}
         echo "bench: ${b#tcp-} -n $np with $(label "$c")" >&2
-        if ! timeout -k 5 300 $(mpi_run "$c" "$np") "$bin/${b#tcp-}.$m" >"$work/$job.$c.raw" 2>"$work/$job.$c.err"; then
+        raw=$work/$job.$c.raw
+        timeout -k 5 300 $(mpi_run "$c" "$np") "$bin/${b#tcp-}.$m" >"$raw" 2>"$work/$job.$c.err" &
+        pid=$!
+        # MPICH over UCX's tcp sometimes hangs in MPI_Finalize after the last size (seen with
+        # bw here): once the last size (4 MiB) is printed, the job gets 15 s to exit.
+        last=0
+        while kill -0 $pid 2>/dev/null; do
+            if [ $last = 0 ] && grep -q '^4194304 ' "$raw"; then last=$SECONDS; fi
+            if [ $last != 0 ] && [ $((SECONDS - last)) -ge 15 ]; then
+                notes+=("$(label "$c"): ${b#tcp-} hung after its last size (in MPI_Finalize); stopped")
+                kill -TERM $pid 2>/dev/null; break
+            fi
+            sleep 0.2
+        done
+        if ! wait $pid && [ $last = 0 ]; then
             echo "bench: ${b#tcp-} -n $np with $(label "$c") failed:" >&2; tail -5 "$work/$job.$c.err" >&2
         fi
-        grep -v '^#' "$work/$job.$c.raw" | awk 'NF == 2' >"$work/$job.$c"
+        grep -v '^#' "$raw" | awk 'NF == 2' >"$work/$job.$c"
     done
 done
 
@@ -280,11 +294,15 @@ report=$out/bench-$stamp.md
             ;;
         esac
     done
-    if [ ${#notes[@]} -gt 0 ]; then
+    case " ${jobs[*]} " in *" tcp-"*)
         echo
         echo "tcp section: Ferrite: FERRITE_TRANSPORTS=tcp,self (udp: udp,self; adaptive: tcp,self with"
         echo "FERRITE_CONN=adaptive); Open MPI: --mca pml ob1 --mca btl tcp,self; MPICH (ch4:ucx):"
-        echo "MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self. Path checks:"
+        echo "MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self." ;;
+    esac
+    if [ ${#notes[@]} -gt 0 ]; then
+        echo
+        echo "Path checks and notes:"
         echo
         for n in "${notes[@]}"; do echo "- $n"; done
     fi
