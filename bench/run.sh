@@ -204,7 +204,7 @@ for job in "${jobs[@]}"; do
         # bw here): once the last size (4 MiB) is printed, the job gets 15 s to exit.
         last=0
         while kill -0 $pid 2>/dev/null; do
-            if [ $last = 0 ] && grep -q '^4194304 ' "$raw"; then last=$SECONDS; fi
+            if [ $last = 0 ] && grep -q '^4194304 ' "$raw" 2>/dev/null; then last=$SECONDS; fi
             if [ $last != 0 ] && [ $((SECONDS - last)) -ge 15 ]; then
                 notes+=("$(label "$c"): ${b#tcp-} hung after its last size (in MPI_Finalize); stopped")
                 kill -TERM $pid 2>/dev/null; break
