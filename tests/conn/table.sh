@@ -7,7 +7,8 @@
 # when MPI_Init refuses it. A job that fails prints "failed" in its columns; utilization is
 # "-" when nothing was opened.
 # Usage: tests/conn/table.sh [N...]   (default 16 32; builds tests/conn/bin/pattern if
-# missing; the library installed in $PREFIX, default ./build)
+# missing; the library installed in $PREFIX, default ./build; TABLE_PATTERNS="ring alltoall"
+# picks other patterns of pattern.c)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 PREFIX=${PREFIX:-$(cd "$here/../.." && pwd)/build}
@@ -30,7 +31,7 @@ for p in $policies; do printf ' %s conns | %s util |' "$p" "$p"; done
 printf '\n|---|---|'
 for p in $policies; do printf -- '---|---|'; done
 printf '\n'
-for pattern in ring barrier bcast allreduce allgather alltoall_coll; do
+for pattern in ${TABLE_PATTERNS:-ring barrier bcast allreduce allgather alltoall_coll}; do
     for n in $sizes; do
         printf '| %s | %s |' "${pattern%_coll}" "$n"
         for p in $policies; do
