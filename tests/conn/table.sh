@@ -6,15 +6,16 @@
 # environment) runs when the library accepts it (a 2-rank job first); its columns are "n/a"
 # when MPI_Init refuses it. A job that fails prints "failed" in its columns; utilization is
 # "-" when nothing was opened.
-# Usage: tests/conn/table.sh [N...]   (default 16 32; builds tests/conn/bin/pattern if
-# missing; the library installed in $PREFIX, default ./build; TABLE_PATTERNS="ring alltoall"
-# picks other patterns of pattern.c)
+# Usage: tests/conn/table.sh [N...]   (default 16 32; builds tests/conn/bin/pattern with the
+# library installed in $PREFIX, default ./build; TABLE_PATTERNS="ring alltoall" picks other
+# patterns of pattern.c)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 PREFIX=${PREFIX:-$(cd "$here/../.." && pwd)/build}
 bin=$here/bin/pattern
 mkdir -p "$here/bin"
-[ -x "$bin" ] || "$PREFIX/bin/mpicc" -O2 -o "$bin" "$here/pattern.c"
+# Always built here: the binary carries an rpath to the library it was built against.
+"$PREFIX/bin/mpicc" -O2 -o "$bin" "$here/pattern.c"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sizes=${*:-16 32}
