@@ -16,13 +16,18 @@ use crate::error::{MpiError, MpiResult};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-/// One kind of basic element: its size (MPI_Get_elements counts these) and the unit its
-/// bytes are reversed in for "external32" (half the size for complex numbers).
+/// One kind of basic element: its size (MPI_Get_elements counts these), the unit its
+/// bytes are reversed in for "external32" (half the size for complex numbers) and how
+/// external32 writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Basic {
     pub size: u32,
     pub swap: u32,
+    pub ext: Ext,
 }
+
+mod external32;
+pub use external32::Ext;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Node {
@@ -199,6 +204,8 @@ pub struct Envelope {
     pub combiner: i32,
     pub ints: Vec<i32>,
     pub aints: Vec<isize>,
+    /// Large counts: the MPI_Count arguments of the `_c` constructors.
+    pub counts: Vec<i64>,
     /// Constituent types: the handle they were given as, and the object itself (kept alive
     /// even if the user frees the handle).
     pub types: Vec<(MPI_Datatype, Arc<Datatype>)>,
@@ -314,6 +321,7 @@ impl Datatype {
         Self::basic_of(Basic {
             size: size as u32,
             swap: size as u32,
+            ext: Ext::Same,
         })
     }
 
@@ -480,26 +488,6 @@ impl Datatype {
             };
             done += n;
             ControlFlow::Continue(())
-        });
-    }
-
-    /// Converts packed data of `count` elements between native (little-endian) and
-    /// "external32" (big-endian) byte order, in place; the conversion is its own inverse.
-    pub fn swap_external32(&self, data: &mut [u8], count: usize) {
-        let mut at = 0usize;
-        self.runs(count, |_, len, b| {
-            let end = (at + len).min(data.len());
-            if b.swap > 1 {
-                for unit in data[at..end].chunks_exact_mut(b.swap as usize) {
-                    unit.reverse();
-                }
-            }
-            at = end;
-            if at >= data.len() {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
         });
     }
 
@@ -707,9 +695,13 @@ impl Default for Datatypes {
 }
 
 /// A value type followed by an int, laid out as the C struct `{ T v; int i; }`.
-fn pair(value: usize, align: usize) -> Datatype {
+fn pair(value: usize, align: usize, ext: Ext) -> Datatype {
     let int = Datatype::basic(4);
-    let v = Datatype::basic(value);
+    let v = Datatype::basic_of(Basic {
+        size: value as u32,
+        swap: value as u32,
+        ext,
+    });
     let int_at = value.next_multiple_of(4) as isize;
     let t = Datatype::from_blocks(&[(0, 1, &v), (int_at, 1, &int)]);
     let end = (int_at + 4) as usize;
@@ -722,18 +714,32 @@ fn pair(value: usize, align: usize) -> Datatype {
 /// swap per component; MPI_2INT and the Fortran pairs are two elements each.
 fn builtin_basic(h: u32) -> Basic {
     let size = (h >> 8) & 0xff;
+    let ext = match h & 0xff {
+        0x07 => Ext::Long,
+        0x08 => Ext::ULong,
+        0x0e => Ext::Wchar,
+        // LONG_DOUBLE, CXX_LONG_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX
+        0x0c | 0x36 | 0x42 => external32::LONG_DOUBLE,
+        _ => Ext::Same,
+    };
     match h & 0xff {
         // COMPLEX, DOUBLE_COMPLEX, COMPLEX8/16/32, CXX_*_COMPLEX, C_*_COMPLEX
         0x1e | 0x22 | 0x28 | 0x2a | 0x2c | 0x34 | 0x35 | 0x36 | 0x40 | 0x41 | 0x42 => Basic {
             size,
             swap: size / 2,
+            ext,
         },
         // 2INT, 2INTEGER, 2REAL, 2DOUBLE_PRECISION
         0x16 | 0x20 | 0x21 | 0x23 => Basic {
             size: size / 2,
             swap: size / 2,
+            ext,
         },
-        _ => Basic { size, swap: size },
+        _ => Basic {
+            size,
+            swap: size,
+            ext,
+        },
     }
 }
 
@@ -753,11 +759,11 @@ impl Datatypes {
             builtin: vec![None; 256],
             // In handle order: FLOAT_INT, DOUBLE_INT, LONG_INT, SHORT_INT, LONG_DOUBLE_INT.
             pairs: vec![
-                Arc::new(pair(4, 4)),
-                Arc::new(pair(8, 8)),
-                Arc::new(pair(8, 8)),
-                Arc::new(pair(2, 4)),
-                Arc::new(pair(16, 16)),
+                Arc::new(pair(4, 4, Ext::Same)),
+                Arc::new(pair(8, 8, Ext::Same)),
+                Arc::new(pair(8, 8, Ext::Long)),
+                Arc::new(pair(2, 4, Ext::Same)),
+                Arc::new(pair(16, 16, external32::LONG_DOUBLE)),
             ],
         }
     }
@@ -863,6 +869,7 @@ impl Datatypes {
             combiner,
             ints,
             aints: vec![],
+            counts: vec![],
             types: vec![],
         }));
         t.committed = true;
