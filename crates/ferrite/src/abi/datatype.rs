@@ -961,11 +961,14 @@ mpi_fn! {
     }
 }
 
+// The MPI-1 constructors run the same code as their MPI-2 names (not through the PMPI_
+// entry points, which would run the error handler a second time).
+
 mpi_fn! {
     fn MPI_Type_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_hvector.
-        code(unsafe { PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype) })
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { vector(Form::Int, true, count.into(), blocklength.into(), stride, oldtype, newtype) }
     }
 }
 
@@ -973,9 +976,13 @@ mpi_fn! {
     fn MPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int,
         array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_hindexed.
-        code(unsafe { PMPI_Type_create_hindexed(count, array_of_blocklengths,
-            array_of_displacements, oldtype, newtype) })
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = Blocks { lens: arr(array_of_blocklengths.cast_const(), count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements.cast_const(), count.into(), "array_of_displacements")?,
+                bytes: true };
+            indexed(Form::Int, MPI_COMBINER_HINDEXED, b, oldtype, newtype)
+        }
     }
 }
 
@@ -983,18 +990,14 @@ mpi_fn! {
     fn MPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int,
         array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_struct.
-        code(unsafe { PMPI_Type_create_struct(count, array_of_blocklengths,
-            array_of_displacements, array_of_types, newtype) })
-    }
-}
-
-/// Passes on the outcome of an entry point that already ran its error handler.
-fn code(rc: c_int) -> MpiResult<()> {
-    if rc == MPI_SUCCESS {
-        Ok(())
-    } else {
-        Err(MpiError::from_code(rc))
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = Blocks { lens: arr(array_of_blocklengths.cast_const(), count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements.cast_const(), count.into(), "array_of_displacements")?,
+                bytes: true };
+            let types = slice(array_of_types.cast_const(), count, "array_of_types")?;
+            structure(Form::Int, b, types, newtype)
+        }
     }
 }
 

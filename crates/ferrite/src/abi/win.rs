@@ -34,18 +34,33 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
         return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for win"));
     }
     if local.size < 0 {
-        return Err(crate::mpi_err!(MPI_ERR_SIZE, "negative window size {}", local.size));
+        return Err(crate::mpi_err!(
+            MPI_ERR_SIZE,
+            "negative window size {}",
+            local.size
+        ));
     }
     if local.disp_unit <= 0 {
-        return Err(crate::mpi_err!(MPI_ERR_DISP, "displacement unit {} must be positive", local.disp_unit));
+        return Err(crate::mpi_err!(
+            MPI_ERR_DISP,
+            "displacement unit {} must be positive",
+            local.disp_unit
+        ));
     }
     let h = state::with(|st| {
         let c = st.objects.comms.get(comm)?;
         if c.inter.is_some() {
-            return Err(crate::mpi_err!(MPI_ERR_COMM,
-                "windows need an intracommunicator; {:#x} is an intercommunicator", comm as u32));
+            return Err(crate::mpi_err!(
+                MPI_ERR_COMM,
+                "windows need an intracommunicator; {:#x} is an intercommunicator",
+                comm as u32
+            ));
         }
-        let hints = if info == MPI_INFO_NULL { Info::default() } else { st.objects.infos.get(info)?.clone() };
+        let hints = if info == MPI_INFO_NULL {
+            Info::default()
+        } else {
+            st.objects.infos.get(info)?.clone()
+        };
         let dup = st.comm_dup(comm)?;
         let group = st.objects.comms.get(dup)?.group.clone();
         Ok(st.objects.wins.user.insert(Win {
@@ -92,16 +107,36 @@ mpi_fn! {
 ///
 /// # Safety
 /// `baseptr` is a void** output; `win` an MPI_Win* output.
-unsafe fn allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
-    baseptr: *mut c_void, win: *mut MPI_Win) -> MpiResult<()> {
+unsafe fn allocate(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> MpiResult<()> {
     if baseptr.is_null() {
-        return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for baseptr"));
+        return Err(MpiError::new(
+            MPI_ERR_ARG,
+            "null pointer passed for baseptr",
+        ));
     }
-    let words = usize::try_from(size).map_err(|_| crate::mpi_err!(MPI_ERR_SIZE,
-        "negative window size {size}"))?.div_ceil(8);
+    let words = usize::try_from(size)
+        .map_err(|_| crate::mpi_err!(MPI_ERR_SIZE, "negative window size {size}"))?
+        .div_ceil(8);
     let mut memory = vec![0u64; words].into_boxed_slice();
-    let base = if words == 0 { 0 } else { memory.as_mut_ptr() as usize };
-    let local = Local { base, size, disp_unit, flavor: MPI_WIN_FLAVOR_ALLOCATE, memory: Some(memory) };
+    let base = if words == 0 {
+        0
+    } else {
+        memory.as_mut_ptr() as usize
+    };
+    let local = Local {
+        base,
+        size,
+        disp_unit,
+        flavor: MPI_WIN_FLAVOR_ALLOCATE,
+        memory: Some(memory),
+    };
     // SAFETY: per this function's contract.
     unsafe {
         create(comm, info, local, win)?;
@@ -263,13 +298,19 @@ mpi_fn! {
 
 /// True for the keyvals of the predefined window attributes.
 fn is_predefined(k: c_int) -> bool {
-    matches!(k, MPI_WIN_BASE | MPI_WIN_SIZE | MPI_WIN_DISP_UNIT | MPI_WIN_CREATE_FLAVOR | MPI_WIN_MODEL)
+    matches!(
+        k,
+        MPI_WIN_BASE | MPI_WIN_SIZE | MPI_WIN_DISP_UNIT | MPI_WIN_CREATE_FLAVOR | MPI_WIN_MODEL
+    )
 }
 
 fn check_settable(k: c_int) -> MpiResult<()> {
     if is_predefined(k) {
-        return Err(crate::mpi_err!(MPI_ERR_KEYVAL,
-            "predefined window attribute {:#x} cannot be set or deleted", k as u32));
+        return Err(crate::mpi_err!(
+            MPI_ERR_KEYVAL,
+            "predefined window attribute {:#x} cannot be set or deleted",
+            k as u32
+        ));
     }
     Ok(())
 }
