@@ -153,14 +153,32 @@ int main(int argc, char **argv)
     /* Debian's MPICH 4.0 gives rank 1 a MPI_WIN_BASE 8 bytes below its baseptr. */
     check_predefined("Win_allocate", w, ferrite ? p : NULL, 5 * sizeof(double), sizeof(double), MPI_WIN_FLAVOR_ALLOCATE);
     MPI_CHECK(MPI_Win_set_attr(w, key, (void *)14L));
+    if (ferrite) {
+        /* Without shared memory windows a process addresses only its own memory. */
+        MPI_Aint qs = -1;
+        int qd = -1;
+        double *qb = NULL;
+        MPI_CHECK(MPI_Win_shared_query(w, t_rank, &qs, &qd, &qb));
+        CHECK(qs == 5 * sizeof(double) && qd == sizeof(double) && qb == p,
+              "Win_shared_query of my rank: %ld %d %p", (long)qs, qd, (void *)qb);
+        MPI_CHECK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
+        EXPECT_CLASS(MPI_Win_shared_query(w, t_size, &qs, &qd, &qb), MPI_ERR_RANK);
+        EXPECT_CLASS(MPI_Win_attach(w, mem, 4), MPI_ERR_RMA_FLAVOR);
+    }
     MPI_CHECK(MPI_Win_free(&w));
     CHECK(deletes == 4 && last_deleted == 14, "Win_free of the allocated window: %d deletes",
           deletes);
 
     /* Dynamic windows have no memory yet. */
     MPI_CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &w));
-    CHECK(MPI_BOTTOM == NULL, "MPI_BOTTOM is not null");
-    check_predefined("Win_create_dynamic", w, MPI_BOTTOM, 0, 1, MPI_WIN_FLAVOR_DYNAMIC);
+    check_predefined("Win_create_dynamic", w, NULL, 0, 1, MPI_WIN_FLAVOR_DYNAMIC);
+    void *dbase = (void *)1;
+    MPI_CHECK(MPI_Win_get_attr(w, MPI_WIN_BASE, &dbase, &flag));
+    CHECK(flag && dbase == MPI_BOTTOM, "dynamic window's MPI_WIN_BASE %p", dbase);
+    MPI_CHECK(MPI_Win_attach(w, mem, sizeof mem));
+    MPI_CHECK(MPI_Win_detach(w, mem));
+    MPI_CHECK(MPI_Win_set_errhandler(w, MPI_ERRORS_RETURN));
+    if (ferrite) EXPECT_CLASS(MPI_Win_detach(w, mem), MPI_ERR_RMA_ATTACH);
     MPI_CHECK(MPI_Win_free(&w));
     MPI_CHECK(MPI_Win_free_keyval(&key));
 
@@ -183,7 +201,9 @@ int main(int argc, char **argv)
     if (ferrite) {
         MPI_Win bad = MPI_WIN_NULL;
         EXPECT_CLASS(MPI_Win_free(&bad), MPI_ERR_WIN);
-        EXPECT_CLASS(MPI_Win_get_name(MPI_WIN_NULL, name, &len), MPI_ERR_WIN);
+        EXPECT_CLASS(MPI_Win_set_name(MPI_WIN_NULL, "x"), MPI_ERR_WIN);
+        MPI_CHECK(MPI_Win_get_name(MPI_WIN_NULL, name, &len));
+        CHECK(strcmp(name, "MPI_WIN_NULL") == 0, "name of MPI_WIN_NULL: \"%s\"", name);
     }
     t_finish("win");
     return 0;

@@ -62,7 +62,11 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             st.objects.infos.get(info)?.clone()
         };
         let dup = st.comm_dup(comm)?;
-        let group = st.objects.comms.get(dup)?.group.clone();
+        let (group, rank) = st
+            .objects
+            .comms
+            .get(dup)
+            .map(|c| (c.group.clone(), c.rank))?;
         Ok(st.objects.wins.user.insert(Win {
             comm: dup,
             group,
@@ -77,6 +81,8 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             errhandler: MPI_ERRORS_ARE_FATAL,
             info: hints,
             memory: local.memory,
+            attached: Vec::new(),
+            rank,
         }))
     })?;
     // SAFETY: checked non-null; the caller passes an MPI_Win*.
@@ -224,7 +230,11 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int)
         on ErrObj::Win(win) => {
-        let name = with_win(win, |w| w.name.clone())?;
+        let name = if win == MPI_WIN_NULL {
+            "MPI_WIN_NULL".to_string()
+        } else {
+            with_win(win, |w| w.name.clone())?
+        };
         // SAFETY: the caller passes a buffer of MPI_MAX_OBJECT_NAME chars and an int*.
         unsafe { out_str(win_name, MPI_MAX_OBJECT_NAME, resultlen, &name) }
     }
@@ -362,5 +372,84 @@ mpi_fn! {
                 None => out(flag, 0),
             }
         }
+    }
+}
+
+/// MPI_Win_shared_query(_c): (size, disp_unit, base) of `rank`'s memory. Without shared
+/// memory windows, only a process's own memory is directly addressable: other ranks
+/// (and MPI_PROC_NULL) report no memory, which MPI 4.1 12.2.3 allows for windows not made
+/// by MPI_Win_allocate_shared.
+fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)> {
+    with_win(win, |w| {
+        let n = w.group.len() as c_int;
+        if rank != MPI_PROC_NULL && !(0..n).contains(&rank) {
+            return Err(crate::mpi_err!(
+                MPI_ERR_RANK,
+                "invalid rank {rank} in a window of {n} processes"
+            ));
+        }
+        Ok(if rank == w.rank as c_int {
+            (w.attrs.size, w.attrs.disp_unit, w.base)
+        } else {
+            (0, w.attrs.disp_unit, 0)
+        })
+    })?
+}
+
+mpi_fn! {
+    fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint,
+        disp_unit: *mut c_int, baseptr: *mut c_void) on ErrObj::Win(win) => {
+        let (s, d, b) = shared_query(win, rank)?;
+        // SAFETY: the caller passes MPI_Aint*, int* and void** (as void*) outputs.
+        unsafe {
+            out(size, s)?;
+            out(disp_unit, d)?;
+            out(baseptr.cast::<*mut c_void>(), b as *mut c_void)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_shared_query_c(win: MPI_Win, rank: c_int, size: *mut MPI_Aint,
+        disp_unit: *mut MPI_Aint, baseptr: *mut c_void) on ErrObj::Win(win) => {
+        let (s, d, b) = shared_query(win, rank)?;
+        // SAFETY: the caller passes MPI_Aint*, MPI_Aint* and void** (as void*) outputs.
+        unsafe {
+            out(size, s)?;
+            out(disp_unit, MPI_Aint::from(d))?;
+            out(baseptr.cast::<*mut c_void>(), b as *mut c_void)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) on ErrObj::Win(win) => {
+        with_win(win, |w| {
+            if w.attrs.flavor != MPI_WIN_FLAVOR_DYNAMIC {
+                return Err(MpiError::new(MPI_ERR_RMA_FLAVOR,
+                    "MPI_Win_attach needs a window made by MPI_Win_create_dynamic"));
+            }
+            if size < 0 {
+                return Err(crate::mpi_err!(MPI_ERR_SIZE, "negative size {size}"));
+            }
+            w.attached.push((base as usize, size));
+            Ok(())
+        })?
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_detach(win: MPI_Win, base: *const c_void) on ErrObj::Win(win) => {
+        with_win(win, |w| {
+            if w.attrs.flavor != MPI_WIN_FLAVOR_DYNAMIC {
+                return Err(MpiError::new(MPI_ERR_RMA_FLAVOR,
+                    "MPI_Win_detach needs a window made by MPI_Win_create_dynamic"));
+            }
+            let i = w.attached.iter().position(|a| a.0 == base as usize).ok_or_else(|| {
+                crate::mpi_err!(MPI_ERR_RMA_ATTACH, "no memory attached at {base:p}")
+            })?;
+            w.attached.remove(i);
+            Ok(())
+        })?
     }
 }

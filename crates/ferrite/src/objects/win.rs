@@ -34,6 +34,10 @@ pub struct Win {
     pub info: Info,
     /// Memory MPI_Win_allocate made for this window (8-byte aligned), freed with it.
     pub memory: Option<Box<[u64]>>,
+    /// Regions MPI_Win_attach added to a dynamic window: (base, size).
+    pub attached: Vec<(usize, MPI_Aint)>,
+    /// This process's rank in the window's group.
+    pub rank: u32,
 }
 
 pub struct Wins {
