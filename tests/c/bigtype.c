@@ -107,6 +107,23 @@ int main(int argc, char **argv)
     CHECK(tlb == 5 * (1 << 13) * 4 && tex == 2 * (1 << 13) * 4, "subarray_c true extent (%ld, %ld)",
           (long)tlb, (long)tex);
 
+    /* darray_c: 2^33 chars dealt cyclic(3) over 4 processes; the parts add up. */
+    MPI_Count gs[1] = {8 * G}, total = 0;
+    int dist[1] = {MPI_DISTRIBUTE_CYCLIC}, darg[1] = {3}, psz[1] = {4};
+    for (int r = 0; r < 4; r++) {
+        MPI_Datatype da;
+        MPI_CHECK(MPI_Type_create_darray_c(4, r, 1, gs, dist, darg, psz, MPI_ORDER_C, MPI_CHAR, &da));
+        MPI_Count s = -1, l = -1, e = -1;
+        MPI_CHECK(MPI_Type_size_c(da, &s));
+        MPI_CHECK(MPI_Type_get_extent_c(da, &l, &e));
+        CHECK(l == 0 && e == 8 * G, "darray_c rank %d: extent (%lld, %lld)", r, (long long)l,
+              (long long)e);
+        total += s;
+        MPI_CHECK(MPI_Type_free(&da));
+    }
+    CHECK(total == 8 * G, "darray_c parts add up to %lld, expected %lld", (long long)total,
+          (long long)(8 * G));
+
     /* resized: an int with a 2^33-byte extent. */
     MPI_Datatype rz;
     MPI_CHECK(MPI_Type_create_resized_c(MPI_INT, -G, 8 * G, &rz));

@@ -575,22 +575,23 @@ impl Datatype {
         order_c: bool,
         old: &Datatype,
     ) -> Datatype {
-        let runs: Vec<Vec<(usize, usize)>> = subsizes
+        let runs: Vec<Runs> = subsizes
             .iter()
             .zip(starts)
-            .map(|(&n, &s)| vec![(s, n)])
+            .map(|(&n, &s)| Runs {
+                start: s,
+                len: n,
+                step: 0,
+                count: 1,
+                tail: 0,
+            })
             .collect();
         Self::grid(sizes, &runs, order_c, old)
     }
 
     /// A type selecting, in each dimension d of an array of `sizes`, the index runs
-    /// `runs[d]` (start, length). The result has lb 0 and the whole array as its extent.
-    fn grid(
-        sizes: &[usize],
-        runs: &[Vec<(usize, usize)>],
-        order_c: bool,
-        old: &Datatype,
-    ) -> Datatype {
+    /// `runs[d]`. The result has lb 0 and the whole array as its extent.
+    fn grid(sizes: &[usize], runs: &[Runs], order_c: bool, old: &Datatype) -> Datatype {
         let dims: Vec<usize> = if order_c {
             (0..sizes.len()).rev().collect()
         } else {
@@ -600,12 +601,17 @@ impl Datatype {
         let mut t = Self::resized(old, 0, old.extent);
         let mut stride = old.extent;
         for d in dims {
-            let blocks: Vec<(isize, usize)> = runs[d]
-                .iter()
-                .map(|&(s, n)| (s as isize * stride, n))
-                .collect();
+            // `count` runs of `len` at `start + k * step`, then one of `tail` elements.
+            let r = runs[d];
+            let regular = Self::hvector(r.count, r.len, r.step as isize * stride, &t);
+            let tail_at = r.start + r.count * r.step;
+            let mut parts = vec![(r.start as isize * stride, 1, &regular)];
+            if r.tail > 0 {
+                parts.push((tail_at as isize * stride, r.tail, &t));
+            }
+            let picked = Self::from_blocks(&parts);
             let next = stride * sizes[d] as isize;
-            t = Self::resized(&Self::hindexed(&blocks, &t), 0, next);
+            t = Self::resized(&picked, 0, next);
             stride = next;
         }
         t
@@ -634,7 +640,7 @@ impl Datatype {
             let (g, p, c) = (gsizes[d], psizes[d], coords[d]);
             let (dist, darg) = distribs[d];
             let mine = match dist {
-                MPI_DISTRIBUTE_NONE => vec![(0, g)],
+                MPI_DISTRIBUTE_NONE => Runs::one(0, g),
                 MPI_DISTRIBUTE_BLOCK => {
                     let b = if darg == MPI_DISTRIBUTE_DFLT_DARG {
                         g.div_ceil(p)
@@ -648,7 +654,7 @@ impl Datatype {
                         ));
                     }
                     let s = (c * b).min(g);
-                    vec![(s, b.min(g - s))]
+                    Runs::one(s, b.min(g - s))
                 }
                 MPI_DISTRIBUTE_CYCLIC => {
                     let b = if darg == MPI_DISTRIBUTE_DFLT_DARG {
@@ -656,13 +662,22 @@ impl Datatype {
                     } else {
                         darg as usize
                     };
-                    let mut v = Vec::new();
-                    let mut s = c * b;
-                    while s < g {
-                        v.push((s, b.min(g - s)));
-                        s += b * p;
+                    // Blocks of b at c*b + k*b*p while they fit whole, then a partial one:
+                    // a regular pattern, kept as one vector however long the dimension.
+                    let (start, step) = (c * b, b * p);
+                    let whole = if start + b <= g {
+                        (g - start - b) / step + 1
+                    } else {
+                        0
+                    };
+                    let next = start + whole * step;
+                    Runs {
+                        start,
+                        len: b,
+                        step,
+                        count: whole,
+                        tail: g.saturating_sub(next).min(b),
                     }
-                    v
                 }
                 _ => {
                     return Err(crate::mpi_err!(
@@ -671,9 +686,32 @@ impl Datatype {
                     ))
                 }
             };
-            runs.push(mine.into_iter().filter(|r| r.1 > 0).collect());
+            runs.push(mine);
         }
         Ok(Self::grid(gsizes, &runs, order_c, old))
+    }
+}
+
+/// The indices a dimension of a subarray or darray selects: `count` runs of `len` starting
+/// at `start + k * step`, then a run of `tail` right after the last step.
+#[derive(Clone, Copy, Debug)]
+struct Runs {
+    start: usize,
+    len: usize,
+    step: usize,
+    count: usize,
+    tail: usize,
+}
+
+impl Runs {
+    fn one(start: usize, len: usize) -> Runs {
+        Runs {
+            start,
+            len,
+            step: 0,
+            count: usize::from(len > 0),
+            tail: 0,
+        }
     }
 }
 

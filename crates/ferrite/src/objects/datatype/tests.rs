@@ -560,3 +560,24 @@ fn counts_beyond_an_int_are_computed_not_expanded() {
     let s = Datatype::structure(&[(0, 1, &int), (8 << 30, 3, &int)]);
     assert_eq!((s.lb, s.extent, s.size), (0, (8 << 30) + 12, 16));
 }
+
+#[test]
+fn cyclic_darray_of_a_huge_dimension_is_a_few_nodes() {
+    // 2^33 bytes dealt cyclic(3) over 4 processes: the ranks' sizes add up to the array,
+    // and each type is a vector plus a tail, not 2^31 blocks.
+    let g = 1usize << 33;
+    let byte = Datatype::basic(1);
+    let mut total = 0;
+    for rank in 0..4 {
+        let t =
+            Datatype::darray(rank, &[g], &[(MPI_DISTRIBUTE_CYCLIC, 3)], &[4], true, &byte).unwrap();
+        assert_eq!((t.lb, t.extent), (0, g as isize));
+        assert!(t.node_count() <= 4, "{} nodes", t.node_count());
+        total += t.size;
+    }
+    assert_eq!(total, g);
+    // Small case against the direct enumeration: 10 elements cyclic(3) over 2 processes.
+    let t = Datatype::darray(1, &[10], &[(MPI_DISTRIBUTE_CYCLIC, 3)], &[2], true, &byte).unwrap();
+    let src: Vec<u8> = (0..10).collect();
+    assert_eq!(pack_all(&t, &src, 1), vec![3, 4, 5, 9]);
+}
