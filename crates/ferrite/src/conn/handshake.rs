@@ -682,6 +682,22 @@ impl Cm {
         }
     }
 
+    /// Hands the connection to `peer` over to the driver, which closes it with its own close
+    /// protocol (draining what is in flight both ways). The attempt is over for the machine at
+    /// once: a newer attempt from either side may start while the old socket still drains.
+    /// Returns the connection's socket, if connected.
+    pub fn detach(&mut self, peer: Proc) -> Option<SockId> {
+        let p = self.peer(peer);
+        let CmState::Connected { sock, id } = p.state else {
+            return None;
+        };
+        p.state = CmState::Idle;
+        p.floor = p.floor.max(Some(id));
+        self.set_timer(peer, None);
+        self.socks.remove(&sock);
+        Some(sock)
+    }
+
     /// The listening socket accepted a connection: returns its id. Its first bytes must be a
     /// hello (fed to [`Cm::received`]) within `rto_max`, or it is closed.
     pub fn accepted(&mut self, now: Micros) -> SockId {
@@ -1213,6 +1229,73 @@ mod tests {
                 attempt: id
             }));
         assert_eq!(hi.state(1), PeerState::Idle);
+    }
+
+    /// Connects `a` to `b` by `a`'s dial; returns (a's socket, b's socket).
+    fn cm_connect(a: &mut Cm, b: &mut Cm, now: Micros) -> (SockId, SockId) {
+        a.connect(b.rank, now);
+        let Some(Action::Connect { sock: out, .. }) = actions(a).pop() else {
+            panic!("no Connect")
+        };
+        a.socket_connected(out, now);
+        let Some(Action::Send { bytes: hello, .. }) = actions(a).pop() else {
+            panic!("no hello")
+        };
+        let inn = b.accepted(now);
+        b.received(inn, &hello, now);
+        let Some(Action::Send { bytes: ack, .. }) = actions(b).pop() else {
+            panic!("no answer")
+        };
+        a.received(out, &ack, now);
+        (out, inn)
+    }
+
+    #[test]
+    fn cm_detached_connections_make_way_for_newer_attempts_from_either_side() {
+        let (mut lo, mut hi) = (cm(1), cm(2));
+        let (out, inn) = cm_connect(&mut lo, &mut hi, 0);
+        let first = AttemptId {
+            gen: 1,
+            initiator: 1,
+        };
+        assert_eq!(hi.state(1), PeerState::Connected(first));
+        // Both let go (the driver's close protocol owns the sockets now): no action, no event.
+        assert_eq!((lo.detach(2), hi.detach(1)), (Some(out), Some(inn)));
+        assert_eq!((lo.detach(2), lo.state(2)), (None, PeerState::Idle));
+        assert!(actions(&mut lo).is_empty() && actions(&mut hi).is_empty());
+        let (ev_lo, ev_hi): (Vec<_>, Vec<_>) = (
+            std::iter::from_fn(|| lo.poll_event()).collect(),
+            std::iter::from_fn(|| hi.poll_event()).collect(),
+        );
+        assert_eq!((ev_lo.len(), ev_hi.len()), (1, 1)); // the first Connected only
+                                                        // The other side dials next: a newer generation, accepted.
+        cm_connect(&mut hi, &mut lo, 1);
+        let second = AttemptId {
+            gen: 2,
+            initiator: 2,
+        };
+        assert_eq!(lo.state(2), PeerState::Connected(second));
+        assert_eq!(hi.state(1), PeerState::Connected(second));
+        // A replayed hello of the first attempt is stale now.
+        lo.detach(2);
+        hi.detach(1);
+        let s = hi.accepted(2);
+        let old_hello = lo.hello(Kind::Hello, 2, 1, 0);
+        hi.received(s, &old_hello, 2);
+        assert_eq!(hi.state(1), PeerState::Idle);
+        let refused = actions(&mut hi);
+        assert!(
+            matches!(&refused[..], [Action::Send { bytes, .. }, Action::Close { .. }] if bytes[24] == REFUSED)
+        );
+        // And a third attempt from the first dialer goes through.
+        cm_connect(&mut lo, &mut hi, 3);
+        assert_eq!(
+            hi.state(1),
+            PeerState::Connected(AttemptId {
+                gen: 3,
+                initiator: 1
+            })
+        );
     }
 
     #[test]

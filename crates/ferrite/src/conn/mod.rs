@@ -29,7 +29,7 @@ pub type Micros = u64;
 
 /// Knobs of the connection manager. The lead moves these into `runtime/config.rs` KNOBS when
 /// the connection manager is wired in.
-/// (`FERRITE_CONN` is live: it is in KNOBS.)
+/// (`FERRITE_CONN` and `FERRITE_CONN_MAX` are live: they are in KNOBS.)
 pub const CONN_KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_CONN_SETUP",
@@ -40,11 +40,6 @@ pub const CONN_KNOBS: &[Knob] = &[
         name: "FERRITE_CONN_THRESHOLD",
         default: "16",
         doc: "Adaptive policy: messages to a peer over datagrams before a connection is opened.",
-    },
-    Knob {
-        name: "FERRITE_CONN_MAX",
-        default: "0",
-        doc: "Most connections open at once (LRU eviction beyond); 0: from the open-file limit.",
     },
     Knob {
         name: "FERRITE_CONN_IDLE_MS",
@@ -63,6 +58,6 @@ mod tests {
             assert!(k.name.starts_with("FERRITE_CONN"), "{}", k.name);
             assert!(!k.doc.is_empty() && !k.default.is_empty());
         }
-        assert_eq!(CONN_KNOBS.len(), 4);
+        assert_eq!(CONN_KNOBS.len(), 3);
     }
 }

@@ -663,6 +663,13 @@ impl<M> Policy<M> {
         self.actions.pop_front()
     }
 
+    /// Whether a connection to `peer` is being set up (by us or, its slot reserved, the peer).
+    pub fn opening(&self, peer: Proc) -> bool {
+        self.peers
+            .get(&peer)
+            .is_some_and(|p| matches!(p.state, State::Opening(_)))
+    }
+
     /// Whether messages to `peer` go over its connection now.
     pub fn is_open(&self, peer: Proc) -> bool {
         self.peers

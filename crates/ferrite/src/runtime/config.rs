@@ -78,6 +78,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "tcp connection policy: static (all at MPI_Init), ondemand, partial (±2^k at init).",
     },
     Knob {
+        name: "FERRITE_CONN_MAX",
+        default: "0",
+        doc: "Most tcp connections open at once (LRU eviction beyond); 0: half the open-file limit.",
+    },
+    Knob {
         name: "FERRITE_REPORT",
         default: "0",
         doc: "At MPI_Finalize rank 0 prints connection/traffic/RSS counters (1) or writes JSON (a path).",

@@ -1,5 +1,5 @@
-//! One stream's bytes: framing (a 4-byte little-endian length before each packet; the length
-//! `BYE` marks a clean close), the per-peer queue of pending frames written with vectored
+//! One stream's bytes: framing (a 4-byte little-endian length before each packet; the lengths
+//! `BYE`, `CLOSE` and `CLOSE_ACK` are control frames), the per-peer queue of pending frames written with vectored
 //! `sendmsg` (never blocking, never raising SIGPIPE), and reassembly of received frames.
 
 use std::collections::VecDeque;
@@ -9,6 +9,12 @@ use std::os::unix::io::RawFd;
 pub const HEADER: usize = 4;
 /// A frame length that is no packet: the peer is closing cleanly (MPI_Finalize).
 pub const BYE: u32 = u32::MAX;
+/// A frame length that is no packet: the sender sends nothing more on this connection (it is
+/// closed to make room or for idleness; a new one may follow).
+pub const CLOSE: u32 = u32::MAX - 1;
+/// A frame length that is no packet: the sender has read the peer's `CLOSE`, so everything
+/// the peer sent on this connection.
+pub const CLOSE_ACK: u32 = u32::MAX - 2;
 /// Most slices handed to one sendmsg.
 const MAX_IOV: usize = 64;
 
@@ -126,6 +132,8 @@ pub struct RecvBuf {
 pub enum Frame<'a> {
     Packet(&'a [u8]),
     Bye,
+    Close,
+    CloseAck,
 }
 
 impl RecvBuf {
@@ -176,6 +184,11 @@ impl RecvBuf {
         }
     }
 
+    /// The first `n` bytes, left in place, if they have all arrived.
+    pub fn peek(&self, n: usize) -> Option<&[u8]> {
+        (self.buffered() >= n).then(|| &self.buf[self.start..self.start + n])
+    }
+
     /// The first `n` bytes, consumed, if they have all arrived.
     pub fn take(&mut self, n: usize) -> Option<&[u8]> {
         if self.buffered() < n {
@@ -202,9 +215,15 @@ impl RecvBuf {
                 .try_into()
                 .unwrap(),
         );
-        if len == BYE {
+        let control = match len {
+            BYE => Some(Frame::Bye),
+            CLOSE => Some(Frame::Close),
+            CLOSE_ACK => Some(Frame::CloseAck),
+            _ => None,
+        };
+        if let Some(f) = control {
             self.start += HEADER;
-            return Ok(Some(Frame::Bye));
+            return Ok(Some(f));
         }
         if len as usize > max {
             return Err(len);
@@ -228,7 +247,7 @@ impl RecvBuf {
                 .try_into()
                 .unwrap(),
         );
-        if len == BYE {
+        if matches!(len, BYE | CLOSE | CLOSE_ACK) {
             HEADER
         } else {
             HEADER + len as usize

@@ -17,7 +17,7 @@ use super::{Proc, Transport, TransportStats};
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::conn::handshake::{self, Action, Cm, Event, SockId, HELLO_LEN};
 use crate::conn::policy::{self, Policy};
-use crate::conn::Micros;
+use crate::conn::{wire, Micros};
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::config;
@@ -43,6 +43,8 @@ pub struct TcpConfig {
     pub connect_retries: u32,
     /// Which peers get a connection when (FERRITE_CONN; adaptive is refused: it needs udp).
     pub policy: policy::Kind,
+    /// Most connections open at once (FERRITE_CONN_MAX; 0 there: from the open-file limit).
+    pub max_conns: usize,
 }
 
 impl TcpConfig {
@@ -64,8 +66,28 @@ impl TcpConfig {
             linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
             connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
             policy: conn_policy()?,
+            max_conns: conn_max(),
         })
     }
+}
+
+/// FERRITE_CONN_MAX, or half the soft open-file limit (less a reserve) when it is 0.
+pub fn conn_max() -> usize {
+    let max: usize = config::get("FERRITE_CONN_MAX");
+    if max > 0 {
+        return max;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscall writing into `lim`.
+    let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    };
+    policy::max_from_fd_limit(nofile)
 }
 
 /// FERRITE_CONN, checked: the policies the tcp transport can run.
@@ -108,13 +130,31 @@ struct Sock {
     bye: bool,
     /// Current epoll interest.
     events: u32,
+    /// The connection is being closed (see `start_close`).
+    closing: Option<Closing>,
+    /// Once closing: the frames still to go on this connection (the peer's queue moved here),
+    /// ending with our CLOSE (and CLOSE_ACK).
+    cq: SendQueue,
+}
+
+/// Close progress of a connection. Each side sends CLOSE after its last frame, and answers the
+/// peer's CLOSE with CLOSE_ACK; a side is done when it has both (everything the peer sent has
+/// arrived, and the peer has read everything we sent) and its own frames are out. Then it
+/// closes the socket without losing anything, and a new connection may carry later packets.
+#[derive(Clone, Copy, Debug, Default)]
+struct Closing {
+    got_close: bool,
+    got_ack: bool,
 }
 
 #[derive(Default)]
 struct Peer {
     q: SendQueue,
-    /// The socket carrying the connection, once up.
+    /// The socket carrying the connection, once up. While an old connection still closes
+    /// (`closing`), a new one the peer opened waits here, neither read nor written.
     sock: Option<SockId>,
+    /// The old connection being closed.
+    closing: Option<SockId>,
     /// Why sends to this peer fail now.
     failed: Option<String>,
     /// The last dial problem, for the message if the peer is given up.
@@ -142,6 +182,12 @@ pub struct Tcp {
     peers: HashMap<Proc, Peer>,
     /// Packets to ourselves (when `self` is not in FERRITE_TRANSPORTS).
     own: VecDeque<Vec<u8>>,
+    /// Known with the cm machine: checks hellos held back for the budget.
+    secret: Option<u64>,
+    /// Accepted sockets whose hello waits for room under the budget (`Policy::may_accept`).
+    held: Vec<SockId>,
+    /// New connections whose old one finished closing: read what they buffered meanwhile.
+    resume: Vec<SockId>,
     t0: Instant,
     stats: TransportStats,
 }
@@ -171,6 +217,7 @@ impl Tcp {
             ));
         }
         let kind = cfg.policy;
+        let max_open = cfg.max_conns;
         let mut tcp = Tcp {
             rank,
             size,
@@ -186,10 +233,9 @@ impl Tcp {
                     kind,
                     threshold_msgs: 1,
                     threshold_bytes: 0,
-                    // No budget: closing a tcp connection is final today (the peer reads it as
-                    // our end), so nothing may be evicted and reopened.
-                    max_open: usize::MAX,
+                    max_open: max_open.max(1),
                     idle: 0,
+                    // Under the cm machine's 2 s for an accepted socket's hello.
                     hold_max: 1_000_000,
                 },
             ),
@@ -197,6 +243,9 @@ impl Tcp {
             socks: HashMap::new(),
             peers: HashMap::new(),
             own: VecDeque::new(),
+            secret: None,
+            held: Vec::new(),
+            resume: Vec::new(),
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
@@ -229,6 +278,7 @@ impl Tcp {
     fn cm(&mut self) -> MpiResult<&mut Cm> {
         if self.cm.is_none() {
             let secret = self.board.secret()?;
+            self.secret = Some(secret);
             let mut hs = handshake::Config::new(self.size);
             hs.max_retries = self.cfg.connect_retries;
             self.cm = Some(Cm::new(self.rank, secret, hs));
@@ -269,6 +319,9 @@ impl Tcp {
                     if p.sock == Some(sid) {
                         p.sock = None;
                     }
+                    if p.closing == Some(sid) {
+                        p.closing = None;
+                    }
                 }
             }
         }
@@ -278,12 +331,22 @@ impl Tcp {
         let Some(s) = self.socks.get(&sid) else {
             return;
         };
-        let queued = match (s.phase, s.peer) {
-            (Phase::Up, Some(p)) => self.peers.get(&p).is_some_and(|p| !p.q.is_empty()),
+        let peer = s.peer.and_then(|p| self.peers.get(&p));
+        // A new connection waits (unread, unwritten) until the old one has closed.
+        let blocked = s.phase == Phase::Up
+            && s.closing.is_none()
+            && peer.is_some_and(|p| p.closing.is_some());
+        let queued = match (s.phase, peer) {
+            _ if s.closing.is_some() => !s.cq.is_empty(),
+            (Phase::Up, Some(p)) => !blocked && !p.q.is_empty(),
             _ => false,
         };
         let want_out = s.phase == Phase::Connecting || !s.ctl.is_empty() || queued;
-        let ev = libc::EPOLLIN as u32 | if want_out { libc::EPOLLOUT as u32 } else { 0 };
+        let ev = if blocked {
+            0
+        } else {
+            libc::EPOLLIN as u32 | if want_out { libc::EPOLLOUT as u32 } else { 0 }
+        };
         if ev != s.events {
             let fd = s.stream.as_raw_fd();
             if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, ev, sid.0).is_ok() {
@@ -307,10 +370,17 @@ impl Tcp {
                 Err(e) => broken = Some(e),
             }
         }
-        if broken.is_none() && s.ctl.is_empty() && s.phase == Phase::Up {
+        let closing = s.closing.is_some();
+        if broken.is_none() && s.ctl.is_empty() && closing {
+            if let Err(e) = s.cq.flush(fd) {
+                broken = Some(e);
+            }
+        } else if broken.is_none() && s.ctl.is_empty() && s.phase == Phase::Up {
             if let Some(p) = s.peer.and_then(|p| self.peers.get_mut(&p)) {
-                if let Err(e) = p.q.flush(fd) {
-                    broken = Some(e);
+                if p.sock == Some(sid) && p.closing.is_none() {
+                    if let Err(e) = p.q.flush(fd) {
+                        broken = Some(e);
+                    }
                 }
             }
         }
@@ -318,7 +388,102 @@ impl Tcp {
             self.sock_broken(sid, &format!("send failed: {e}"));
             return;
         }
+        if closing {
+            self.check_closed(sid);
+        }
         self.set_interest(sid);
+    }
+
+    /// Starts closing the connection to `peer`: by our decision (the policy's `Close`), or
+    /// answering the peer's CLOSE (`answer`). What is queued for the peer goes first, then
+    /// CLOSE_ACK (when answering) and CLOSE; later packets wait for a new connection. The cm
+    /// machine lets go of the connection at once, so a new attempt from either side may start
+    /// while this one drains.
+    fn start_close(&mut self, peer: Proc, answer: bool) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        let (Some(sid), None) = (p.sock, p.closing) else {
+            return;
+        };
+        p.sock = None;
+        p.closing = Some(sid);
+        let mut cq = std::mem::take(&mut p.q);
+        if answer {
+            cq.push(conn::CLOSE_ACK.to_le_bytes().to_vec());
+        }
+        cq.push(conn::CLOSE.to_le_bytes().to_vec());
+        if let Some(cm) = self.cm.as_mut() {
+            cm.detach(peer);
+        }
+        let s = self
+            .socks
+            .get_mut(&sid)
+            .expect("a peer's socket is registered");
+        s.cq = cq;
+        s.closing = Some(Closing {
+            got_close: answer,
+            got_ack: false,
+        });
+        self.flush_sock(sid);
+    }
+
+    /// A CLOSE or CLOSE_ACK arrived on `sid`.
+    fn on_close_frame(&mut self, sid: SockId, ack: bool) {
+        let Some(s) = self.socks.get_mut(&sid) else {
+            return;
+        };
+        let Some(peer) = s.peer else { return };
+        match (&mut s.closing, ack) {
+            (Some(c), true) => c.got_ack = true,
+            (Some(c), false) => {
+                // Both sides closed at once: answer, after our CLOSE.
+                if !c.got_close {
+                    c.got_close = true;
+                    s.cq.push(conn::CLOSE_ACK.to_le_bytes().to_vec());
+                }
+            }
+            (None, false) => {
+                self.policy.peer_closing(peer);
+                self.start_close(peer, true);
+                self.run_policy();
+                return;
+            }
+            // An ack for a close we never started: the stream is broken.
+            (None, true) => {
+                self.sock_broken(sid, "a CLOSE_ACK without a CLOSE");
+                return;
+            }
+        }
+        self.flush_sock(sid);
+    }
+
+    /// Finishes the close of `sid` once both sides are done with it.
+    fn check_closed(&mut self, sid: SockId) {
+        let Some(s) = self.socks.get(&sid) else {
+            return;
+        };
+        let done = s
+            .closing
+            .is_some_and(|c| c.got_close && c.got_ack && s.cq.is_empty() && s.ctl.is_empty());
+        let Some(peer) = s.peer.filter(|_| done) else {
+            return;
+        };
+        self.drop_sock(sid);
+        self.stats.conns_closed += 1;
+        let now = self.now();
+        match self.peers.get(&peer).and_then(|p| p.sock) {
+            Some(next) => {
+                // The peer's new connection takes over the old one's slot, and what it
+                // brought meanwhile is read now, after everything the old one carried.
+                self.policy.replaced(peer, 0, now);
+                self.resume.push(next);
+                self.flush_sock(next);
+            }
+            None => self.policy.closed(peer, now),
+        }
+        self.run_policy();
+        self.run_cm();
     }
 
     /// A socket failed or closed under us. An up connection that ends without the peer's BYE
@@ -328,6 +493,10 @@ impl Tcp {
             return;
         };
         let (peer, phase, clean) = (s.peer, s.phase, s.bye);
+        if s.closing.is_some_and(|c| c.got_close && c.got_ack) && s.cq.is_empty() {
+            self.check_closed(sid);
+            return;
+        }
         if clean {
             // The peer finalized. Answer with our BYE (best effort: it only tells the peer
             // that our EOF is a clean one too) in case we are not closing ourselves.
@@ -382,7 +551,13 @@ impl Tcp {
                     } else {
                         self.stats.conns_accepted += 1;
                     }
-                    self.peers.entry(peer).or_default().sock = Some(sid);
+                    let p = self.peers.entry(peer).or_default();
+                    p.sock = Some(sid);
+                    if p.closing.is_some() {
+                        // The old connection still drains: this one waits (`check_closed`).
+                        self.set_interest(sid);
+                        continue;
+                    }
                     let now = self.now();
                     self.policy.connected(peer, 0, now);
                     self.run_policy();
@@ -426,6 +601,8 @@ impl Tcp {
                             rbuf: RecvBuf::new(RECV_BUF_INITIAL),
                             bye: false,
                             events: (libc::EPOLLIN | libc::EPOLLOUT) as u32,
+                            closing: None,
+                            cq: SendQueue::default(),
                         };
                         self.add_sock(sock, s);
                     }
@@ -478,6 +655,8 @@ impl Tcp {
                         rbuf: RecvBuf::new(RECV_BUF_INITIAL),
                         bye: false,
                         events: libc::EPOLLIN as u32,
+                        closing: None,
+                        cq: SendQueue::default(),
                     };
                     self.add_sock(sid, s);
                 }
@@ -495,6 +674,7 @@ impl Tcp {
         let mut budget = 4 * self.cfg.max_packet.max(1 << 16);
         let max = self.cfg.max_packet;
         loop {
+            let now = self.now();
             let Some(s) = self.socks.get_mut(&sid) else {
                 return delivered;
             };
@@ -503,37 +683,86 @@ impl Tcp {
             }
             // Consume what is buffered.
             if s.phase == Phase::Hello {
+                // A peer's hello waits while the budget has no room for it (the peer's dial
+                // just waits for our answer); the hello is read again on every poll.
+                let mut asked = None;
+                if let (false, Some(h), Some(secret)) =
+                    (s.outgoing, s.rbuf.peek(HELLO_LEN), self.secret)
+                {
+                    if let Ok(w) = wire::decode_prefix(h, secret, self.rank, self.size) {
+                        if w.kind == wire::Kind::Hello {
+                            let ok = self.policy.may_accept(w.src, now);
+                            if !ok {
+                                if !self.held.contains(&sid) {
+                                    self.held.push(sid);
+                                }
+                                self.run_policy();
+                                return delivered;
+                            }
+                            asked = Some(w.src);
+                        }
+                    }
+                }
                 if let Some(h) = s.rbuf.take(HELLO_LEN) {
                     let h = h.to_vec();
-                    let now = self.now();
+                    self.held.retain(|&x| x != sid);
                     if let Some(cm) = self.cm.as_mut() {
                         let before = cm.stats().drops.total();
                         cm.received(sid, &h, now);
                         self.stats.strangers_dropped += cm.stats().drops.total() - before;
+                        if let Some(src) = asked {
+                            if cm.socket_of(src) != Some(sid) {
+                                // Refused (stale or a lost race): the slot is not needed.
+                                self.policy.release(src, now);
+                            }
+                        }
                     }
+                    self.run_policy();
                     self.run_cm();
                     continue;
                 }
             } else if let Some(peer) = s.peer {
+                if s.closing.is_none() && self.peers.get(&peer).is_some_and(|p| p.closing.is_some())
+                {
+                    return delivered; // a new connection waits for the old one's close
+                }
                 let mut bad = None;
+                let mut control = None;
+                let mut got = 0;
                 loop {
                     match s.rbuf.next_frame(max) {
                         Ok(Some(Frame::Packet(p))) => {
                             self.stats.packets_received += 1;
                             self.stats.bytes_received += p.len() as u64;
                             delivered += 1;
+                            got += 1;
                             if !self.peers.get(&peer).is_some_and(|q| q.used) {
                                 self.peers.entry(peer).or_default().used = true;
                             }
                             deliver(peer, p);
                         }
                         Ok(Some(Frame::Bye)) => s.bye = true,
+                        Ok(Some(Frame::Close)) => {
+                            control = Some(false);
+                            break;
+                        }
+                        Ok(Some(Frame::CloseAck)) => {
+                            control = Some(true);
+                            break;
+                        }
                         Ok(None) => break,
                         Err(len) => {
                             bad = Some(len);
                             break;
                         }
                     }
+                }
+                if got > 0 {
+                    self.policy.received(peer, now);
+                }
+                if let Some(ack) = control {
+                    self.on_close_frame(sid, ack);
+                    continue;
                 }
                 if let Some(len) = bad {
                     self.stats.corrupt_dropped += 1;
@@ -607,10 +836,16 @@ impl Tcp {
                         }
                     }
                 }
-                // Without a budget the policy never closes (see `Tcp::new`).
-                policy::Action::Close { .. }
-                | policy::Action::Flush { .. }
-                | policy::Action::Failed { .. } => {}
+                policy::Action::Close { peer, .. } => {
+                    if self.peers.get(&peer).is_some_and(|p| p.sock.is_some()) {
+                        self.start_close(peer, false);
+                    } else {
+                        // Nothing to close after all (it broke meanwhile): let the policy know.
+                        let now = self.now();
+                        self.policy.closed(peer, now);
+                    }
+                }
+                policy::Action::Flush { .. } | policy::Action::Failed { .. } => {}
             }
         }
     }
@@ -654,7 +889,13 @@ impl Tcp {
 
     /// Unwritten bytes to peers (MPI_Finalize waits for none).
     pub fn pending_bytes(&self) -> usize {
-        self.peers.values().map(|p| p.q.bytes()).sum()
+        self.peers.values().map(|p| p.q.bytes()).sum::<usize>()
+            + self.socks.values().map(|s| s.cq.bytes()).sum::<usize>()
+    }
+
+    /// Some connection is still being closed.
+    fn closing(&self) -> bool {
+        self.peers.values().any(|p| p.closing.is_some())
     }
 
     /// Drives every socket (accept, connect, handshakes, reads, writes), waiting up to
@@ -662,6 +903,18 @@ impl Tcp {
     fn drive(&mut self, deliver: &mut dyn FnMut(Proc, &[u8]), timeout_ms: i32) -> usize {
         self.timers();
         let mut n = 0;
+        for sid in std::mem::take(&mut self.resume) {
+            n += self.read_sock(sid, deliver);
+        }
+        for sid in self.held.clone() {
+            n += self.read_sock(sid, deliver);
+        }
+        // Sleep only when nothing waits on us (a held hello is asked about again soon).
+        let timeout_ms = if self.held.is_empty() || timeout_ms == 0 {
+            timeout_ms
+        } else {
+            timeout_ms.clamp(0, 10)
+        };
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
         // SAFETY: evs is valid for 64 events.
         let k = unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 64, timeout_ms) };
@@ -730,9 +983,20 @@ impl Transport for Tcp {
             self.stats.no_room += 1;
             return Ok(false);
         }
+        // The policy keeps the LRU order and asks for the connection (making room under the
+        // budget first); the packets themselves wait in the peer's queue, in order.
+        let now = self.now();
+        self.cm()?;
+        let _ = self.policy.send(to, (), len, now);
+        self.run_policy();
+        let p = self.peers.entry(to).or_default();
+        if let Some(why) = &p.failed {
+            return Err(mpi_err!(MPI_ERR_OTHER, "tcp transport: {why}"));
+        }
         let hdr = conn::header(len);
         let mut written = 0;
-        if let (Some(sid), true) = (p.sock, p.q.is_empty()) {
+        let usable = p.sock.filter(|_| p.closing.is_none());
+        if let (Some(sid), true) = (usable, p.q.is_empty()) {
             // Up and nothing waiting: straight from the caller's buffers.
             let s = &self.socks[&sid];
             if s.ctl.is_empty() {
@@ -766,23 +1030,20 @@ impl Transport for Tcp {
             }
             let p = self.peers.get_mut(&to).expect("present");
             p.q.push(frame);
-            match p.sock {
-                Some(sid) => self.set_interest(sid),
-                None => {
-                    // The policy asks for the connection on the first packet; later ones
-                    // only wait with it in the peer's queue.
-                    let now = self.now();
-                    self.cm()?;
-                    let _ = self.policy.send(to, (), len, now);
-                    self.run_policy();
+            match (p.sock, p.closing) {
+                (Some(sid), None) => self.set_interest(sid),
+                (None, None) => {
                     // The policy asked once; if the attempt it found under way (the peer's)
                     // has since ended without a connection, packets still wait: dial again.
+                    // (Not while it waits for room or for an old connection's close.)
+                    let opening = self.policy.opening(to);
                     let cm = self.cm()?;
-                    if cm.state(to) == handshake::PeerState::Idle {
+                    if opening && cm.state(to) == handshake::PeerState::Idle {
                         cm.connect(to, now);
                     }
                     self.run_cm();
                 }
+                _ => {}
             }
         }
         Ok(true)
@@ -844,13 +1105,13 @@ impl Transport for Tcp {
     fn shutdown(&mut self) {
         let deadline = Instant::now() + std::time::Duration::from_millis(self.cfg.linger_ms);
         let left = |d: Instant| d.saturating_duration_since(Instant::now()).as_millis() as i32;
-        while self.pending_bytes() > 0 && left(deadline) > 0 {
+        while (self.pending_bytes() > 0 || self.closing()) && left(deadline) > 0 {
             self.drive(&mut |_, _| {}, left(deadline).min(10));
         }
         let up: Vec<(Proc, SockId)> = self
             .peers
             .iter()
-            .filter(|(_, p)| p.failed.is_none())
+            .filter(|(_, p)| p.failed.is_none() && p.closing.is_none())
             .filter_map(|(&r, p)| p.sock.map(|s| (r, s)))
             .collect();
         for &(r, sid) in &up {

@@ -1,5 +1,6 @@
 use super::card::test_board::{secret_of, TestBoard};
 use super::*;
+use crate::conn::policy::CloseCause;
 use crate::conn::wire::{self, Kind};
 use crate::transport::Net;
 use std::io::{Read, Write};
@@ -23,6 +24,7 @@ fn cfg(sendq: usize) -> TcpConfig {
         linger_ms: 5000,
         connect_retries: 3,
         policy: crate::conn::policy::Kind::OnDemand,
+        max_conns: 1000,
     }
 }
 
@@ -404,9 +406,11 @@ fn frames_reassemble_across_any_split_and_oversize_lengths_are_refused() {
         wire.extend_from_slice(&conn::header(len));
         wire.extend((0..len).map(|i| (i * 7 + len) as u8));
     }
-    wire.extend_from_slice(&conn::BYE.to_le_bytes());
+    for c in [conn::CLOSE, conn::CLOSE_ACK, conn::BYE] {
+        wire.extend_from_slice(&c.to_le_bytes());
+    }
     let mut rb = RecvBuf::new(16);
-    let mut frames: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut frames: Vec<Result<Vec<u8>, &str>> = Vec::new();
     // Odd-sized chunks, so headers and bodies are split everywhere.
     for chunk in wire.chunks(13) {
         tx.write_all(chunk).unwrap();
@@ -414,16 +418,18 @@ fn frames_reassemble_across_any_split_and_oversize_lengths_are_refused() {
         while let Filled::Bytes(_) = rb.fill(rx.as_raw_fd(), need).unwrap() {}
         while let Some(f) = rb.next_frame(10_000).unwrap() {
             frames.push(match f {
-                Frame::Packet(p) => Some(p.to_vec()),
-                Frame::Bye => None,
+                Frame::Packet(p) => Ok(p.to_vec()),
+                Frame::Bye => Err("bye"),
+                Frame::Close => Err("close"),
+                Frame::CloseAck => Err("ack"),
             });
         }
         rb.compact();
     }
-    let want: Vec<Option<Vec<u8>>> = [0usize, 1, 5, 9000, 3]
+    let want: Vec<Result<Vec<u8>, &str>> = [0usize, 1, 5, 9000, 3]
         .iter()
-        .map(|&len| Some((0..len).map(|i| (i * 7 + len) as u8).collect()))
-        .chain(std::iter::once(None))
+        .map(|&len| Ok((0..len).map(|i| (i * 7 + len) as u8).collect()))
+        .chain([Err("close"), Err("ack"), Err("bye")])
         .collect();
     assert_eq!(frames, want);
     tx.write_all(&conn::header(10_001)).unwrap();
@@ -495,5 +501,235 @@ fn a_ring_opens_two_connections_per_rank_and_nothing_else() {
         );
         // State exists for the two neighbours only (one card fetched: the right one).
         assert_eq!(ep.peers.len(), 2, "rank {r}");
+    }
+}
+
+/// `n` endpoints with a connection budget of `max` each.
+fn budget_endpoints(tag: &str, n: u32, max: usize) -> (String, Vec<Tcp>) {
+    let j = job(tag);
+    let eps = (0..n)
+        .map(|r| {
+            let c = TcpConfig {
+                max_conns: max,
+                ..cfg(1 << 20)
+            };
+            Tcp::new(r, n, c, Box::new(TestBoard(j.clone()))).unwrap()
+        })
+        .collect();
+    (j, eps)
+}
+
+/// Every (from, to) stream in `got` is exactly messages 0..per, in order.
+fn check_streams(got: &Got, n: u32, per: u32) {
+    for (me, v) in got.iter().enumerate() {
+        for from in (0..n).filter(|&f| f != me as u32) {
+            let seq: Vec<u32> = v
+                .iter()
+                .filter(|(f, _)| *f == from)
+                .map(|(_, p)| {
+                    assert_eq!(p[..8], [from, me as u32].map(u32::to_le_bytes).concat()[..]);
+                    let k = u32::from_le_bytes(p[8..12].try_into().unwrap());
+                    assert!(
+                        p[12..].iter().all(|&b| b == k as u8),
+                        "{from} -> {me}: body"
+                    );
+                    k
+                })
+                .collect();
+            assert_eq!(seq, (0..per).collect::<Vec<_>>(), "{from} -> {me}");
+        }
+    }
+}
+
+fn msg(from: u32, to: u32, k: u32) -> Vec<u8> {
+    let mut b = [from, to, k].map(u32::to_le_bytes).concat();
+    // Some large enough to be split by the socket, so closes meet partly written frames.
+    b.resize(12 + (k as usize * 7919) % 40_000, k as u8);
+    b
+}
+
+#[test]
+fn a_budget_of_two_evicts_and_reopens_without_losing_or_reordering() {
+    let (n, per, max) = (6u32, 40u32, 2usize);
+    let (_j, mut eps) = budget_endpoints("budget", n, max);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    // Every endpoint talks to every other in turn while traffic flows both ways, so
+    // connections are evicted with frames in flight in either direction, closes cross, and
+    // peers dial back while an old connection still drains.
+    for k in 0..per {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            for d in 1..n {
+                // Every peer once per round, starting somewhere else each time.
+                let to = (r as u32 + 1 + (d - 1 + k) % (n - 1)) % n;
+                assert!(ep.try_send(to, &[&msg(r as u32, to, k)]).unwrap());
+            }
+        }
+        for _ in 0..(k % 4) * 5 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    let want = (per * (n - 1)) as usize;
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    check_streams(&got, n, per);
+    for (r, ep) in eps.iter().enumerate() {
+        let c = ep.stats().conn;
+        assert_eq!(c.failed, 0, "rank {r}");
+        assert!(
+            c.closed(CloseCause::Eviction) > 0,
+            "rank {r}: no eviction: {c:?}"
+        );
+        assert!(
+            c.open_peak <= (max as u64) + c.over_budget,
+            "rank {r}: peak {} over budget {max} (+{})",
+            c.open_peak,
+            c.over_budget
+        );
+        assert!(!ep.pending(), "rank {r}");
+    }
+    // The budget holds at rest: every endpoint ends with at most `max` sockets (plus any
+    // taken over budget), none half-closed.
+    pump(&mut eps, &mut got, |_| false);
+    for (r, ep) in eps.iter().enumerate() {
+        assert!(ep.peers.values().all(|p| p.closing.is_none()), "rank {r}");
+        assert!(
+            open_socks(ep) <= max + ep.stats().conn.over_budget as usize,
+            "rank {r}"
+        );
+    }
+    // Shutting down after all that is clean.
+    for ep in eps.iter_mut() {
+        ep.cfg.linger_ms = 200;
+    }
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for ep in eps.iter_mut() {
+            s.spawn(move || ep.shutdown());
+        }
+    });
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn closes_from_both_sides_at_once_and_a_dial_back_keep_order() {
+    // Budget 1 among 3: each new peer evicts the other, from both ends at once.
+    let (n, per) = (3u32, 30u32);
+    let (_j, mut eps) = budget_endpoints("cross", n, 1);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    let mut sent = vec![vec![0u32; n as usize]; n as usize];
+    for round in 0..per * 2 {
+        // 0 and 1 alternate between each other and 2; 2 answers whoever spoke last.
+        for r in 0..n {
+            let to = match r {
+                0 => [1, 2][(round % 2) as usize],
+                1 => [0, 2][(round % 2) as usize],
+                _ => round % 2,
+            };
+            let k = sent[r as usize][to as usize];
+            if k < per {
+                sent[r as usize][to as usize] += 1;
+                assert!(eps[r as usize].try_send(to, &[&msg(r, to, k)]).unwrap());
+            }
+        }
+        for _ in 0..round % 3 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    assert!(sent
+        .iter()
+        .enumerate()
+        .all(|(r, v)| v.iter().enumerate().all(|(t, &k)| r == t || k == per)));
+    let want = (per * (n - 1)) as usize;
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    check_streams(&got, n, per);
+    let evicted: u64 = eps
+        .iter()
+        .map(|e| e.stats().conn.closed(CloseCause::Eviction))
+        .sum();
+    assert!(evicted >= 3, "{evicted}");
+    for ep in &eps {
+        assert_eq!(ep.stats().conn.failed, 0);
+    }
+}
+
+#[test]
+fn a_new_connection_waits_until_the_old_one_has_drained() {
+    let (_j, mut eps) = endpoints("handoff", 2, 1 << 20);
+    let mut got: Got = Vec::new();
+    for k in 0..5 {
+        assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+        assert!(eps[1].try_send(0, &[&msg(1, 0, k)]).unwrap());
+    }
+    pump(&mut eps, &mut got, |g| g[0].len() == 5 && g[1].len() == 5);
+    // 0 closes (as the policy would for eviction); 1 reads the CLOSE and answers, sending
+    // more on the old connection first; 0 reads everything and is done.
+    eps[0].start_close(1, false);
+    assert!(eps[1].try_send(0, &[&msg(1, 0, 5)]).unwrap());
+    let old1 = eps[1].peers[&0].sock.expect("1 is still connected");
+    for _ in 0..100 {
+        eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
+        if eps[1].peers[&0].closing.is_some() {
+            break;
+        }
+    }
+    assert_eq!(eps[1].peers[&0].closing, Some(old1));
+    // 1 will not see 0's CLOSE_ACK before the new connection: hide the old socket from epoll.
+    let fd1 = eps[1].socks[&old1].stream.as_raw_fd();
+    eps[1].epoll_ctl(libc::EPOLL_CTL_DEL, fd1, 0, 0).unwrap();
+    for _ in 0..100 {
+        eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
+        if eps[0].peers[&1].closing.is_none() {
+            break;
+        }
+    }
+    assert!(eps[0].peers[&1].closing.is_none() && eps[0].peers[&1].sock.is_none());
+    assert_eq!(
+        got[0].len(),
+        6,
+        "what 1 sent before its close arrived first"
+    );
+    // 0 dials again; 1 (still closing) sends too: its packets wait for the close.
+    for k in 5..10 {
+        assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+    }
+    for k in 6..10 {
+        assert!(eps[1].try_send(0, &[&msg(1, 0, k)]).unwrap());
+    }
+    for _ in 0..2000 {
+        eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
+        eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
+        if eps[1].peers[&0].sock.is_some() {
+            break;
+        }
+    }
+    let new1 = eps[1].peers[&0]
+        .sock
+        .expect("the new connection is accepted");
+    assert_ne!(new1, old1);
+    for _ in 0..200 {
+        eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
+        eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
+    }
+    assert_eq!(
+        got[1].len(),
+        5,
+        "nothing from the new connection before the old one's end"
+    );
+    assert_eq!(got[0].len(), 6);
+    // The old socket's CLOSE_ACK arrives: the old connection ends and the new one takes over.
+    let ev = eps[1].socks[&old1].events;
+    eps[1]
+        .epoll_ctl(libc::EPOLL_CTL_ADD, fd1, ev, old1.0)
+        .unwrap();
+    pump(&mut eps, &mut got, |g| g[0].len() == 10 && g[1].len() == 10);
+    check_streams(&got, 2, 10);
+    for ep in &eps {
+        let s = ep.stats();
+        assert_eq!((s.conns_closed, s.conn.failed, open_socks(ep)), (1, 0, 1));
     }
 }
