@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Connection-management suite over tcp (FERRITE_TRANSPORTS=tcp,self): the connection counts
 # each policy opens, read from FERRITE_REPORT's JSON, for known patterns (tests/conn/pattern.c),
-# the refusal of FERRITE_CONN=adaptive, the text report, and a few C conformance programs
+# the budget FERRITE_CONN_MAX (eviction, peak), the refusal of FERRITE_CONN=adaptive, the text report, and a few C conformance programs
 # under static and partial. Ends with `conn: N passed, N failed`.
 # Knobs: PREFIX (default ./build), TEST_TIMEOUT (seconds per job, default 60).
 set -u
@@ -27,9 +27,10 @@ if ! $MPICC -O2 -Wall -o "$bin" "$here/pattern.c" >"$tmp/build.log" 2>&1; then
 fi
 
 # Runs the pattern under a policy and checks every rank's counts with a Python expression
-# over `r` (one rank's record) and `n`, e.g. "r['connections']['peak'] == 2".
-check() { # name policy np pattern expression
-    local name=$1 policy=$2 np=$3 pattern=$4 expr=$5
+# over `r` (one rank's record) and `n`, e.g. "r['connections']['peak'] == 2", and the
+# summary with an optional expression over `s`.
+check() { # name policy np pattern expression [summary-expression]
+    local name=$1 policy=$2 np=$3 pattern=$4 expr=$5 sexpr=${6:-True}
     local json=$tmp/$name.json log=$tmp/$name.log
     if ! FERRITE_CONN=$policy timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n "$np" --report="$json" \
             "$bin" "$pattern" >"$log" 2>&1; then
@@ -54,6 +55,7 @@ for r in ranks:
 s = doc["summary"]
 assert s["ranks"] == n
 assert abs(s["opened_per_rank"] - sum(sum(r["opened"].values()) for r in ranks) / n) < 1e-3
+assert $sexpr, "summary: %s" % json.dumps(s)
 PY
 )
     if [ $? -ne 0 ]; then ko "$name" "counts: $(echo "$why" | tail -n 1)"; return; fi
@@ -80,6 +82,21 @@ check partial-ring-16 partial 16 ring "$opened == 7 and r['opened']['first_messa
 # Peers beyond ±2^k are connected on demand.
 check partial-alltoall-16 partial 16 alltoall \
     "r['opened']['init'] == 7 and $opened == n - 1 and r['used'] == n - 1"
+
+# A budget: FERRITE_CONN_MAX with every pair talking (data checked by pattern.c). Peers'
+# hellos wait while no slot is free and least recently used connections are evicted (closed
+# without losing anything) and reopened, so a rank holds at most FERRITE_CONN_MAX, plus the
+# connections taken over budget (counted): a request held back 1 s, one taken to break a cycle
+# of ranks waiting for each other, or ours after waiting 1 s for a close (a peer blocked in
+# MPI_Finalize's PMI barrier does not answer one).
+budget() { # name np pattern max
+    FERRITE_CONN_MAX=$4 check "$1" ondemand "$2" "$3" \
+        "r['connections']['peak'] <= $4 + r['over_budget'] and r['connections']['max'] == $4 \
+         and r['closed']['eviction'] + r['closed']['peer'] > 0" "s['closed']['eviction'] > 0"
+}
+budget budget4-alltoall-16 16 alltoall 4
+budget budget1-ring-8 8 ring 1
+budget budget2-alltoall_coll-8 8 alltoall_coll 2
 
 # adaptive needs the udp transport: MPI_Init must refuse it, saying why.
 log=$tmp/adaptive.log

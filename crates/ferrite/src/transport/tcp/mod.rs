@@ -876,7 +876,7 @@ impl Tcp {
         })
     }
 
-    /// Fires the cm machine's timers that are due.
+    /// Fires the cm machine's and the policy's timers that are due.
     fn timers(&mut self) {
         let now = self.now();
         if let Some(cm) = self.cm.as_mut() {
@@ -884,6 +884,11 @@ impl Tcp {
                 cm.handle_timeout(now);
                 self.run_cm();
             }
+        }
+        if self.policy.poll_timeout().is_some_and(|t| t <= now) {
+            self.policy.handle_timeout(now);
+            self.run_policy();
+            self.run_cm();
         }
     }
 
@@ -1071,8 +1076,10 @@ impl Transport for Tcp {
             .cm
             .as_ref()
             .and_then(|c| c.poll_timeout())
-            .is_some_and(|t| t <= now);
-        self.own.is_empty() && !timer_due
+            .into_iter()
+            .chain(self.policy.poll_timeout())
+            .any(|t| t <= now);
+        self.own.is_empty() && !timer_due && self.resume.is_empty()
     }
 
     fn pending(&self) -> bool {

@@ -733,3 +733,24 @@ fn a_new_connection_waits_until_the_old_one_has_drained() {
         assert_eq!((s.conns_closed, s.conn.failed, open_socks(ep)), (1, 0, 1));
     }
 }
+
+#[test]
+fn a_ring_under_a_budget_of_one_completes_lap_after_lap() {
+    let (n, laps) = (3u32, 4u32);
+    let (_j, mut eps) = budget_endpoints("ring1", n, 1);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    for lap in 0..laps {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            let to = (r as u32 + 1) % n;
+            assert!(ep.try_send(to, &[&msg(r as u32, to, lap)]).unwrap());
+        }
+        let want = lap as usize + 1;
+        pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+        assert!(
+            got.iter().all(|v| v.len() == want),
+            "lap {lap}: {:?}",
+            got.iter().map(|v| v.len()).collect::<Vec<_>>()
+        );
+    }
+}
