@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Connection-management suite over tcp (FERRITE_TRANSPORTS=tcp,self): the connection counts
 # each policy opens, read from FERRITE_REPORT's JSON, for known patterns (tests/conn/pattern.c),
-# the budget FERRITE_CONN_MAX (eviction, peak), the refusal of FERRITE_CONN=adaptive, the text report, and a few C conformance programs
-# under static and partial. Ends with `conn: N passed, N failed`.
+# the budget FERRITE_CONN_MAX (eviction, peak), a dead peer (MPI_ERR_PROC_ABORTED), the refusal
+# of FERRITE_CONN=adaptive, the text report, and a few C conformance programs under static and
+# partial. Ends with `conn: N passed, N failed`.
 # Knobs: PREFIX (default ./build), TEST_TIMEOUT (seconds per job, default 60).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,6 +98,21 @@ budget() { # name np pattern max
 budget budget4-alltoall-16 16 alltoall 4
 budget budget1-ring-8 8 ring 1
 budget budget2-alltoall_coll-8 8 alltoall_coll 2
+
+# A peer that dies (its sockets close without the clean close of MPI_Finalize): pending and
+# later communication with it fails with MPI_ERR_PROC_ABORTED naming it (tests/conn/dead_peer.c).
+log=$tmp/dead_peer.log
+if ! $MPICC -O2 -Wall -o "$here/bin/dead_peer" "$here/dead_peer.c" >"$log" 2>&1; then
+    ko dead-peer "compile error" "$log"
+else
+    timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$here/bin/dead_peer" >"$log" 2>&1
+    if grep -q '^dead_peer: ok' "$log" \
+            && [ "$(grep -c '^dead_peer: .*: Communication with an aborted or failed process.*rank 1' "$log")" -eq 3 ]; then
+        ok dead-peer
+    else
+        ko dead-peer "no MPI_ERR_PROC_ABORTED naming rank 1 for each operation" "$log"
+    fi
+fi
 
 # adaptive needs the udp transport: MPI_Init must refuse it, saying why.
 log=$tmp/adaptive.log

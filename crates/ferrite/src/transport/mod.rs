@@ -66,6 +66,12 @@ pub trait Transport {
         false
     }
 
+    /// Peers found dead since the last call (a connection lost without the peer's clean
+    /// close), with the reason naming the rank.
+    fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        Vec::new()
+    }
+
     /// MPI_Finalize: release what peers can find by name (e.g. unlink a segment), and let
     /// peers take the last bytes of connections before they close.
     fn shutdown(&mut self) {}
@@ -343,6 +349,14 @@ impl Net {
     /// Delivers every arrived packet, whole, once, in order per sender; returns how many.
     pub fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
         self.transports.iter_mut().map(|t| t.poll(deliver)).sum()
+    }
+
+    /// Peers the transports found dead since the last call, with the reason.
+    pub fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        self.transports
+            .iter_mut()
+            .flat_map(|t| t.take_failures())
+            .collect()
     }
 
     /// Single-copy read of `dst.len()` bytes at `addr` in `from`'s memory. `Ok(false)` when

@@ -14,7 +14,7 @@ pub mod conn;
 pub mod listener;
 
 use super::{Proc, Transport, TransportStats};
-use crate::abi::consts::MPI_ERR_OTHER;
+use crate::abi::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::conn::handshake::{self, Action, Cm, Event, SockId, HELLO_LEN};
 use crate::conn::policy::{self, Policy};
 use crate::conn::{wire, Micros};
@@ -155,8 +155,8 @@ struct Peer {
     sock: Option<SockId>,
     /// The old connection being closed.
     closing: Option<SockId>,
-    /// Why sends to this peer fail now.
-    failed: Option<String>,
+    /// Why sends to this peer fail now: the error class and message.
+    failed: Option<(i32, String)>,
     /// The last dial problem, for the message if the peer is given up.
     last_error: Option<String>,
     /// A packet went to or came from this peer over a connection (for the report's
@@ -188,6 +188,8 @@ pub struct Tcp {
     held: Vec<SockId>,
     /// New connections whose old one finished closing: read what they buffered meanwhile.
     resume: Vec<SockId>,
+    /// Peers found dead (connection lost without BYE), not yet reported (`take_failures`).
+    dead: Vec<(Proc, String)>,
     t0: Instant,
     stats: TransportStats,
 }
@@ -246,6 +248,7 @@ impl Tcp {
             secret: None,
             held: Vec::new(),
             resume: Vec::new(),
+            dead: Vec::new(),
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
@@ -286,12 +289,21 @@ impl Tcp {
         Ok(self.cm.as_mut().expect("just made"))
     }
 
-    fn fail(&mut self, peer: Proc, why: String) {
+    fn fail(&mut self, peer: Proc, class: i32, why: String) {
         let p = self.peers.entry(peer).or_default();
         if p.failed.is_none() {
-            p.failed = Some(why);
+            if class == MPI_ERR_PROC_ABORTED {
+                self.dead.push((peer, why.clone()));
+            }
+            p.failed = Some((class, why));
         }
         p.q.clear();
+    }
+
+    /// The error for a send to a failed peer.
+    fn failed_err(&self, to: Proc) -> Option<crate::error::MpiError> {
+        let (class, why) = self.peers.get(&to)?.failed.as_ref()?;
+        Some(mpi_err!(*class, "tcp transport: {why}"))
     }
 
     /// Registers a new socket with epoll.
@@ -511,12 +523,15 @@ impl Tcp {
             let now = self.now();
             self.policy.closed(peer, now);
             self.run_policy();
-            let why = if clean {
-                format!("rank {peer} has closed its connections in MPI_Finalize")
+            if clean {
+                let why = format!("rank {peer} has closed its connections in MPI_Finalize");
+                self.fail(peer, MPI_ERR_OTHER, why);
             } else {
-                format!("the connection to rank {peer} was lost ({why}) before it finalized")
-            };
-            self.fail(peer, why);
+                let why = format!(
+                    "rank {peer} is gone: its connection was lost ({why}) before it finalized"
+                );
+                self.fail(peer, MPI_ERR_PROC_ABORTED, why);
+            }
         } else if let Some(peer) = peer {
             self.peers.entry(peer).or_default().last_error = Some(why.to_string());
         }
@@ -571,6 +586,7 @@ impl Tcp {
                     let last = p.last_error.clone().unwrap_or_else(|| "no answer".into());
                     self.fail(
                         peer,
+                        MPI_ERR_OTHER,
                         format!("cannot connect to rank {peer} after {retries} retries: {last}"),
                     );
                 }
@@ -978,10 +994,10 @@ impl Transport for Tcp {
             self.stats.bytes_sent += len as u64;
             return Ok(true);
         }
-        let p = self.peers.entry(to).or_default();
-        if let Some(why) = &p.failed {
-            return Err(mpi_err!(MPI_ERR_OTHER, "tcp transport: {why}"));
+        if let Some(e) = self.failed_err(to) {
+            return Err(e);
         }
+        let p = self.peers.entry(to).or_default();
         // (Also when there is no room now: the packet is offered again until it goes.)
         p.used = true;
         if !p.q.is_empty() && p.q.bytes() + conn::HEADER + len > self.cfg.sendq_bytes {
@@ -994,10 +1010,10 @@ impl Transport for Tcp {
         self.cm()?;
         let _ = self.policy.send(to, (), len, now);
         self.run_policy();
-        let p = self.peers.entry(to).or_default();
-        if let Some(why) = &p.failed {
-            return Err(mpi_err!(MPI_ERR_OTHER, "tcp transport: {why}"));
+        if let Some(e) = self.failed_err(to) {
+            return Err(e);
         }
+        let p = self.peers.entry(to).or_default();
         let hdr = conn::header(len);
         let mut written = 0;
         let usable = p.sock.filter(|_| p.closing.is_none());
@@ -1012,8 +1028,9 @@ impl Transport for Tcp {
                     Ok(n) => written = n,
                     Err(e) => {
                         self.sock_broken(sid, &format!("send failed: {e}"));
-                        let why = self.peers[&to].failed.clone().unwrap_or_default();
-                        return Err(mpi_err!(MPI_ERR_OTHER, "tcp transport: {why}"));
+                        return Err(self.failed_err(to).unwrap_or_else(|| {
+                            mpi_err!(MPI_ERR_OTHER, "tcp transport: send to rank {to}: {e}")
+                        }));
                     }
                 }
             }
@@ -1084,6 +1101,10 @@ impl Transport for Tcp {
 
     fn pending(&self) -> bool {
         self.pending_bytes() > 0
+    }
+
+    fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        std::mem::take(&mut self.dead)
     }
 
     fn connect_init(&mut self) -> MpiResult<()> {

@@ -252,8 +252,15 @@ fn a_peer_gone_without_closing_fails_later_sends_naming_it() {
     drop(gone); // no shutdown: no BYE, just EOF
                 // Rank 0 notices when it next reads; sends to rank 2 then fail, others still work.
     pump(&mut eps, &mut got, |_| false);
+    let dead = eps[0].take_failures();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].0 == 2 && dead[0].1.contains("rank 2 is gone"),
+        "{dead:?}"
+    );
+    assert!(eps[0].take_failures().is_empty(), "reported once");
     let err = eps[0].try_send(2, &[b"x"]).unwrap_err();
-    assert_eq!(err.class, MPI_ERR_OTHER);
+    assert_eq!(err.class, MPI_ERR_PROC_ABORTED);
     assert!(
         err.msg.contains("rank 2") && err.msg.contains("lost"),
         "{}",
@@ -293,6 +300,7 @@ fn a_reset_connection_fails_the_peer_too() {
     drop(gone);
     pump(&mut eps, &mut got, |_| false);
     let err = eps[0].try_send(1, &[b"x"]).unwrap_err();
+    assert_eq!(err.class, MPI_ERR_PROC_ABORTED);
     assert!(
         err.msg.contains("rank 1") && err.msg.contains("lost"),
         "{}",
@@ -366,8 +374,11 @@ fn clean_shutdown_is_not_a_failure_and_delivers_the_last_bytes() {
     assert_eq!(a.stats().conns_closed, 1);
     // Neither saw a loss; later sends would name the peer as finalized.
     for p in a.peers.values() {
-        let why = p.failed.as_deref().unwrap_or("");
-        assert!(why.contains("MPI_Finalize"), "{why}");
+        let (class, why) = p.failed.clone().unwrap_or_default();
+        assert!(
+            why.contains("MPI_Finalize") && class == MPI_ERR_OTHER,
+            "{why}"
+        );
     }
 }
 
