@@ -65,6 +65,13 @@ fi
 # The C suite again over tcp only (on loopback).
 run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
 
+# The C suite over udp only (on loopback), then the point-to-point programs with 2% of the
+# datagrams dropped at the sender (FERRITE_UDP_DROP_PERMILLE, a test-only knob): the
+# retransmission timers repair the loss.
+run_suite c-udp env FERRITE_TRANSPORTS=udp,self tests/c/run.sh
+run_suite c-udp-loss env FERRITE_TRANSPORTS=udp,self FERRITE_UDP_DROP_PERMILLE=20 \
+    TEST_NP="2 4" tests/c/run.sh ring anysource sizes
+
 # Connection policies over tcp: counts from FERRITE_REPORT's JSON, static/partial conformance.
 run_suite conn tests/conn/run.sh
 

@@ -10,7 +10,8 @@
 # script that runs `ip netns exec <ns> <command...>`, so mpirun serves them PMI over TCP
 # (PMI_PORT) on A's address, and `--iface fh0` makes every rank's tcp transport use fh0.
 # Then the C programs ring, anysource and sizes run (through tests/c/run.sh) with ranks
-# spread over the hosts: ranks on one host talk through shm, across hosts through tcp.
+# spread over the hosts: ranks on one host talk through shm, across hosts through tcp (or
+# udp: a pass with FERRITE_TRANSPORTS=udp,self and one with self,shm,udp).
 #
 # Needs root, `ip` and network namespaces; otherwise it prints SKIP lines and ends with
 # `hosts: 0 passed, 0 failed, N skipped`. Knobs: PREFIX (default ./build), HOSTS_NET
@@ -22,7 +23,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=22 # how many results a skipped run stands for (15 C runs, 7 checks)
+checks=32 # how many results a skipped run stands for (24 C runs, 8 checks)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -128,6 +129,10 @@ c_suite "localhost + $B (local ranks direct, $B through the agent)" "$work/mpiru
 c_suite "$A + $B + $C (all through the agent)" "$work/mpirun-3" "3 6"
 # The same over tcp only: ranks on one host talk through tcp too (mpirun forwards FERRITE_*).
 FERRITE_TRANSPORTS=tcp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=tcp,self" "$work/mpirun-3" "3"
+# And over udp: every rank's one datagram socket on fh0, 1472-byte datagrams across hosts;
+# then shm within a host and udp across (udp listed instead of tcp).
+FERRITE_TRANSPORTS=udp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=udp,self" "$work/mpirun-3" "3 6"
+FERRITE_TRANSPORTS=self,shm,udp c_suite "$A + $B + $C, FERRITE_TRANSPORTS=self,shm,udp" "$work/mpirun-3" "6"
 
 bindir=$root/tests/c/bin
 # Placement and output forwarding: each rank prints the address it sees on fh0 (not an
@@ -155,6 +160,14 @@ if timeout -k 5 30 "$work/mpirun-noif" -n 6 -x FERRITE_TRANSPORTS=tcp,self "$bin
     ok "ring across $A, $B, $C without --iface, tcp only"
 else
     ko "ring across $A, $B, $C without --iface, tcp only" "$log"
+fi
+
+log=$work/noif-udp.log
+if timeout -k 5 30 "$work/mpirun-noif" -n 6 -x FERRITE_TRANSPORTS=udp,self "$bindir/ring" >"$log" 2>&1 &&
+   grep -qx "done: ring" "$log"; then
+    ok "ring across $A, $B, $C without --iface, udp only"
+else
+    ko "ring across $A, $B, $C without --iface, udp only" "$log"
 fi
 
 # A hostfile with slots: ranks 0-1 on A, 2-3 on B; rank 0's output comes back from A.

@@ -73,6 +73,36 @@ pub const KNOBS: &[Knob] = &[
         doc: "Connection attempts (with backoff) to a tcp peer before sends to it fail.",
     },
     Knob {
+        name: "FERRITE_UDP_DATAGRAM",
+        default: "0",
+        doc: "Largest udp datagram in bytes (at most 65507); 0: 65507 on one host, 1472 (Ethernet MTU) across hosts.",
+    },
+    Knob {
+        name: "FERRITE_UDP_WINDOW",
+        default: "0",
+        doc: "Unacknowledged udp datagrams per peer (same on every rank); 0: as many as fill 2 MiB.",
+    },
+    Knob {
+        name: "FERRITE_UDP_MAX_PACKET",
+        default: "262144",
+        doc: "Largest udp transport packet in bytes (eager limit, rendezvous fragment), cut into datagrams.",
+    },
+    Knob {
+        name: "FERRITE_UDP_RCVBUF",
+        default: "8388608",
+        doc: "Socket receive/send buffer asked for the udp socket (forced when permitted).",
+    },
+    Knob {
+        name: "FERRITE_UDP_LINGER_MS",
+        default: "5000",
+        doc: "At MPI_Finalize, how long udp waits for peers to acknowledge the last datagrams.",
+    },
+    Knob {
+        name: "FERRITE_UDP_DROP_PERMILLE",
+        default: "0",
+        doc: "For tests only: drop this many of every 1000 udp datagrams sent (retransmission then recovers).",
+    },
+    Knob {
         name: "FERRITE_CONN",
         default: "ondemand",
         doc: "tcp connection policy: static (all at MPI_Init), ondemand, partial (±2^k at init).",

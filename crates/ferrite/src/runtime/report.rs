@@ -21,6 +21,8 @@ const TAG_REPORT: i32 = 2;
 const OPEN_CAUSES: [&str; 4] = ["init", "first_message", "threshold", "accepted"];
 /// Names of the closing causes, in `Counters::closed` order.
 const CLOSE_CAUSES: [&str; 3] = ["eviction", "idle", "peer"];
+/// Names of the datagram counters (udp), in `Record::datagrams` order.
+const DATAGRAM_COUNTS: [&str; 3] = ["retransmits", "acks", "duplicates"];
 
 /// One rank's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,6 +45,8 @@ pub struct Record {
     pub traffic: Vec<(u64, [u64; 4])>,
     /// VmHWM in kB (0 if unknown).
     pub peak_rss_kb: u64,
+    /// Datagram transports (udp): retransmissions, standalone acknowledgements, duplicates.
+    pub datagrams: [u64; 3],
 }
 
 impl Record {
@@ -85,6 +89,9 @@ impl Record {
         self.handshake_retries += t.handshake_retries;
         self.race_losers += t.race_losers;
         self.used += t.peers_used;
+        self.datagrams[0] += t.retransmits;
+        self.datagrams[1] += t.acks_sent;
+        self.datagrams[2] += t.duplicates;
     }
 
     pub fn opened_total(&self) -> u64 {
@@ -104,8 +111,9 @@ impl Record {
             self.race_losers,
             self.used,
             self.peak_rss_kb,
-            self.traffic.len() as u64,
         ]);
+        v.extend(self.datagrams);
+        v.push(self.traffic.len() as u64);
         for (t, c) in &self.traffic {
             v.push(*t);
             v.extend(c);
@@ -142,6 +150,9 @@ impl Record {
         r.race_losers = next()?;
         r.used = next()?;
         r.peak_rss_kb = next()?;
+        for x in &mut r.datagrams {
+            *x = next()?;
+        }
         let n = next()?;
         for _ in 0..n.min(KNOWN_TRANSPORTS.len() as u64) {
             let t = next()?;
@@ -181,6 +192,7 @@ impl Record {
                 KNOWN_TRANSPORTS[*t as usize]
             );
         }
+        write_datagrams_text(&mut s, self.datagrams);
         let _ = write!(s, "; peak RSS {} kB", self.peak_rss_kb);
         s
     }
@@ -206,8 +218,20 @@ impl Record {
             self.used, self.failed, self.handshake_retries, self.race_losers
         );
         write_traffic(&mut s, &self.traffic);
+        s.push_str("},\"datagrams\":{");
+        join_obj(&mut s, DATAGRAM_COUNTS.iter().copied().zip(self.datagrams));
         let _ = write!(s, "}},\"peak_rss_kb\":{}}}", self.peak_rss_kb);
         s
+    }
+}
+
+/// `; datagrams retransmits R acks A duplicates D`, when a datagram transport ran.
+fn write_datagrams_text(s: &mut String, d: [u64; 3]) {
+    if d != [0; 3] {
+        s.push_str("; datagrams");
+        for (n, v) in DATAGRAM_COUNTS.iter().zip(d) {
+            let _ = write!(s, " {n} {v}");
+        }
     }
 }
 
@@ -250,6 +274,7 @@ pub struct Summary {
     pub traffic: Vec<(u64, [u64; 4])>,
     pub rss_max_kb: u64,
     pub rss_avg_kb: f64,
+    pub datagrams: [u64; 3],
 }
 
 pub fn summarize(recs: &[Record]) -> Summary {
@@ -277,6 +302,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         traffic: Vec::new(),
         rss_max_kb: recs.iter().map(|r| r.peak_rss_kb).max().unwrap_or(0),
         rss_avg_kb: sum(&|r| r.peak_rss_kb) as f64 / n,
+        datagrams: [0; 3],
     };
     for r in recs {
         for i in 0..4 {
@@ -284,6 +310,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         }
         for i in 0..3 {
             s.closed[i] += r.closed[i];
+            s.datagrams[i] += r.datagrams[i];
         }
         for (t, c) in &r.traffic {
             match s.traffic.iter_mut().find(|(u, _)| u == t) {
@@ -321,6 +348,7 @@ impl Summary {
                 KNOWN_TRANSPORTS[*t as usize]
             );
         }
+        write_datagrams_text(&mut s, self.datagrams);
         let _ = write!(
             s,
             "; peak RSS max {} kB, avg {:.0} kB",
@@ -344,6 +372,8 @@ impl Summary {
             self.used_avg, self.utilization, self.failed, self.handshake_retries
         );
         write_traffic(&mut s, &self.traffic);
+        s.push_str("},\"datagrams\":{");
+        join_obj(&mut s, DATAGRAM_COUNTS.iter().copied().zip(self.datagrams));
         let _ = write!(
             s,
             "}},\"peak_rss_max_kb\":{},\"peak_rss_avg_kb\":{:.0}}}",
@@ -455,6 +485,7 @@ mod tests {
             used,
             traffic: vec![(2, [3, 300, 4, 400]), (0, [1, 10, 1, 10])],
             peak_rss_kb: 1000 + rank,
+            datagrams: [rank, 2, 3],
             ..Record::default()
         }
     }
@@ -484,6 +515,8 @@ mod tests {
         assert!(j.contains("\"opened\":{\"init\":15,\"first_message\":0"));
         assert!(j.contains("\"tcp\":{\"msgs_sent\":3,\"bytes_sent\":300"));
         assert!(j.contains("\"utilization\":0.2000"));
+        assert_eq!(s.datagrams, [1, 4, 6]);
+        assert!(j.contains("\"datagrams\":{\"retransmits\":1,\"acks\":4,\"duplicates\":6}"));
         // Balanced braces and brackets: a minimal well-formedness check.
         let depth = j.chars().fold(0i64, |d, c| match c {
             '{' | '[' => d + 1,

@@ -5,6 +5,7 @@ pub mod loopback;
 pub mod nodes;
 pub mod shm;
 pub mod tcp;
+pub mod udp;
 
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
@@ -121,6 +122,12 @@ pub struct TransportStats {
     pub conn: crate::conn::policy::Counters,
     /// Peers a packet went to or came from over a connection.
     pub peers_used: u64,
+    /// Datagrams sent again after a retransmission timeout (udp).
+    pub retransmits: u64,
+    /// Standalone acknowledgements sent (udp; most ride on data).
+    pub acks_sent: u64,
+    /// Datagrams received more than once and dropped (udp).
+    pub duplicates: u64,
 }
 
 /// Counters of the whole `Net`, per transport.
@@ -132,7 +139,7 @@ pub struct NetStats {
 }
 
 /// Transport names FERRITE_TRANSPORTS may list.
-pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp"];
+pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp", "udp"];
 
 /// Parses a FERRITE_TRANSPORTS value (comma list; blanks ignored).
 pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
@@ -163,8 +170,9 @@ pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
 }
 
 /// Routes peers to transports: `self` for this process; `shm` for peers on this host; `tcp`
-/// for peers on other hosts, and for every peer when shm is not allowed; for this process
-/// too the first of those there is when `self` is not allowed. Which ranks share a host
+/// (or `udp`, whichever FERRITE_TRANSPORTS lists first) for peers on other hosts, and for
+/// every peer when shm is not allowed; for this process too the first of those there is when
+/// `self` is not allowed. Which ranks share a host
 /// comes from the launcher's PMI_process_mapping (`nodes.rs`), read once in MPI_Init; a job
 /// on one host (or a launcher that does not say) creates no tcp endpoint when shm is
 /// allowed, so the default `self,shm,tcp` costs single-host jobs nothing. Memory is O(1) in
@@ -177,6 +185,9 @@ pub struct Net {
     self_route: Option<usize>,
     shm_route: Option<usize>,
     tcp_route: Option<usize>,
+    udp_route: Option<usize>,
+    /// `udp` comes before `tcp` in FERRITE_TRANSPORTS (then it carries remote traffic).
+    udp_first: bool,
     /// Set only when the job spans hosts: then `my_node` says which peers shm reaches.
     nodes: Option<NodeMap>,
     my_node: u32,
@@ -229,6 +240,14 @@ impl Net {
             self_route: None,
             shm_route: None,
             tcp_route: None,
+            udp_route: None,
+            udp_first: matches!(
+                (
+                    names.iter().position(|&n| n == "udp"),
+                    names.iter().position(|&n| n == "tcp"),
+                ),
+                (Some(u), Some(t)) if u < t
+            ),
             nodes,
             my_node,
             allowed: list.to_string(),
@@ -263,6 +282,14 @@ impl Net {
             net.transports
                 .push(Box::new(tcp::Tcp::new(rank, size, cfg, board)?));
         }
+        // The same rule for udp: every rank of a job across hosts has a datagram socket.
+        if names.contains(&"udp") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
+            let cfg = udp::UdpConfig::from_knobs(size, net.nodes.is_some())?;
+            net.udp_route = Some(net.transports.len());
+            let board = tcp::card::board_for(kvsname);
+            net.transports
+                .push(Box::new(udp::Udp::new(rank, size, cfg, board)?));
+        }
         let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
         if !fds.is_empty() {
             // SAFETY: plain syscall; the fd is owned by `net` and closed in Drop.
@@ -292,6 +319,15 @@ impl Net {
         Ok(net)
     }
 
+    /// The transport for peers shm does not reach: tcp or udp, the first listed.
+    fn remote_route(&self) -> Option<usize> {
+        if self.udp_first {
+            self.udp_route.or(self.tcp_route)
+        } else {
+            self.tcp_route.or(self.udp_route)
+        }
+    }
+
     fn route(&self, to: Proc) -> MpiResult<usize> {
         if to >= self.size {
             return Err(mpi_err!(
@@ -301,16 +337,16 @@ impl Net {
             ));
         }
         let r = if to == self.rank {
-            self.self_route.or(self.shm_route).or(self.tcp_route)
+            self.self_route.or(self.shm_route).or(self.remote_route())
         } else {
             match &self.nodes {
                 Some(m) if m.node_of(to) != self.my_node => {
-                    return self.tcp_route.ok_or_else(|| {
+                    return self.remote_route().ok_or_else(|| {
                         mpi_err!(
                             MPI_ERR_OTHER,
                             "rank {to} runs on another host (node {} of the launcher's \
                              PMI_process_mapping; this is rank {} on node {}) and \
-                             FERRITE_TRANSPORTS={:?} has no transport across hosts (add tcp)",
+                             FERRITE_TRANSPORTS={:?} has no transport across hosts (add tcp or udp)",
                             m.node_of(to),
                             self.rank,
                             self.my_node,
@@ -318,7 +354,7 @@ impl Net {
                         )
                     });
                 }
-                _ => self.shm_route.or(self.tcp_route),
+                _ => self.shm_route.or(self.remote_route()),
             }
         };
         r.ok_or_else(|| {

@@ -1,9 +1,11 @@
 //! Business cards: each process publishes the address of its listening socket under
-//! `tcp-<rank>` through PMI during MPI_Init; a peer's card is fetched only when this process
-//! first connects to it, so MPI_Init's work does not grow with the job size.
+//! `tcp-<rank>` (and of its datagram socket under `udp-<rank>`) through PMI during MPI_Init; a
+//! peer's card is fetched only when this process first contacts it, so MPI_Init's work does
+//! not grow with the job size.
 //!
 //! Tests run several endpoints in one process, where PMI is a single singleton KVS; for jobs
-//! named `tcptest-*` the board is an in-process map keyed by job (test builds only).
+//! named `tcptest-*` or `udptest-*` the board is an in-process map keyed by job (test builds
+//! only).
 
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
@@ -13,21 +15,30 @@ use std::net::SocketAddr;
 
 /// Where cards and the job secret are found.
 pub trait Board: Send {
-    fn put(&mut self, rank: u32, addr: SocketAddr) -> MpiResult<()>;
-    fn get(&mut self, rank: u32) -> MpiResult<Option<SocketAddr>>;
+    /// Publishes `rank`'s address for the socket kind `name` (`tcp`, `udp`).
+    fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> MpiResult<()>;
+    fn get_card(&mut self, name: &str, rank: u32) -> MpiResult<Option<SocketAddr>>;
+    /// The tcp listener's card.
+    fn put(&mut self, rank: u32, addr: SocketAddr) -> MpiResult<()> {
+        self.put_card("tcp", rank, addr)
+    }
+    fn get(&mut self, rank: u32) -> MpiResult<Option<SocketAddr>> {
+        self.get_card("tcp", rank)
+    }
     /// The job secret as the 64-bit value hellos carry.
     fn secret(&mut self) -> MpiResult<u64>;
 }
 
-fn key(rank: u32) -> String {
-    format!("tcp-{rank}")
+fn key(name: &str, rank: u32) -> String {
+    format!("{name}-{rank}")
 }
 
-fn parse(rank: u32, card: &str) -> MpiResult<SocketAddr> {
+fn parse(name: &str, rank: u32, card: &str) -> MpiResult<SocketAddr> {
     card.parse().map_err(|_| {
         mpi_err!(
             MPI_ERR_OTHER,
-            "tcp transport: the business card of rank {rank} is {card:?}, not an ip:port address"
+            "{name} transport: the business card of rank {rank} is {card:?}, not an ip:port \
+             address"
         )
     })
 }
@@ -44,12 +55,14 @@ pub fn secret_u64(hex: &str) -> u64 {
 pub struct PmiBoard;
 
 impl Board for PmiBoard {
-    fn put(&mut self, rank: u32, addr: SocketAddr) -> MpiResult<()> {
-        pmi::put(&key(rank), &addr.to_string())
+    fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> MpiResult<()> {
+        pmi::put(&key(name, rank), &addr.to_string())
     }
 
-    fn get(&mut self, rank: u32) -> MpiResult<Option<SocketAddr>> {
-        pmi::get(&key(rank))?.map(|c| parse(rank, &c)).transpose()
+    fn get_card(&mut self, name: &str, rank: u32) -> MpiResult<Option<SocketAddr>> {
+        pmi::get(&key(name, rank))?
+            .map(|c| parse(name, rank, &c))
+            .transpose()
     }
 
     fn secret(&mut self) -> MpiResult<u64> {
@@ -57,10 +70,10 @@ impl Board for PmiBoard {
     }
 }
 
-/// The board for a job: PMI, or in tests the in-process one for `tcptest-*` jobs.
+/// The board for a job: PMI, or in tests the in-process one for `tcptest-*`/`udptest-*` jobs.
 pub fn board_for(job: &str) -> Box<dyn Board> {
     #[cfg(test)]
-    if job.starts_with("tcptest-") {
+    if job.starts_with("tcptest-") || job.starts_with("udptest-") {
         return Box::new(test_board::TestBoard(job.to_string()));
     }
     let _ = job;
@@ -75,7 +88,7 @@ pub mod test_board {
 
     static CARDS: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
 
-    /// Cards of every `tcptest-*` job in this test process; the secret is derived from the job.
+    /// Cards of every test job in this test process; the secret is derived from the job.
     pub struct TestBoard(pub String);
 
     /// The secret every endpoint of `job` uses.
@@ -84,18 +97,18 @@ pub mod test_board {
     }
 
     impl Board for TestBoard {
-        fn put(&mut self, rank: u32, addr: SocketAddr) -> MpiResult<()> {
+        fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> MpiResult<()> {
             let mut g = CARDS.lock().unwrap_or_else(|e| e.into_inner());
             g.get_or_insert_with(HashMap::new)
-                .insert(format!("{}/{}", self.0, key(rank)), addr.to_string());
+                .insert(format!("{}/{}", self.0, key(name, rank)), addr.to_string());
             Ok(())
         }
 
-        fn get(&mut self, rank: u32) -> MpiResult<Option<SocketAddr>> {
+        fn get_card(&mut self, name: &str, rank: u32) -> MpiResult<Option<SocketAddr>> {
             let g = CARDS.lock().unwrap_or_else(|e| e.into_inner());
             g.as_ref()
-                .and_then(|m| m.get(&format!("{}/{}", self.0, key(rank))))
-                .map(|c| parse(rank, c))
+                .and_then(|m| m.get(&format!("{}/{}", self.0, key(name, rank))))
+                .map(|c| parse(name, rank, c))
                 .transpose()
         }
 
