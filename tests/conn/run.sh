@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Connection-management suite over tcp (FERRITE_TRANSPORTS=tcp,self): the connection counts
 # each policy opens, read from FERRITE_REPORT's JSON, for known patterns (tests/conn/pattern.c),
-# the budget FERRITE_CONN_MAX (eviction, peak), a dead peer (MPI_ERR_PROC_ABORTED), the refusal
-# of FERRITE_CONN=adaptive, the text report, and a few C conformance programs under static and
-# partial. Ends with `conn: N passed, N failed`.
+# the budget FERRITE_CONN_MAX (eviction, peak), a dead peer (MPI_ERR_PROC_ABORTED), adaptive
+# (datagrams below the threshold, connections above, idle closing), the refusal of
+# FERRITE_CONN_SETUP=ud, the text report, and a few C conformance programs under static,
+# partial and adaptive. Ends with `conn: N passed, N failed`.
 # Knobs: PREFIX (default ./build), TEST_TIMEOUT (seconds per job, default 60).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -114,15 +115,26 @@ else
     fi
 fi
 
-# adaptive needs the udp transport: MPI_Init must refuse it, saying why.
-log=$tmp/adaptive.log
-if FERRITE_CONN=adaptive timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$bin" ring >"$log" 2>&1; then
-    ko adaptive-refused "the job succeeded" "$log"
-elif grep -q "Unsupported operation, MPI_Init: FERRITE_CONN=adaptive is not supported yet" "$log" \
-        && grep -q udp "$log"; then
-    ok adaptive-refused
+# adaptive: datagrams first (a udp channel), a connection once a peer got
+# FERRITE_CONN_THRESHOLD (16) messages. 10 messages each way per pair open none; 40 open one
+# per pair (the race rule keeps one when both ends reach the threshold together).
+check adaptive-alltoall10-16 adaptive 16 alltoall10 \
+    "$opened == 0 and r['connections']['peak'] == 0 and r['used'] == 0" \
+    "s['transports']['tcp']['msgs_sent'] >= n * (n - 1) * 10"
+check adaptive-alltoall40-16 adaptive 16 alltoall40 \
+    "$opened == n - 1 and r['connections']['peak'] == n - 1 and r['used'] == n - 1 \
+     and r['opened']['threshold'] + r['opened']['accepted'] == n - 1"
+# A short idle limit: connections close between the bursts of a long exchange and reopen.
+FERRITE_CONN_THRESHOLD=4 FERRITE_CONN_IDLE_MS=1 check adaptive-idle-8 adaptive 8 alltoall40 \
+    "r['failed'] == 0" "s['closed']['idle'] > 0"
+# FERRITE_CONN_SETUP=ud is not implemented: MPI_Init must refuse it, saying so.
+log=$tmp/setup-ud.log
+if FERRITE_CONN_SETUP=ud timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$bin" ring >"$log" 2>&1; then
+    ko setup-ud-refused "the job succeeded" "$log"
+elif grep -q "FERRITE_CONN_SETUP=ud is not supported yet" "$log"; then
+    ok setup-ud-refused
 else
-    ko adaptive-refused "no message naming FERRITE_CONN=adaptive and udp" "$log"
+    ko setup-ud-refused "no message naming FERRITE_CONN_SETUP=ud" "$log"
 fi
 
 # The text report: one line per rank and the summary, from rank 0.
@@ -136,8 +148,8 @@ else
     ko text-report "missing or wrong report lines" "$log"
 fi
 
-# A few C conformance programs under the policies that connect at init.
-for policy in static partial; do
+# A few C conformance programs under the policies that connect at init, and adaptive.
+for policy in static partial adaptive; do
     log=$tmp/c-$policy.log
     FERRITE_CONN=$policy TEST_NP="4 16" "$root/tests/c/run.sh" ring anysource sendrecv coll_basic \
         probe comms >"$log" 2>&1

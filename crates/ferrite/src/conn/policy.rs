@@ -740,12 +740,17 @@ mod tests {
 
     #[test]
     fn knob_values_parse() {
-        for k in super::super::CONN_KNOBS {
-            match k.name {
-                "FERRITE_CONN" => assert_eq!(k.default.parse(), Ok(Kind::OnDemand)),
-                "FERRITE_CONN_SETUP" => assert_eq!(k.default.parse(), Ok(Mechanism::Ud)),
-                _ => assert!(k.default.parse::<u64>().is_ok(), "{}", k.name),
-            }
+        use crate::runtime::config::knob;
+        assert_eq!(
+            knob("FERRITE_CONN_SETUP").default.parse(),
+            Ok(Mechanism::Cm)
+        );
+        for k in [
+            "FERRITE_CONN_THRESHOLD",
+            "FERRITE_CONN_IDLE_MS",
+            "FERRITE_CONN_MAX",
+        ] {
+            assert!(knob(k).default.parse::<u64>().is_ok(), "{k}");
         }
         let live = crate::runtime::config::knob("FERRITE_CONN").default;
         assert_eq!(live.parse(), Ok(Kind::OnDemand));

@@ -278,9 +278,19 @@ impl Net {
                 cfg.ip = tcp::listener::reachable_ip();
             }
             net.tcp_route = Some(net.transports.len());
+            // FERRITE_CONN=adaptive: datagrams first, over a udp channel of its own.
+            let chan = match cfg.policy {
+                crate::conn::policy::Kind::Adaptive => Some(udp::Channel::new(
+                    rank,
+                    udp::channel_config(size, net.nodes.is_some())?,
+                    tcp::card::board_for(kvsname),
+                )?),
+                _ => None,
+            };
             let board = tcp::card::board_for(kvsname);
-            net.transports
-                .push(Box::new(tcp::Tcp::new(rank, size, cfg, board)?));
+            net.transports.push(Box::new(
+                tcp::Tcp::new(rank, size, cfg, board)?.with_channel(chan)?,
+            ));
         }
         // The same rule for udp: every rank of a job across hosts has a datagram socket.
         if names.contains(&"udp") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {

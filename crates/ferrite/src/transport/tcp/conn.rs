@@ -74,6 +74,14 @@ impl SendQueue {
         self.bytes = 0;
     }
 
+    /// Takes every frame out, whole (none may be partly written: only a connection's queue
+    /// is ever written, and it moves to the closing socket before anything else could).
+    pub fn take_frames(&mut self) -> Vec<Vec<u8>> {
+        assert_eq!(self.head_off, 0, "a partly written queue cannot move");
+        self.bytes = 0;
+        self.frames.drain(..).collect()
+    }
+
     /// Writes as much as the socket takes now; returns the bytes written.
     pub fn flush(&mut self, fd: RawFd) -> io::Result<usize> {
         let mut total = 0;

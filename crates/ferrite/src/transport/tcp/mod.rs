@@ -8,6 +8,14 @@
 //! socket whose hello was answered, so nothing sent on a losing socket can be lost or reordered.
 //! Packets are length-prefixed frames written with vectored sends from a bounded queue, so
 //! `try_send` never blocks. The transport's own epoll set (listener and sockets) is its wake fd.
+//!
+//! Connections close and reopen (FERRITE_CONN_MAX evicts the least recently used; adaptive
+//! closes idle ones): each side sends CLOSE after its last frame and answers the peer's CLOSE
+//! with CLOSE_ACK; the socket goes once both sides have both, so nothing in flight is lost, and
+//! packets posted meanwhile wait for a new connection, which is read only after the old one
+//! ended. FERRITE_CONN=adaptive sends over a udp `Channel` until a peer got
+//! FERRITE_CONN_THRESHOLD messages, then switches to a connection once every datagram to it is
+//! acknowledged (the channel acknowledges only what it delivered), so nothing is reordered.
 
 pub mod card;
 pub mod conn;
@@ -21,13 +29,14 @@ use crate::conn::{wire, Micros};
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::config;
+use crate::transport::udp::Channel;
 use card::Board;
 use conn::{Filled, Frame, RecvBuf, SendQueue};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::unix::io::{AsRawFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
@@ -45,6 +54,10 @@ pub struct TcpConfig {
     pub policy: policy::Kind,
     /// Most connections open at once (FERRITE_CONN_MAX; 0 there: from the open-file limit).
     pub max_conns: usize,
+    /// Adaptive: messages to a peer over datagrams before its connection (FERRITE_CONN_THRESHOLD).
+    pub threshold: u64,
+    /// Adaptive: a connection unused this long closes; 0: never (FERRITE_CONN_IDLE_MS).
+    pub idle_ms: u64,
 }
 
 impl TcpConfig {
@@ -67,6 +80,8 @@ impl TcpConfig {
             connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
             policy: conn_policy()?,
             max_conns: conn_max(),
+            threshold: config::get::<u64>("FERRITE_CONN_THRESHOLD").max(1),
+            idle_ms: config::get("FERRITE_CONN_IDLE_MS"),
         })
     }
 }
@@ -90,20 +105,25 @@ pub fn conn_max() -> usize {
     policy::max_from_fd_limit(nofile)
 }
 
-/// FERRITE_CONN, checked: the policies the tcp transport can run.
+/// FERRITE_CONN, checked (adaptive embeds a udp `Channel`, see `Tcp::with_channel`), and
+/// FERRITE_CONN_SETUP: only `cm` (connect/accept with a hello) is implemented.
 pub fn conn_policy() -> MpiResult<policy::Kind> {
     let v: String = config::get("FERRITE_CONN");
     let kind: policy::Kind = v
         .parse()
         .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))?;
-    if kind == policy::Kind::Adaptive {
-        return Err(mpi_err!(
+    let setup: String = config::get("FERRITE_CONN_SETUP");
+    match setup
+        .parse()
+        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))?
+    {
+        policy::Mechanism::Cm => Ok(kind),
+        policy::Mechanism::Ud => Err(mpi_err!(
             crate::abi::consts::MPI_ERR_UNSUPPORTED_OPERATION,
-            "FERRITE_CONN=adaptive is not supported yet: it sends over the udp transport, which \
-             does not exist yet (use static, ondemand or partial)"
-        ));
+            "FERRITE_CONN_SETUP=ud is not supported yet: tcp connections are set up with cm \
+             (connect/accept with a hello)"
+        )),
     }
-    Ok(kind)
 }
 
 /// Where a socket is in its life.
@@ -162,6 +182,9 @@ struct Peer {
     /// A packet went to or came from this peer over a connection (for the report's
     /// utilization: connections used / opened).
     used: bool,
+    /// Adaptive: packets for the datagram channel that its window has not taken yet, in order.
+    dq: VecDeque<Vec<u8>>,
+    dq_bytes: usize,
 }
 
 pub struct Tcp {
@@ -190,11 +213,19 @@ pub struct Tcp {
     resume: Vec<SockId>,
     /// Peers found dead (connection lost without BYE), not yet reported (`take_failures`).
     dead: Vec<(Proc, String)>,
+    /// Adaptive: the datagram channel carrying traffic to peers without a connection.
+    chan: Option<Channel>,
+    /// Adaptive: peers whose connection is up but waits for their datagrams' acknowledgement.
+    draining: BTreeSet<Proc>,
+    /// Peers the channel gave up on, already reported.
+    chan_failed: BTreeSet<Proc>,
     t0: Instant,
     stats: TransportStats,
 }
 
 const LISTENER: u64 = u64::MAX;
+/// The epoll token of the adaptive policy's datagram channel.
+const CHANNEL: u64 = u64::MAX - 1;
 /// A connection's receive buffer starts small (idle connections stay cheap) and grows to the
 /// largest frame it has had to hold.
 const RECV_BUF_INITIAL: usize = 8 << 10;
@@ -219,7 +250,7 @@ impl Tcp {
             ));
         }
         let kind = cfg.policy;
-        let max_open = cfg.max_conns;
+        let (max_open, threshold, idle_ms) = (cfg.max_conns, cfg.threshold, cfg.idle_ms);
         let mut tcp = Tcp {
             rank,
             size,
@@ -233,10 +264,10 @@ impl Tcp {
                 size,
                 policy::Config {
                     kind,
-                    threshold_msgs: 1,
+                    threshold_msgs: threshold,
                     threshold_bytes: 0,
                     max_open: max_open.max(1),
-                    idle: 0,
+                    idle: idle_ms.saturating_mul(1000),
                     // Under the cm machine's 2 s for an accepted socket's hello.
                     hold_max: 1_000_000,
                 },
@@ -249,6 +280,9 @@ impl Tcp {
             held: Vec::new(),
             resume: Vec::new(),
             dead: Vec::new(),
+            chan: None,
+            draining: BTreeSet::new(),
+            chan_failed: BTreeSet::new(),
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
@@ -258,6 +292,122 @@ impl Tcp {
         let addr = tcp.listener.addr;
         tcp.board.put(rank, addr)?;
         Ok(tcp)
+    }
+
+    /// Adaptive: traffic to peers without a connection goes over `chan` (required then).
+    pub fn with_channel(mut self, chan: Option<Channel>) -> MpiResult<Tcp> {
+        if self.cfg.policy == policy::Kind::Adaptive && chan.is_none() {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "tcp transport: FERRITE_CONN=adaptive needs a datagram channel"
+            ));
+        }
+        if let Some(c) = &chan {
+            self.epoll_ctl(
+                libc::EPOLL_CTL_ADD,
+                c.wake_fd(),
+                libc::EPOLLIN as u32,
+                CHANNEL,
+            )
+            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+        }
+        self.chan = chan;
+        Ok(self)
+    }
+
+    /// Frames in the peer's queue may go on its connection: it is up, not waiting for an old
+    /// one's close, and (adaptive) its datagrams are all acknowledged.
+    fn sendable(&self, peer: Proc) -> Option<SockId> {
+        let p = self.peers.get(&peer)?;
+        let sid = p.sock.filter(|_| p.closing.is_none())?;
+        (self.chan.is_none() || self.policy.is_open(peer)).then_some(sid)
+    }
+
+    /// Adaptive: sends (or keeps, in order) one packet over the datagram channel.
+    fn send_datagram(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<()> {
+        let chan = self.chan.as_mut().expect("adaptive has a channel");
+        let p = self.peers.entry(to).or_default();
+        if p.dq.is_empty() && chan.send(to, parts)? {
+            return Ok(());
+        }
+        let b = parts.concat();
+        p.dq_bytes += b.len();
+        p.dq.push_back(b);
+        Ok(())
+    }
+
+    /// Adaptive: offers the datagram backlogs to the channel again.
+    fn drain_datagrams(&mut self) {
+        let Some(chan) = self.chan.as_mut() else {
+            return;
+        };
+        for (&to, p) in self.peers.iter_mut() {
+            while let Some(b) = p.dq.front() {
+                match chan.send(to, &[b]) {
+                    Ok(true) => {
+                        p.dq_bytes -= b.len();
+                        p.dq.pop_front();
+                    }
+                    Ok(false) => break,
+                    Err(_) => {
+                        // The channel gave up on the peer: `take_failures` reports it.
+                        p.dq.clear();
+                        p.dq_bytes = 0;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adaptive: datagrams to `peer` not yet acknowledged (its connection waits for 0).
+    fn datagrams_in_flight(&self, peer: Proc) -> usize {
+        let backlog = self.peers.get(&peer).map_or(0, |p| p.dq.len());
+        backlog + self.chan.as_ref().map_or(0, |c| c.in_flight(peer))
+    }
+
+    /// Adaptive: a connection whose peer has every datagram takes over.
+    fn check_drained(&mut self) {
+        let done: Vec<Proc> = self
+            .draining
+            .iter()
+            .copied()
+            .filter(|&p| self.datagrams_in_flight(p) == 0)
+            .collect();
+        for peer in done {
+            self.draining.remove(&peer);
+            self.policy.datagrams_drained(peer);
+            self.run_policy();
+            if let Some(sid) = self.peers.get(&peer).and_then(|p| p.sock) {
+                self.flush_sock(sid);
+            }
+        }
+    }
+
+    /// Adaptive: the packets waiting in `peer`'s queue go over datagrams instead, in order.
+    fn queue_to_datagrams(&mut self, peer: Proc) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        for f in p.q.take_frames() {
+            let b = f[conn::HEADER..].to_vec();
+            p.dq_bytes += b.len();
+            p.dq.push_back(b);
+        }
+        self.drain_datagrams();
+    }
+
+    /// The policy's view of a new connection: adaptive waits for the peer's datagrams.
+    fn policy_connected(&mut self, peer: Proc, replaced: bool) {
+        let now = self.now();
+        let in_flight = self.datagrams_in_flight(peer);
+        if replaced {
+            self.policy.replaced(peer, in_flight, now);
+        } else {
+            self.policy.connected(peer, in_flight, now);
+        }
+        if self.chan.is_some() && !self.policy.is_open(peer) {
+            self.draining.insert(peer);
+        }
     }
 
     /// The address peers connect to.
@@ -348,9 +498,12 @@ impl Tcp {
         let blocked = s.phase == Phase::Up
             && s.closing.is_none()
             && peer.is_some_and(|p| p.closing.is_some());
+        let may_send = s
+            .peer
+            .is_some_and(|p| self.chan.is_none() || self.policy.is_open(p));
         let queued = match (s.phase, peer) {
             _ if s.closing.is_some() => !s.cq.is_empty(),
-            (Phase::Up, Some(p)) => !blocked && !p.q.is_empty(),
+            (Phase::Up, Some(p)) => !blocked && may_send && !p.q.is_empty(),
             _ => false,
         };
         let want_out = s.phase == Phase::Connecting || !s.ctl.is_empty() || queued;
@@ -388,8 +541,11 @@ impl Tcp {
                 broken = Some(e);
             }
         } else if broken.is_none() && s.ctl.is_empty() && s.phase == Phase::Up {
+            let may_send = s
+                .peer
+                .is_some_and(|p| self.chan.is_none() || self.policy.is_open(p));
             if let Some(p) = s.peer.and_then(|p| self.peers.get_mut(&p)) {
-                if p.sock == Some(sid) && p.closing.is_none() {
+                if p.sock == Some(sid) && p.closing.is_none() && may_send {
                     if let Err(e) = p.q.flush(fd) {
                         broken = Some(e);
                     }
@@ -488,7 +644,7 @@ impl Tcp {
             Some(next) => {
                 // The peer's new connection takes over the old one's slot, and what it
                 // brought meanwhile is read now, after everything the old one carried.
-                self.policy.replaced(peer, 0, now);
+                self.policy_connected(peer, true);
                 self.resume.push(next);
                 self.flush_sock(next);
             }
@@ -573,8 +729,7 @@ impl Tcp {
                         self.set_interest(sid);
                         continue;
                     }
-                    let now = self.now();
-                    self.policy.connected(peer, 0, now);
+                    self.policy_connected(peer, false);
                     self.run_policy();
                     self.flush_sock(sid);
                 }
@@ -582,6 +737,11 @@ impl Tcp {
                     let now = self.now();
                     self.policy.failed(peer, now);
                     self.run_policy();
+                    if self.chan.is_some() {
+                        // Adaptive: the datagrams still reach the peer; no connection then.
+                        self.queue_to_datagrams(peer);
+                        continue;
+                    }
                     let p = self.peers.entry(peer).or_default();
                     let last = p.last_error.clone().unwrap_or_else(|| "no answer".into());
                     self.fail(
@@ -836,11 +996,12 @@ impl Tcp {
         }
     }
 
-    /// Carries out the policy's actions (the caller then runs the cm machine, `run_cm`, for
-    /// what they started). Packets never leave the peer's `SendQueue` (the
-    /// policy holds placeholders), so `Flush` and `Failed` need nothing here: the queue goes
-    /// out when the socket is up, or is dropped with the peer's failure.
+    /// Carries out the policy's actions (and the cm machine's, for the dials they started).
+    /// Packets never leave the peer's `SendQueue` (the policy holds placeholders): a `Flush`
+    /// over the connection writes the queue once it may go, one over datagrams (adaptive)
+    /// moves it to the channel; `Failed` needs nothing (the queue is dropped with the peer).
     fn run_policy(&mut self) {
+        let mut dialed = false;
         while let Some(a) = self.policy.poll_action() {
             match a {
                 policy::Action::Open { peer, .. } => {
@@ -849,6 +1010,7 @@ impl Tcp {
                     if let Some(cm) = self.cm.as_mut() {
                         if cm.state(peer) == handshake::PeerState::Idle {
                             cm.connect(peer, now);
+                            dialed = true;
                         }
                     }
                 }
@@ -861,8 +1023,21 @@ impl Tcp {
                         self.policy.closed(peer, now);
                     }
                 }
-                policy::Action::Flush { .. } | policy::Action::Failed { .. } => {}
+                policy::Action::Flush {
+                    peer,
+                    via: policy::Via::Datagram,
+                    ..
+                } if self.chan.is_some() => self.queue_to_datagrams(peer),
+                policy::Action::Flush { peer, .. } => {
+                    if let Some(sid) = self.sendable(peer) {
+                        self.flush_sock(sid);
+                    }
+                }
+                policy::Action::Failed { .. } => {}
             }
+        }
+        if dialed {
+            self.run_cm();
         }
     }
 
@@ -910,8 +1085,49 @@ impl Tcp {
 
     /// Unwritten bytes to peers (MPI_Finalize waits for none).
     pub fn pending_bytes(&self) -> usize {
-        self.peers.values().map(|p| p.q.bytes()).sum::<usize>()
+        self.peers
+            .values()
+            .map(|p| p.q.bytes() + p.dq_bytes)
+            .sum::<usize>()
             + self.socks.values().map(|s| s.cq.bytes()).sum::<usize>()
+    }
+
+    /// Adaptive: datagrams are unacknowledged, acknowledgements owed, or data arrived lately.
+    fn chan_pending(&self) -> bool {
+        self.chan.as_ref().is_some_and(|c| {
+            c.pending() || c.quiet_for() < Duration::from_micros(2 * c.config().rto_initial)
+        })
+    }
+
+    /// Adaptive: delivers what came over datagrams and moves datagram traffic along.
+    fn poll_channel(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
+        let Some(chan) = self.chan.as_mut() else {
+            return 0;
+        };
+        let (mut pkts, mut bytes, mut strangers) = (0u64, 0u64, 0u64);
+        let mut from_peers: Vec<Proc> = Vec::new();
+        let n = chan.poll(
+            &mut |from, p| {
+                pkts += 1;
+                bytes += p.len() as u64;
+                if from_peers.last() != Some(&from) {
+                    from_peers.push(from);
+                }
+                deliver(from, p)
+            },
+            // Handshake datagrams: FERRITE_CONN_SETUP=ud is not implemented (refused at init).
+            &mut |_| strangers += 1,
+        );
+        self.stats.packets_received += pkts;
+        self.stats.bytes_received += bytes;
+        self.stats.strangers_dropped += strangers;
+        let now = self.now();
+        for p in from_peers {
+            self.policy.received(p, now);
+        }
+        self.drain_datagrams();
+        self.check_drained();
+        n
     }
 
     /// Some connection is still being closed.
@@ -923,7 +1139,7 @@ impl Tcp {
     /// `timeout_ms` for activity; returns the packets delivered.
     fn drive(&mut self, deliver: &mut dyn FnMut(Proc, &[u8]), timeout_ms: i32) -> usize {
         self.timers();
-        let mut n = 0;
+        let mut n = self.poll_channel(deliver);
         for sid in std::mem::take(&mut self.resume) {
             n += self.read_sock(sid, deliver);
         }
@@ -943,6 +1159,10 @@ impl Tcp {
             let (events, token) = (ev.events, ev.u64);
             if token == LISTENER {
                 self.accept_all();
+                continue;
+            }
+            if token == CHANNEL {
+                n += self.poll_channel(deliver);
                 continue;
             }
             let sid = SockId(token);
@@ -998,9 +1218,8 @@ impl Transport for Tcp {
             return Err(e);
         }
         let p = self.peers.entry(to).or_default();
-        // (Also when there is no room now: the packet is offered again until it goes.)
-        p.used = true;
-        if !p.q.is_empty() && p.q.bytes() + conn::HEADER + len > self.cfg.sendq_bytes {
+        let waiting = p.q.bytes() + p.dq_bytes;
+        if waiting > 0 && waiting + conn::HEADER + len > self.cfg.sendq_bytes {
             self.stats.no_room += 1;
             return Ok(false);
         }
@@ -1008,15 +1227,22 @@ impl Transport for Tcp {
         // budget first); the packets themselves wait in the peer's queue, in order.
         let now = self.now();
         self.cm()?;
-        let _ = self.policy.send(to, (), len, now);
+        let route = self.policy.send(to, (), len, now);
         self.run_policy();
         if let Some(e) = self.failed_err(to) {
             return Err(e);
         }
+        if matches!(route, policy::Route::Datagram(())) && self.chan.is_some() {
+            self.send_datagram(to, parts)?;
+            self.stats.packets_sent += 1;
+            self.stats.bytes_sent += len as u64;
+            return Ok(true);
+        }
+        let usable = self.sendable(to);
         let p = self.peers.entry(to).or_default();
+        p.used = true;
         let hdr = conn::header(len);
         let mut written = 0;
-        let usable = p.sock.filter(|_| p.closing.is_none());
         if let (Some(sid), true) = (usable, p.q.is_empty()) {
             // Up and nothing waiting: straight from the caller's buffers.
             let s = &self.socks[&sid];
@@ -1054,7 +1280,7 @@ impl Transport for Tcp {
             p.q.push(frame);
             match (p.sock, p.closing) {
                 (Some(sid), None) => self.set_interest(sid),
-                (None, None) => {
+                (None, None) if self.chan.is_none() => {
                     // The policy asked once; if the attempt it found under way (the peer's)
                     // has since ended without a connection, packets still wait: dial again.
                     // (Not while it waits for room or for an old connection's close.)
@@ -1096,14 +1322,28 @@ impl Transport for Tcp {
             .into_iter()
             .chain(self.policy.poll_timeout())
             .any(|t| t <= now);
-        self.own.is_empty() && !timer_due && self.resume.is_empty()
+        let chan_busy = self.chan.as_ref().is_some_and(|c| c.busy());
+        self.own.is_empty() && !timer_due && self.resume.is_empty() && !chan_busy
     }
 
+    /// (Adaptive, like udp: also for a quiet spell after datagrams last arrived, so a peer's
+    /// retransmission is answered before MPI_Finalize's PMI barrier, where nobody polls.)
     fn pending(&self) -> bool {
-        self.pending_bytes() > 0
+        self.pending_bytes() > 0 || self.chan_pending()
     }
 
     fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        if let Some(c) = &self.chan {
+            let new: Vec<Proc> = c
+                .failed_peers()
+                .filter(|p| !self.chan_failed.contains(p))
+                .collect();
+            for p in new {
+                self.chan_failed.insert(p);
+                let why = c.failed(p).map(|e| e.msg).unwrap_or_default();
+                self.dead.push((p, why));
+            }
+        }
         std::mem::take(&mut self.dead)
     }
 
@@ -1133,7 +1373,9 @@ impl Transport for Tcp {
     fn shutdown(&mut self) {
         let deadline = Instant::now() + std::time::Duration::from_millis(self.cfg.linger_ms);
         let left = |d: Instant| d.saturating_duration_since(Instant::now()).as_millis() as i32;
-        while (self.pending_bytes() > 0 || self.closing()) && left(deadline) > 0 {
+        while (self.pending_bytes() > 0 || self.closing() || self.chan_pending())
+            && left(deadline) > 0
+        {
             self.drive(&mut |_, _| {}, left(deadline).min(10));
         }
         let up: Vec<(Proc, SockId)> = self

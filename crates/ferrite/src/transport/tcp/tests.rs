@@ -25,6 +25,8 @@ fn cfg(sendq: usize) -> TcpConfig {
         connect_retries: 3,
         policy: crate::conn::policy::Kind::OnDemand,
         max_conns: 1000,
+        threshold: 16,
+        idle_ms: 0,
     }
 }
 
@@ -763,5 +765,153 @@ fn a_ring_under_a_budget_of_one_completes_lap_after_lap() {
             "lap {lap}: {:?}",
             got.iter().map(|v| v.len()).collect::<Vec<_>>()
         );
+    }
+}
+
+/// `n` adaptive endpoints (datagrams first, a connection after `threshold` messages, closed
+/// after `idle_ms` unused), each with its own udp channel.
+fn adaptive_endpoints(tag: &str, n: u32, threshold: u64, idle_ms: u64) -> (String, Vec<Tcp>) {
+    use crate::conn::reliable;
+    use crate::transport::udp::{Channel, ChannelConfig, Inject};
+    let j = job(tag);
+    let eps = (0..n)
+        .map(|r| {
+            let c = TcpConfig {
+                policy: crate::conn::policy::Kind::Adaptive,
+                threshold,
+                idle_ms,
+                ..cfg(1 << 20)
+            };
+            let chan = Channel::new(
+                r,
+                ChannelConfig {
+                    ip: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+                    rel: reliable::Config {
+                        max_datagram: 8192,
+                        window: 64,
+                        rto_initial: 5_000,
+                        ..reliable::Config::new(n)
+                    },
+                    rcvbuf: 4 << 20,
+                    inject: Inject::default(),
+                },
+                Box::new(TestBoard(j.clone())),
+            )
+            .unwrap();
+            Tcp::new(r, n, c, Box::new(TestBoard(j.clone())))
+                .unwrap()
+                .with_channel(Some(chan))
+                .unwrap()
+        })
+        .collect();
+    (j, eps)
+}
+
+#[test]
+fn adaptive_sends_datagrams_first_then_moves_to_a_connection_in_order() {
+    let (n, threshold) = (3u32, 8u64);
+    let (_j, mut eps) = adaptive_endpoints("adaptive", n, threshold, 0);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    // Light traffic (below the threshold): datagrams only, no socket at all.
+    for k in 0..5 {
+        for r in 0..n {
+            for to in (0..n).filter(|&t| t != r) {
+                assert!(eps[r as usize].try_send(to, &[&msg(r, to, k)]).unwrap());
+            }
+        }
+    }
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == 10));
+    check_streams(&got, n, 5);
+    for ep in &eps {
+        assert_eq!(open_socks(ep), 0);
+        assert_eq!(ep.stats().conn.datagram_msgs, 10);
+    }
+    // 0 -> 1 gets heavy while messages still flow: a connection opens at the threshold, and
+    // what follows waits until every datagram is acknowledged, then goes over it.
+    let per = 200u32;
+    for k in 5..per {
+        assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+        // Poll now and then, so the connection comes up while traffic flows.
+        for _ in 0..(k % 3) * 20 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    pump(&mut eps, &mut got, |g| {
+        g[1].iter().filter(|(f, _)| *f == 0).count() == per as usize
+    });
+    let seq: Vec<u32> = got[1]
+        .iter()
+        .filter(|(f, _)| *f == 0)
+        .map(|(_, p)| u32::from_le_bytes(p[8..12].try_into().unwrap()))
+        .collect();
+    assert_eq!(seq, (0..per).collect::<Vec<_>>());
+    let c = eps[0].stats().conn;
+    assert_eq!(
+        c.opened(crate::conn::policy::OpenCause::Threshold),
+        1,
+        "{c:?}"
+    );
+    // 5 to each peer, then to 1 until the threshold (and while its connection opens).
+    assert!(
+        c.connection_msgs > 0 && c.datagram_msgs >= 10 + threshold - 5,
+        "{c:?}"
+    );
+    assert_eq!(
+        eps[1]
+            .stats()
+            .conn
+            .opened(crate::conn::policy::OpenCause::Peer),
+        1
+    );
+    assert_eq!(open_socks(&eps[2]), 0, "rank 2 never needed a connection");
+    // The answer from 1 takes the connection at once (nothing of 1's is in flight).
+    assert!(eps[1].try_send(0, &[&msg(1, 0, 5)]).unwrap());
+    pump(&mut eps, &mut got, |g| g[0].len() == 11);
+    assert_eq!(got[0].last().unwrap().0, 1);
+    assert!(eps[1].stats().conn.connection_msgs >= 1);
+}
+
+#[test]
+fn adaptive_closes_idle_connections_and_goes_back_to_datagrams_in_order() {
+    let (_j, mut eps) = adaptive_endpoints("idle", 2, 2, 30);
+    let mut got: Got = Vec::new();
+    got.resize(2, Vec::new());
+    let mut k = 0;
+    for _ in 0..3 {
+        // A burst opens the connection; a pause closes it for idleness.
+        for _ in 0..10 {
+            assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+            k += 1;
+        }
+        let want = k as usize;
+        pump(&mut eps, &mut got, |g| g[1].len() == want);
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(150) {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    let seq: Vec<u32> = got[1]
+        .iter()
+        .map(|(f, p)| {
+            assert_eq!(*f, 0);
+            u32::from_le_bytes(p[8..12].try_into().unwrap())
+        })
+        .collect();
+    assert_eq!(seq, (0..k).collect::<Vec<_>>());
+    assert!(got[0].is_empty());
+    let c = eps[0].stats().conn;
+    assert!(c.closed(CloseCause::Idle) >= 2, "{c:?}");
+    assert!(
+        c.opened(crate::conn::policy::OpenCause::Threshold) >= 2,
+        "{c:?}"
+    );
+    assert_eq!(c.failed, 0);
+    for ep in &eps {
+        assert_eq!(open_socks(ep), 0, "every connection closed for idleness");
     }
 }
