@@ -219,6 +219,11 @@ pub struct Tcp {
     draining: BTreeSet<Proc>,
     /// Peers the channel gave up on, already reported.
     chan_failed: BTreeSet<Proc>,
+    /// Fires (readable in the epoll set) when the machines' next timer is due, so a process
+    /// blocked in the progress engine redials and gives up on time.
+    timer: RawFd,
+    /// The deadline `timer` is set for.
+    timer_at: Option<Micros>,
     t0: Instant,
     stats: TransportStats,
 }
@@ -226,6 +231,10 @@ pub struct Tcp {
 const LISTENER: u64 = u64::MAX;
 /// The epoll token of the adaptive policy's datagram channel.
 const CHANNEL: u64 = u64::MAX - 1;
+/// The epoll token of the timerfd (the cm machine's and the policy's timers).
+const TIMER: u64 = u64::MAX - 2;
+/// How often a hello held back for the budget is asked about again.
+const HELD_RECHECK: Micros = 10_000;
 /// A connection's receive buffer starts small (idle connections stay cheap) and grows to the
 /// largest frame it has had to hold.
 const RECV_BUF_INITIAL: usize = 8 << 10;
@@ -283,11 +292,29 @@ impl Tcp {
             chan: None,
             draining: BTreeSet::new(),
             chan_failed: BTreeSet::new(),
+            timer: -1,
+            timer_at: None,
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
         let fd = tcp.listener.sock.as_raw_fd();
         tcp.epoll_ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, LISTENER)
+            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+        // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
+        tcp.timer = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if tcp.timer < 0 {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "tcp transport: timerfd_create failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        tcp.epoll_ctl(libc::EPOLL_CTL_ADD, tcp.timer, libc::EPOLLIN as u32, TIMER)
             .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
         let addr = tcp.listener.addr;
         tcp.board.put(rank, addr)?;
@@ -1055,6 +1082,7 @@ impl Tcp {
         self.policy.init(now);
         self.run_policy();
         self.run_cm();
+        self.rearm();
         Ok(())
     }
 
@@ -1081,6 +1109,46 @@ impl Tcp {
             self.run_policy();
             self.run_cm();
         }
+    }
+
+    /// Sets the timerfd for the machines' next deadline (and a held hello's next check).
+    fn rearm(&mut self) {
+        let now = self.now();
+        let held = (!self.held.is_empty()).then_some(now + HELD_RECHECK);
+        let next = self
+            .cm
+            .as_ref()
+            .and_then(|c| c.poll_timeout())
+            .into_iter()
+            .chain(self.policy.poll_timeout())
+            .chain(held)
+            .min();
+        if next == self.timer_at && next.is_none_or(|t| t > now) {
+            return;
+        }
+        self.timer_at = next;
+        // A due deadline fires at once (1 µs: a zero value would disarm the timer).
+        let us = next.map_or(0, |t| t.saturating_sub(now).max(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (us / 1_000_000) as libc::time_t,
+                tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
+            },
+        };
+        // SAFETY: the timerfd is ours; spec is valid; the old value is not asked for.
+        unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Clears the timerfd's expirations (the timers themselves run in `timers`).
+    fn drain_timer(&mut self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a valid buffer from our nonblocking timerfd.
+        unsafe { libc::read(self.timer, buf.as_mut_ptr().cast(), 8) };
+        self.timer_at = None;
     }
 
     /// Unwritten bytes to peers (MPI_Finalize waits for none).
@@ -1165,6 +1233,14 @@ impl Tcp {
                 n += self.poll_channel(deliver);
                 continue;
             }
+            if token == TIMER {
+                self.drain_timer();
+                self.timers();
+                for sid in self.held.clone() {
+                    n += self.read_sock(sid, deliver);
+                }
+                continue;
+            }
             let sid = SockId(token);
             let Some(s) = self.socks.get(&sid) else {
                 continue;
@@ -1179,6 +1255,7 @@ impl Tcp {
                 n += self.read_sock(sid, deliver);
             }
         }
+        self.rearm();
         n
     }
 }
@@ -1236,6 +1313,7 @@ impl Transport for Tcp {
             self.send_datagram(to, parts)?;
             self.stats.packets_sent += 1;
             self.stats.bytes_sent += len as u64;
+            self.rearm();
             return Ok(true);
         }
         let usable = self.sendable(to);
@@ -1294,6 +1372,7 @@ impl Transport for Tcp {
                 _ => {}
             }
         }
+        self.rearm();
         Ok(true)
     }
 
@@ -1418,9 +1497,12 @@ impl Transport for Tcp {
 
 impl Drop for Tcp {
     fn drop(&mut self) {
-        // Sockets close with their streams; the epoll fd is ours.
-        // SAFETY: the epoll fd is owned by this Tcp and closed once.
-        unsafe { libc::close(self.epoll) };
+        // Sockets close with their streams; the epoll and timer fds are ours.
+        // SAFETY: both fds are owned by this Tcp and closed once.
+        unsafe {
+            libc::close(self.epoll);
+            libc::close(self.timer);
+        }
     }
 }
 

@@ -915,3 +915,35 @@ fn adaptive_closes_idle_connections_and_goes_back_to_datagrams_in_order() {
         assert_eq!(open_socks(ep), 0, "every connection closed for idleness");
     }
 }
+
+#[test]
+fn a_blocked_endpoint_is_woken_by_its_redial_timer() {
+    // Rank 1 of 2 publishes a card but nobody listens there: every dial is refused.
+    let j = job("timer");
+    let mut ep = Tcp::new(0, 2, cfg(1 << 20), Box::new(TestBoard(j.clone()))).unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    TestBoard(j.clone())
+        .put(1, dead.local_addr().unwrap())
+        .unwrap();
+    drop(dead);
+    assert!(ep.try_send(1, &[b"x"]).unwrap());
+    // Until the refusal is seen, then until the backoff's redial: only the timerfd can wake a
+    // process that sleeps on the wake fd with nothing else to wait for.
+    for _ in 0..100_000 {
+        ep.poll(&mut |_, _| {});
+        if ep.socks.is_empty() && ep.timer_at.is_some() {
+            break; // refused; the redial waits for the backoff
+        }
+    }
+    assert!(ep.socks.is_empty() && ep.timer_at.is_some());
+    let before = ep.stats().handshake_retries;
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+    // SAFETY: ev is valid for one event; the wake fd is the endpoint's epoll fd.
+    let k = unsafe { libc::epoll_wait(ep.wake_fd().unwrap(), ev.as_mut_ptr(), 1, 10_000) };
+    assert_eq!(k, 1, "the wake fd never became readable");
+    ep.poll(&mut |_, _| {});
+    assert!(
+        ep.stats().handshake_retries > before,
+        "no redial after the wake-up"
+    );
+}
