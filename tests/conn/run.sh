@@ -2,8 +2,8 @@
 # Connection-management suite over tcp (FERRITE_TRANSPORTS=tcp,self): the connection counts
 # each policy opens, read from FERRITE_REPORT's JSON, for known patterns (tests/conn/pattern.c),
 # the budget FERRITE_CONN_MAX (eviction, peak), a dead peer (MPI_ERR_PROC_ABORTED), adaptive
-# (datagrams below the threshold, connections above, idle closing), the refusal of
-# FERRITE_CONN_SETUP=ud, the text report, and a few C conformance programs under static,
+# (datagrams below the threshold, connections above, idle closing), FERRITE_CONN_SETUP=ud,
+# the text report, and a few C conformance programs under static,
 # partial and adaptive. Ends with `conn: N passed, N failed`.
 # Knobs: PREFIX (default ./build), TEST_TIMEOUT (seconds per job, default 60).
 set -u
@@ -127,15 +127,17 @@ check adaptive-alltoall40-16 adaptive 16 alltoall40 \
 # A short idle limit: connections close between the bursts of a long exchange and reopen.
 FERRITE_CONN_THRESHOLD=4 FERRITE_CONN_IDLE_MS=1 check adaptive-idle-8 adaptive 8 alltoall40 \
     "r['failed'] == 0" "s['closed']['idle'] > 0"
-# FERRITE_CONN_SETUP=ud is not implemented: MPI_Init must refuse it, saying so.
-log=$tmp/setup-ud.log
-if FERRITE_CONN_SETUP=ud timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$bin" ring >"$log" 2>&1; then
-    ko setup-ud-refused "the job succeeded" "$log"
-elif grep -q "FERRITE_CONN_SETUP=ud is not supported yet" "$log"; then
-    ok setup-ud-refused
-else
-    ko setup-ud-refused "no message naming FERRITE_CONN_SETUP=ud" "$log"
-fi
+# FERRITE_CONN_SETUP=ud: the attempt is settled over datagrams (request/reply/confirm carry
+# the listen address), then its initiator dials: the same counts as cm.
+setup_ud() { FERRITE_CONN_SETUP=ud check "$@"; }
+setup_ud ud-ring-16 ondemand 16 ring \
+    "r['connections']['peak'] == 2 and $opened == 2 and r['used'] == 2"
+setup_ud ud-alltoall-16 ondemand 16 alltoall \
+    "r['connections']['peak'] == n - 1 and $opened == n - 1 and r['used'] == n - 1"
+setup_ud ud-static-16 static 16 none "r['opened']['init'] == n - 1 and $opened == n - 1"
+FERRITE_CONN_MAX=4 setup_ud ud-budget4-alltoall-16 ondemand 16 alltoall \
+    "r['connections']['peak'] <= 4 + r['over_budget']" "s['closed']['eviction'] > 0"
+setup_ud ud-adaptive-alltoall40-16 adaptive 16 alltoall40 "$opened == n - 1"
 
 # The text report: one line per rank and the summary, from rank 0.
 log=$tmp/text.log
@@ -148,11 +150,14 @@ else
     ko text-report "missing or wrong report lines" "$log"
 fi
 
-# A few C conformance programs under the policies that connect at init, and adaptive.
-for policy in static partial adaptive; do
+# A few C conformance programs under the policies that connect at init, adaptive, and ud set-up.
+for policy in static partial adaptive ud; do
     log=$tmp/c-$policy.log
-    FERRITE_CONN=$policy TEST_NP="4 16" "$root/tests/c/run.sh" ring anysource sendrecv coll_basic \
-        probe comms >"$log" 2>&1
+    # "ud": ondemand connections set up with FERRITE_CONN_SETUP=ud.
+    setup=cm; conn=$policy
+    if [ "$policy" = ud ]; then setup=ud; conn=ondemand; fi
+    FERRITE_CONN=$conn FERRITE_CONN_SETUP=$setup TEST_NP="4 16" "$root/tests/c/run.sh" ring \
+        anysource sendrecv coll_basic probe comms >"$log" 2>&1
     line=$(grep -E '^c: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
     f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')

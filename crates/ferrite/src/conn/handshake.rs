@@ -653,6 +653,23 @@ impl Cm {
         }
     }
 
+    /// Dials the attempt (gen, us) that another mechanism (`ud`) settled with `peer`, so the
+    /// hello names it. When this machine has already seen `gen` for the pair, it dials its
+    /// own next attempt instead (newer still, so the peer's machine takes it just the same).
+    /// Nothing when an attempt is under way.
+    pub fn connect_attempt(&mut self, peer: Proc, gen: u32) {
+        let me = self.rank;
+        let p = self.peer(peer);
+        if !matches!(p.state, CmState::Idle) {
+            return;
+        }
+        let id = AttemptId { gen, initiator: me };
+        if gen > p.gen && Some(id) > p.floor {
+            p.gen = gen - 1;
+        }
+        self.dial(peer, 0, self.cfg.rto_initial);
+    }
+
     /// Closes the connection to `peer` (or abandons an attempt) by our decision.
     pub fn close(&mut self, peer: Proc) {
         let me = self.rank;

@@ -115,7 +115,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_CONN_SETUP",
         default: "cm",
-        doc: "tcp connection set-up: cm (connect/accept with a hello); ud is not supported yet.",
+        doc: "tcp connection set-up: cm (connect/accept with a hello), ud (attempt settled over udp first).",
     },
     Knob {
         name: "FERRITE_CONN_THRESHOLD",

@@ -278,14 +278,18 @@ impl Net {
                 cfg.ip = tcp::listener::reachable_ip();
             }
             net.tcp_route = Some(net.transports.len());
-            // FERRITE_CONN=adaptive: datagrams first, over a udp channel of its own.
-            let chan = match cfg.policy {
-                crate::conn::policy::Kind::Adaptive => Some(udp::Channel::new(
+            // FERRITE_CONN=adaptive (datagrams first) and FERRITE_CONN_SETUP=ud (handshakes
+            // over datagrams) run a udp channel of their own.
+            let chan = if cfg.policy == crate::conn::policy::Kind::Adaptive
+                || cfg.setup == crate::conn::policy::Mechanism::Ud
+            {
+                Some(udp::Channel::new(
                     rank,
                     udp::channel_config(size, net.nodes.is_some())?,
                     tcp::card::board_for(kvsname),
-                )?),
-                _ => None,
+                )?)
+            } else {
+                None
             };
             let board = tcp::card::board_for(kvsname);
             net.transports.push(Box::new(

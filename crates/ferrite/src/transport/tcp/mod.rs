@@ -23,7 +23,7 @@ pub mod listener;
 
 use super::{Proc, Transport, TransportStats};
 use crate::abi::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
-use crate::conn::handshake::{self, Action, Cm, Event, SockId, HELLO_LEN};
+use crate::conn::handshake::{self, Action, Cm, Event, SockId, Ud, HELLO_LEN};
 use crate::conn::policy::{self, Policy};
 use crate::conn::{wire, Micros};
 use crate::error::MpiResult;
@@ -58,6 +58,9 @@ pub struct TcpConfig {
     pub threshold: u64,
     /// Adaptive: a connection unused this long closes; 0: never (FERRITE_CONN_IDLE_MS).
     pub idle_ms: u64,
+    /// How connections are set up (FERRITE_CONN_SETUP): `cm` alone, or `ud` deciding the
+    /// attempt over the datagram channel first.
+    pub setup: policy::Mechanism,
 }
 
 impl TcpConfig {
@@ -82,6 +85,7 @@ impl TcpConfig {
             max_conns: conn_max(),
             threshold: config::get::<u64>("FERRITE_CONN_THRESHOLD").max(1),
             idle_ms: config::get("FERRITE_CONN_IDLE_MS"),
+            setup: conn_setup()?,
         })
     }
 }
@@ -105,25 +109,18 @@ pub fn conn_max() -> usize {
     policy::max_from_fd_limit(nofile)
 }
 
-/// FERRITE_CONN, checked (adaptive embeds a udp `Channel`, see `Tcp::with_channel`), and
-/// FERRITE_CONN_SETUP: only `cm` (connect/accept with a hello) is implemented.
+/// FERRITE_CONN, checked (adaptive embeds a udp `Channel`, see `Tcp::with_channel`).
 pub fn conn_policy() -> MpiResult<policy::Kind> {
     let v: String = config::get("FERRITE_CONN");
-    let kind: policy::Kind = v
-        .parse()
-        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))?;
-    let setup: String = config::get("FERRITE_CONN_SETUP");
-    match setup
-        .parse()
-        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))?
-    {
-        policy::Mechanism::Cm => Ok(kind),
-        policy::Mechanism::Ud => Err(mpi_err!(
-            crate::abi::consts::MPI_ERR_UNSUPPORTED_OPERATION,
-            "FERRITE_CONN_SETUP=ud is not supported yet: tcp connections are set up with cm \
-             (connect/accept with a hello)"
-        )),
-    }
+    v.parse()
+        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))
+}
+
+/// FERRITE_CONN_SETUP, checked (`ud` also embeds a udp `Channel`).
+pub fn conn_setup() -> MpiResult<policy::Mechanism> {
+    let v: String = config::get("FERRITE_CONN_SETUP");
+    v.parse()
+        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))
 }
 
 /// Where a socket is in its life.
@@ -196,6 +193,10 @@ pub struct Tcp {
     board: Box<dyn Board>,
     /// Made on first need: the job secret is known only after MPI_Init's barrier.
     cm: Option<Cm>,
+    /// FERRITE_CONN_SETUP=ud: settles each attempt over the channel first (made with `cm`).
+    ud: Option<Ud>,
+    /// Listen addresses peers sent in their ud request or reply (no card lookup then).
+    ud_addrs: HashMap<Proc, SocketAddr>,
     /// When connections are asked for (static/partial: at init; then on the first packet).
     /// It holds no packets: they wait in the peer's `SendQueue`, in order.
     policy: Policy<()>,
@@ -268,6 +269,8 @@ impl Tcp {
             epoll,
             board,
             cm: None,
+            ud: None,
+            ud_addrs: HashMap::new(),
             policy: Policy::new(
                 rank,
                 size,
@@ -323,10 +326,11 @@ impl Tcp {
 
     /// Adaptive: traffic to peers without a connection goes over `chan` (required then).
     pub fn with_channel(mut self, chan: Option<Channel>) -> MpiResult<Tcp> {
-        if self.cfg.policy == policy::Kind::Adaptive && chan.is_none() {
+        if self.needs_channel() && chan.is_none() {
             return Err(mpi_err!(
                 MPI_ERR_OTHER,
-                "tcp transport: FERRITE_CONN=adaptive needs a datagram channel"
+                "tcp transport: FERRITE_CONN=adaptive and FERRITE_CONN_SETUP=ud need a datagram \
+                 channel"
             ));
         }
         if let Some(c) = &chan {
@@ -340,6 +344,132 @@ impl Tcp {
         }
         self.chan = chan;
         Ok(self)
+    }
+
+    /// Whether this configuration runs a datagram channel (adaptive traffic, ud set-up).
+    pub fn needs_channel(&self) -> bool {
+        self.cfg.policy == policy::Kind::Adaptive || self.cfg.setup == policy::Mechanism::Ud
+    }
+
+    /// Starts setting up a connection to `peer`: through ud (which settles the attempt, then
+    /// its initiator dials), or cm directly.
+    fn open(&mut self, peer: Proc) {
+        let now = self.now();
+        if let Some(ud) = self.ud.as_mut() {
+            let cm_idle = self
+                .cm
+                .as_ref()
+                .is_some_and(|c| c.state(peer) == handshake::PeerState::Idle);
+            if ud.state(peer) == handshake::PeerState::Idle && cm_idle {
+                ud.connect(peer, now);
+                self.run_ud();
+            }
+            return;
+        }
+        if let Some(cm) = self.cm.as_mut() {
+            if cm.state(peer) == handshake::PeerState::Idle {
+                cm.connect(peer, now);
+            }
+        }
+        self.run_cm();
+    }
+
+    /// The connection to `peer` is over for the ud machine too (closed or lost).
+    fn ud_close(&mut self, peer: Proc) {
+        if let Some(ud) = self.ud.as_mut() {
+            ud.close(peer);
+        }
+    }
+
+    /// Carries out what the ud machine asks for: its datagrams, and (as the initiator of a
+    /// settled attempt) the dial whose hello names it.
+    fn run_ud(&mut self) {
+        loop {
+            let Some(ud) = self.ud.as_mut() else { return };
+            if let Some(t) = ud.poll_transmit() {
+                if let Some(chan) = self.chan.as_mut() {
+                    // A failure is the channel's to report (`take_failures`); ud retransmits.
+                    let _ = chan.send_control(t.to, &t.bytes);
+                }
+                continue;
+            }
+            let Some(ev) = ud.poll_event() else { return };
+            match ev {
+                Event::Connected {
+                    peer,
+                    attempt,
+                    addr,
+                } => {
+                    if let Some(a) = std::str::from_utf8(&addr)
+                        .ok()
+                        .and_then(|a| a.parse::<SocketAddr>().ok())
+                    {
+                        self.ud_addrs.insert(peer, a);
+                    }
+                    if attempt.initiator == self.rank {
+                        if let Some(cm) = self.cm.as_mut() {
+                            cm.connect_attempt(peer, attempt.gen);
+                        }
+                        self.run_cm();
+                    }
+                }
+                Event::Failed { peer, retries } => self.setup_failed(peer, retries),
+                // The connection ends through the close protocol (or breaks) on its own.
+                Event::Closed { .. } | Event::Superseded { .. } => {}
+            }
+        }
+    }
+
+    /// Handshake datagrams from the channel (ud set-up). A peer's request waits (dropped; the
+    /// peer repeats it) while the budget has no room for it.
+    fn on_control(&mut self, b: &[u8]) {
+        let (Some(secret), true) = (self.secret, self.ud.is_some()) else {
+            self.stats.strangers_dropped += 1;
+            return;
+        };
+        let now = self.now();
+        let req = wire::decode_prefix(b, secret, self.rank, self.size)
+            .ok()
+            .filter(|w| w.kind == wire::Kind::Req)
+            .map(|w| w.src);
+        let ud = self.ud.as_mut().expect("checked");
+        let fresh = req.filter(|&src| ud.state(src) == handshake::PeerState::Idle);
+        if let Some(src) = fresh {
+            if !self.policy.may_accept(src, now) {
+                self.run_policy();
+                return;
+            }
+        }
+        let ud = self.ud.as_mut().expect("checked");
+        let before = ud.stats().drops.total();
+        ud.handle_datagram(b, now);
+        self.stats.strangers_dropped += ud.stats().drops.total() - before;
+        if let Some(src) = fresh {
+            if ud.state(src) == handshake::PeerState::Idle {
+                self.policy.release(src, now); // not a live request after all
+            }
+        }
+        self.run_policy();
+        self.run_ud();
+    }
+
+    /// Setting up a connection to `peer` failed for good.
+    fn setup_failed(&mut self, peer: Proc, retries: u32) {
+        let now = self.now();
+        self.policy.failed(peer, now);
+        self.run_policy();
+        if self.chan.is_some() && self.cfg.policy == policy::Kind::Adaptive {
+            // Adaptive: the datagrams still reach the peer; no connection then.
+            self.queue_to_datagrams(peer);
+            return;
+        }
+        let p = self.peers.entry(peer).or_default();
+        let last = p.last_error.clone().unwrap_or_else(|| "no answer".into());
+        self.fail(
+            peer,
+            MPI_ERR_OTHER,
+            format!("cannot connect to rank {peer} after {retries} retries: {last}"),
+        );
     }
 
     /// Frames in the peer's queue may go on its connection: it is up, not waiting for an old
@@ -461,6 +591,10 @@ impl Tcp {
             self.secret = Some(secret);
             let mut hs = handshake::Config::new(self.size);
             hs.max_retries = self.cfg.connect_retries;
+            if self.cfg.setup == policy::Mechanism::Ud {
+                let addr = self.listener.addr.to_string().into_bytes();
+                self.ud = Some(Ud::new(self.rank, secret, addr, hs.clone()));
+            }
             self.cm = Some(Cm::new(self.rank, secret, hs));
         }
         Ok(self.cm.as_mut().expect("just made"))
@@ -611,6 +745,7 @@ impl Tcp {
         if let Some(cm) = self.cm.as_mut() {
             cm.detach(peer);
         }
+        self.ud_close(peer);
         let s = self
             .socks
             .get_mut(&sid)
@@ -702,6 +837,7 @@ impl Tcp {
         }
         self.drop_sock(sid);
         if let (Phase::Up, Some(peer)) = (phase, peer) {
+            self.ud_close(peer);
             self.stats.conns_closed += 1;
             let now = self.now();
             self.policy.closed(peer, now);
@@ -735,7 +871,11 @@ impl Tcp {
             }
             let Some(ev) = cm.poll_event() else { return };
             match ev {
-                Event::Connected { peer, .. } => {
+                Event::Connected { peer, attempt, .. } => {
+                    if let Some(ud) = self.ud.as_mut() {
+                        // The connection itself shows the initiator had our reply.
+                        ud.confirm_by_traffic(peer, attempt);
+                    }
                     let Some(sid) = self.cm.as_ref().and_then(|c| c.socket_of(peer)) else {
                         continue;
                     };
@@ -761,21 +901,8 @@ impl Tcp {
                     self.flush_sock(sid);
                 }
                 Event::Failed { peer, retries } => {
-                    let now = self.now();
-                    self.policy.failed(peer, now);
-                    self.run_policy();
-                    if self.chan.is_some() {
-                        // Adaptive: the datagrams still reach the peer; no connection then.
-                        self.queue_to_datagrams(peer);
-                        continue;
-                    }
-                    let p = self.peers.entry(peer).or_default();
-                    let last = p.last_error.clone().unwrap_or_else(|| "no answer".into());
-                    self.fail(
-                        peer,
-                        MPI_ERR_OTHER,
-                        format!("cannot connect to rank {peer} after {retries} retries: {last}"),
-                    );
+                    self.ud_close(peer);
+                    self.setup_failed(peer, retries);
                 }
                 // The socket is already gone (sock_broken); failure was decided there.
                 Event::Closed { .. } | Event::Superseded { .. } => {}
@@ -786,7 +913,8 @@ impl Tcp {
     fn do_action(&mut self, a: Action) {
         match a {
             Action::Connect { sock, peer } => {
-                let res = match self.board.get(peer) {
+                let known = self.ud_addrs.get(&peer).copied().map(|a| Ok(Some(a)));
+                let res = match known.unwrap_or_else(|| self.board.get(peer)) {
                     Ok(Some(addr)) => {
                         listener::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))
                     }
@@ -1028,19 +1156,11 @@ impl Tcp {
     /// over the connection writes the queue once it may go, one over datagrams (adaptive)
     /// moves it to the channel; `Failed` needs nothing (the queue is dropped with the peer).
     fn run_policy(&mut self) {
-        let mut dialed = false;
+        let mut opens = Vec::new();
         while let Some(a) = self.policy.poll_action() {
             match a {
-                policy::Action::Open { peer, .. } => {
-                    let now = self.now();
-                    // The cm machine exists: every caller made it (it needs the job secret).
-                    if let Some(cm) = self.cm.as_mut() {
-                        if cm.state(peer) == handshake::PeerState::Idle {
-                            cm.connect(peer, now);
-                            dialed = true;
-                        }
-                    }
-                }
+                // The cm machine exists: every caller made it (it needs the job secret).
+                policy::Action::Open { peer, .. } => opens.push(peer),
                 policy::Action::Close { peer, .. } => {
                     if self.peers.get(&peer).is_some_and(|p| p.sock.is_some()) {
                         self.start_close(peer, false);
@@ -1063,8 +1183,8 @@ impl Tcp {
                 policy::Action::Failed { .. } => {}
             }
         }
-        if dialed {
-            self.run_cm();
+        for peer in opens {
+            self.open(peer);
         }
     }
 
@@ -1109,6 +1229,12 @@ impl Tcp {
             self.run_policy();
             self.run_cm();
         }
+        if let Some(ud) = self.ud.as_mut() {
+            if ud.poll_timeout().is_some_and(|t| t <= now) {
+                ud.handle_timeout(now);
+                self.run_ud();
+            }
+        }
     }
 
     /// Sets the timerfd for the machines' next deadline (and a held hello's next check).
@@ -1121,6 +1247,7 @@ impl Tcp {
             .and_then(|c| c.poll_timeout())
             .into_iter()
             .chain(self.policy.poll_timeout())
+            .chain(self.ud.as_ref().and_then(|u| u.poll_timeout()))
             .chain(held)
             .min();
         if next == self.timer_at && next.is_none_or(|t| t > now) {
@@ -1172,8 +1299,9 @@ impl Tcp {
         let Some(chan) = self.chan.as_mut() else {
             return 0;
         };
-        let (mut pkts, mut bytes, mut strangers) = (0u64, 0u64, 0u64);
+        let (mut pkts, mut bytes) = (0u64, 0u64);
         let mut from_peers: Vec<Proc> = Vec::new();
+        let mut control: Vec<Vec<u8>> = Vec::new();
         let n = chan.poll(
             &mut |from, p| {
                 pkts += 1;
@@ -1183,12 +1311,13 @@ impl Tcp {
                 }
                 deliver(from, p)
             },
-            // Handshake datagrams: FERRITE_CONN_SETUP=ud is not implemented (refused at init).
-            &mut |_| strangers += 1,
+            &mut |b| control.push(b.to_vec()),
         );
         self.stats.packets_received += pkts;
         self.stats.bytes_received += bytes;
-        self.stats.strangers_dropped += strangers;
+        for b in control {
+            self.on_control(&b);
+        }
         let now = self.now();
         for p in from_peers {
             self.policy.received(p, now);

@@ -27,6 +27,7 @@ fn cfg(sendq: usize) -> TcpConfig {
         max_conns: 1000,
         threshold: 16,
         idle_ms: 0,
+        setup: crate::conn::policy::Mechanism::Cm,
     }
 }
 
@@ -771,17 +772,23 @@ fn a_ring_under_a_budget_of_one_completes_lap_after_lap() {
 /// `n` adaptive endpoints (datagrams first, a connection after `threshold` messages, closed
 /// after `idle_ms` unused), each with its own udp channel.
 fn adaptive_endpoints(tag: &str, n: u32, threshold: u64, idle_ms: u64) -> (String, Vec<Tcp>) {
+    let c = TcpConfig {
+        policy: crate::conn::policy::Kind::Adaptive,
+        threshold,
+        idle_ms,
+        ..cfg(1 << 20)
+    };
+    channel_endpoints(tag, n, c)
+}
+
+/// `n` endpoints with configuration `c`, each with its own udp channel.
+fn channel_endpoints(tag: &str, n: u32, c: TcpConfig) -> (String, Vec<Tcp>) {
     use crate::conn::reliable;
     use crate::transport::udp::{Channel, ChannelConfig, Inject};
     let j = job(tag);
     let eps = (0..n)
         .map(|r| {
-            let c = TcpConfig {
-                policy: crate::conn::policy::Kind::Adaptive,
-                threshold,
-                idle_ms,
-                ..cfg(1 << 20)
-            };
+            let c = c.clone();
             let chan = Channel::new(
                 r,
                 ChannelConfig {
@@ -946,4 +953,50 @@ fn a_blocked_endpoint_is_woken_by_its_redial_timer() {
         ep.stats().handshake_retries > before,
         "no redial after the wake-up"
     );
+}
+
+#[test]
+fn ud_set_up_settles_the_attempt_over_datagrams_and_the_initiator_dials() {
+    let n = 5u32;
+    let c = TcpConfig {
+        setup: crate::conn::policy::Mechanism::Ud,
+        max_conns: 2,
+        ..cfg(1 << 20)
+    };
+    let (_j, mut eps) = channel_endpoints("ud", n, c);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    // Everyone to everyone under a budget of 2: attempts race, connections close and reopen.
+    let per = 12u32;
+    for k in 0..per {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            for d in 1..n {
+                let to = (r as u32 + 1 + (d - 1 + k) % (n - 1)) % n;
+                assert!(ep.try_send(to, &[&msg(r as u32, to, k)]).unwrap());
+            }
+        }
+        for _ in 0..(k % 3) * 10 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    let want = (per * (n - 1)) as usize;
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    check_streams(&got, n, per);
+    for (r, ep) in eps.iter().enumerate() {
+        let c = ep.stats().conn;
+        assert_eq!(c.failed, 0, "rank {r}");
+        assert!(
+            c.closed(CloseCause::Eviction) + c.closed(CloseCause::Peer) > 0,
+            "rank {r}"
+        );
+        let ud = ep.ud.as_ref().expect("ud runs").stats();
+        assert!(
+            ud.connected > 0,
+            "rank {r}: no ud handshake completed: {ud:?}"
+        );
+        // No card lookups: every address came in a handshake.
+        assert!(!ep.ud_addrs.is_empty(), "rank {r}");
+    }
 }
