@@ -423,6 +423,8 @@ impl Tcp {
     /// Handshake datagrams from the channel (ud set-up). A peer's request waits (dropped; the
     /// peer repeats it) while the budget has no room for it.
     fn on_control(&mut self, b: &[u8]) {
+        // The machines are made on first need (a peer's request may come before we sent).
+        let _ = self.cm();
         let (Some(secret), true) = (self.secret, self.ud.is_some()) else {
             self.stats.strangers_dropped += 1;
             return;

@@ -1000,3 +1000,18 @@ fn ud_set_up_settles_the_attempt_over_datagrams_and_the_initiator_dials() {
         assert!(!ep.ud_addrs.is_empty(), "rank {r}");
     }
 }
+
+#[test]
+fn ud_set_up_answers_a_peer_that_never_sent_anything() {
+    let c = TcpConfig {
+        setup: crate::conn::policy::Mechanism::Ud,
+        ..cfg(1 << 20)
+    };
+    let (_j, mut eps) = channel_endpoints("udquiet", 2, c);
+    let mut got: Got = Vec::new();
+    // Rank 1 has made no machine yet (it only polls) when rank 0's request arrives.
+    assert!(eps[0].try_send(1, &[b"first"]).unwrap());
+    pump(&mut eps, &mut got, |g| g[1].len() == 1);
+    assert_eq!(got[1], vec![(0, b"first".to_vec())]);
+    assert_eq!(eps[1].stats().conns_accepted, 1);
+}
