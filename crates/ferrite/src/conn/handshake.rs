@@ -79,6 +79,8 @@ pub struct Stats {
     pub superseded: u64,
     /// Duplicates and messages of finished or unknown attempts, ignored.
     pub stale: u64,
+    /// cm: accepted sockets closed because no hello came in time (strangers, or worse).
+    pub silent: u64,
     pub drops: DropCounts,
 }
 
@@ -961,7 +963,7 @@ impl Cm {
             self.timers.pop_first();
             match key {
                 Key::Sock(sock) => {
-                    self.stats.stale += 1;
+                    self.stats.silent += 1;
                     self.socks.remove(&sock);
                     self.actions.push_back(Action::Close { sock });
                 }

@@ -225,6 +225,8 @@ pub struct Tcp {
     timer: RawFd,
     /// The deadline `timer` is set for.
     timer_at: Option<Micros>,
+    /// Accepting failed (EMFILE): the listener is out of the epoll set until then.
+    accept_paused: Option<Micros>,
     t0: Instant,
     stats: TransportStats,
 }
@@ -236,6 +238,8 @@ const CHANNEL: u64 = u64::MAX - 1;
 const TIMER: u64 = u64::MAX - 2;
 /// How often a hello held back for the budget is asked about again.
 const HELD_RECHECK: Micros = 10_000;
+/// How long accepting pauses after it failed for want of file descriptors.
+const ACCEPT_PAUSE: Micros = 20_000;
 /// A connection's receive buffer starts small (idle connections stay cheap) and grows to the
 /// largest frame it has had to hold.
 const RECV_BUF_INITIAL: usize = 8 << 10;
@@ -297,6 +301,7 @@ impl Tcp {
             chan_failed: BTreeSet::new(),
             timer: -1,
             timer_at: None,
+            accept_paused: None,
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
@@ -636,6 +641,7 @@ impl Tcp {
     /// Forgets and closes a socket (the cm machine is told by the caller, if it must be).
     fn drop_sock(&mut self, sid: SockId) {
         if let Some(s) = self.socks.remove(&sid) {
+            self.resume_accepting();
             let fd = s.stream.as_raw_fd();
             // Deregistering cannot fail for a registered fd; closing would remove it anyway.
             let _ = self.epoll_ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
@@ -994,8 +1000,16 @@ impl Tcp {
                     self.add_sock(sid, s);
                 }
                 Ok(None) => return,
-                // EMFILE and the like: the connection stays in the backlog; retried next poll.
-                Err(_) => return,
+                // EMFILE and the like: the connection stays in the backlog. The listener
+                // leaves the epoll set for a while (it would stay readable: a busy loop) and
+                // comes back when a socket of ours closes or after ACCEPT_PAUSE.
+                Err(_) => {
+                    let fd = self.listener.sock.as_raw_fd();
+                    if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
+                        self.accept_paused = Some(self.now() + ACCEPT_PAUSE);
+                    }
+                    return;
+                }
             }
         }
     }
@@ -1220,6 +1234,9 @@ impl Tcp {
     /// Fires the cm machine's and the policy's timers that are due.
     fn timers(&mut self) {
         let now = self.now();
+        if self.accept_paused.is_some_and(|t| t <= now) {
+            self.resume_accepting();
+        }
         if let Some(cm) = self.cm.as_mut() {
             if cm.poll_timeout().is_some_and(|t| t <= now) {
                 cm.handle_timeout(now);
@@ -1251,6 +1268,7 @@ impl Tcp {
             .chain(self.policy.poll_timeout())
             .chain(self.ud.as_ref().and_then(|u| u.poll_timeout()))
             .chain(held)
+            .chain(self.accept_paused)
             .min();
         if next == self.timer_at && next.is_none_or(|t| t > now) {
             return;
@@ -1270,6 +1288,15 @@ impl Tcp {
         };
         // SAFETY: the timerfd is ours; spec is valid; the old value is not asked for.
         unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Puts the listener back into the epoll set after a pause (`accept_all`).
+    fn resume_accepting(&mut self) {
+        if self.accept_paused.take().is_some() {
+            let fd = self.listener.sock.as_raw_fd();
+            // If this fails the listener stays paused; the next pause attempt retries.
+            let _ = self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, libc::EPOLLIN as u32, LISTENER);
+        }
     }
 
     /// Clears the timerfd's expirations (the timers themselves run in `timers`).
@@ -1568,6 +1595,7 @@ impl Transport for Tcp {
     fn stats(&self) -> TransportStats {
         let cm = self.cm.as_ref().map(|c| c.stats()).unwrap_or_default();
         TransportStats {
+            strangers_dropped: self.stats.strangers_dropped + cm.silent,
             handshake_retries: cm.retries,
             race_losers: cm.races_lost,
             conn: self.policy.counters(),

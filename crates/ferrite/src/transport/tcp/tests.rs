@@ -1015,3 +1015,30 @@ fn ud_set_up_answers_a_peer_that_never_sent_anything() {
     assert_eq!(got[1], vec![(0, b"first".to_vec())]);
     assert_eq!(eps[1].stats().conns_accepted, 1);
 }
+
+#[test]
+fn a_stranger_that_connects_and_stays_silent_counts_as_a_stranger() {
+    let (_j, mut eps) = endpoints("silent", 2, 1 << 20);
+    let s = std::net::TcpStream::connect(eps[0].addr()).unwrap();
+    // Accepted (which makes the cm machine and its deadline for the hello)...
+    for _ in 0..1000 {
+        eps[0].poll(&mut |_, _| {});
+        if open_socks(&eps[0]) == 1 {
+            break;
+        }
+    }
+    assert_eq!(open_socks(&eps[0]), 1);
+    // ...then closed when the deadline passes, woken by the timerfd.
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+    for _ in 0..3 {
+        // SAFETY: ev is valid for one event; the wake fd is the endpoint's epoll fd.
+        unsafe { libc::epoll_wait(eps[0].wake_fd().unwrap(), ev.as_mut_ptr(), 1, 5_000) };
+        eps[0].poll(&mut |_, _| {});
+        if open_socks(&eps[0]) == 0 {
+            break;
+        }
+    }
+    assert_eq!(open_socks(&eps[0]), 0);
+    assert_eq!(eps[0].stats().strangers_dropped, 1);
+    drop(s);
+}
