@@ -31,6 +31,10 @@ pub struct Config {
     pub job_size: u32,
     pub rto_initial: Micros,
     pub rto_max: Micros,
+    /// cm: how long an accepted socket may stay silent before its hello, and how long a
+    /// refused dialer waits for the winning attempt's hello before dialing again. On a host
+    /// with many ranks per CPU a peer may take seconds to get to writing its hello.
+    pub hello_wait: Micros,
     /// Retransmissions (ud) or reconnections (cm) before giving up on a peer.
     pub max_retries: u32,
 }
@@ -41,6 +45,7 @@ impl Config {
             job_size,
             rto_initial: 50_000,
             rto_max: 2_000_000,
+            hello_wait: 2_000_000,
             max_retries: 10,
         }
     }
@@ -718,10 +723,10 @@ impl Cm {
     }
 
     /// The listening socket accepted a connection: returns its id. Its first bytes must be a
-    /// hello (fed to [`Cm::received`]) within `rto_max`, or it is closed.
+    /// hello (fed to [`Cm::received`]) within `hello_wait`, or it is closed.
     pub fn accepted(&mut self, now: Micros) -> SockId {
         let sock = self.new_sock();
-        let deadline = now + self.cfg.rto_max;
+        let deadline = now + self.cfg.hello_wait;
         self.socks.insert(sock, Sock::In { deadline });
         self.timers.insert((deadline, Key::Sock(sock)));
         sock
@@ -892,7 +897,7 @@ impl Cm {
         };
         p.floor = p.floor.max(Some(id));
         p.state = CmState::Yielded { tries, rto };
-        let wait = self.cfg.rto_max;
+        let wait = self.cfg.hello_wait;
         self.set_timer(from, Some(now + wait));
         self.close_sock(sock);
     }
@@ -1350,8 +1355,8 @@ mod tests {
             })
         );
         let s = c.accepted(100);
-        assert_eq!(c.poll_timeout(), Some(100 + Config::new(4).rto_max));
-        c.handle_timeout(100 + Config::new(4).rto_max);
+        assert_eq!(c.poll_timeout(), Some(100 + Config::new(4).hello_wait));
+        c.handle_timeout(100 + Config::new(4).hello_wait);
         assert_eq!(actions(&mut c), vec![Action::Close { sock: s }]);
     }
 }

@@ -123,6 +123,15 @@ pub fn conn_setup() -> MpiResult<policy::Mechanism> {
         .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))
 }
 
+/// How long cm waits for a hello: 2 s, longer with many ranks per CPU (a rank among 128 per
+/// CPU, dialing 255 peers at once under static, took over 2 s to write some hellos, and every
+/// such socket closed and was dialed again: thousands of retries at 256 ranks on 2 CPUs).
+fn hello_wait(job_size: u32) -> Micros {
+    // SAFETY: plain query.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
+    2_000_000 * (u64::from(job_size) / (16 * cpus)).clamp(1, 15)
+}
+
 /// Where a socket is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -598,6 +607,7 @@ impl Tcp {
             self.secret = Some(secret);
             let mut hs = handshake::Config::new(self.size);
             hs.max_retries = self.cfg.connect_retries;
+            hs.hello_wait = hello_wait(self.size);
             if self.cfg.setup == policy::Mechanism::Ud {
                 let addr = self.listener.addr.to_string().into_bytes();
                 self.ud = Some(Ud::new(self.rank, secret, addr, hs.clone()));
