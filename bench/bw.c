@@ -53,7 +53,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bw: rank %d: wrong data at size %ld\n", rank, n);
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
-            if (rank == 0) printf("%ld %.1f\n", n, (double)n * WINDOW * iters / t / 1e6);
+            if (rank == 0) printf("%ld %.2f\n", n, (double)n * WINDOW * iters / t / 1e6);
             fflush(stdout);
         }
     }

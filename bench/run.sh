@@ -9,29 +9,49 @@
 # Open MPI, MPICH and the ratio Ferrite/Open MPI (latency in usec: lower is better;
 # bandwidth in MB/s: higher is better). The tables are also saved under bench/results/.
 # BENCH_MPIS limits the set, e.g. BENCH_MPIS="openmpi mpich".
+#
+# The tcp section (in the default set; BENCH_ONLY=tcp runs it alone, BENCH_ONLY="tcp
+# barrier" both) runs pingpong and bw (BENCH_TCP changes that list) at -n 2 over sockets on
+# this host: Ferrite with FERRITE_TRANSPORTS=tcp,self; Ferrite over udp
+# (FERRITE_TRANSPORTS=udp,self) and with FERRITE_CONN=adaptive over tcp, each "n/a" when the
+# installed library refuses it (a 2-rank bench/probe.c job fails); Open MPI with ob1 and the
+# tcp,self BTLs; Debian's MPICH (ch4:ucx, which has no shared-memory module of its own: all
+# traffic goes through UCX) with UCX_TLS=tcp,self and MPIR_CVAR_NOLOCAL=1. Before timing,
+# each configuration's path is checked with 1000 bench/probe.c round trips: Ferrite's
+# FERRITE_REPORT must count them on a socket transport and none on shm; for Open MPI and
+# MPICH, strace (when installed) must count at least 1000 socket writes per rank.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 PREFIX=${PREFIX:-$root/build}
 BENCH_MPIS=${BENCH_MPIS:-ferrite openmpi mpich}
 BENCH_COLL_NP=${BENCH_COLL_NP:-2 4}
+BENCH_TCP=${BENCH_TCP:-pingpong bw}
 P2P_BENCHES="pingpong bw"
 COLL_BENCHES="allreduce bcast alltoall barrier"
-BENCHES="$P2P_BENCHES $COLL_BENCHES"
+BENCHES="$P2P_BENCHES $COLL_BENCHES tcp"
 if [ -n "${BENCH_ONLY:-}" ]; then BENCHES=$BENCH_ONLY; fi
-# Jobs: benchmark:process-count.
+# Jobs: benchmark:process-count over shared memory, tcp-benchmark:2 over sockets.
 jobs=()
+programs=()
 for b in $BENCHES; do
     case " $COLL_BENCHES " in
-    *" $b "*) for np in $BENCH_COLL_NP; do jobs+=("$b:$np"); done ;;
-    *) jobs+=("$b:2") ;;
+    *" $b "*) for np in $BENCH_COLL_NP; do jobs+=("$b:$np"); done; programs+=("$b") ;;
+    *) if [ "$b" = tcp ]; then
+           for t in $BENCH_TCP; do jobs+=("tcp-$t:2"); programs+=("$t"); done
+           programs+=(probe)
+       else
+           jobs+=("$b:2"); programs+=("$b")
+       fi ;;
     esac
 done
+programs=($(printf '%s\n' "${programs[@]}" | sort -u))
 bin=$here/bin
 out=$here/results
 mkdir -p "$bin" "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 if [ "$(id -u)" = 0 ] && [ "${BENCH_NO_INSTALL:-0}" != 1 ]; then
     need=()
@@ -44,7 +64,8 @@ if [ "$(id -u)" = 0 ] && [ "${BENCH_NO_INSTALL:-0}" != 1 ]; then
     fi
 fi
 
-# Per MPI: compiler, launcher, launcher arguments (shared-memory transport); $2: ranks.
+# Per MPI: compiler; per configuration (MPI, or MPI.transport in the tcp section): launcher
+# and its arguments; $2: ranks.
 mpi_cc() {
     case $1 in
     ferrite) echo "$PREFIX/bin/mpicc" ;;
@@ -52,17 +73,30 @@ mpi_cc() {
     mpich) echo mpicc.mpich ;;
     esac
 }
+OMPI_RUN="env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi --allow-run-as-root --oversubscribe"
 mpi_run() {
     case $1 in
     ferrite) echo "$PREFIX/bin/mpirun -n $2" ;;
     # ob1 with the vader shared-memory BTL (no UCX, no TCP).
-    openmpi) echo "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi --allow-run-as-root --oversubscribe -n $2 --mca pml ob1 --mca btl self,vader" ;;
+    openmpi) echo "$OMPI_RUN -n $2 --mca pml ob1 --mca btl self,vader" ;;
     # Debian's MPICH is ch4:ucx: restrict UCX to its shared-memory transports.
     mpich) echo "env UCX_TLS=self,sm mpirun.mpich -n $2" ;;
+    ferrite.tcp) echo "env FERRITE_TRANSPORTS=tcp,self $PREFIX/bin/mpirun -n $2" ;;
+    ferrite.udp) echo "env FERRITE_TRANSPORTS=udp,self $PREFIX/bin/mpirun -n $2" ;;
+    ferrite.adaptive) echo "env FERRITE_TRANSPORTS=tcp,self FERRITE_CONN=adaptive $PREFIX/bin/mpirun -n $2" ;;
+    openmpi.tcp) echo "$OMPI_RUN -n $2 --mca pml ob1 --mca btl tcp,self" ;;
+    # ch4:ucx has no shm module in Debian's build (every message goes through UCX), so UCX's
+    # transport list decides; NOLOCAL also turns off MPICH's node-local shortcuts.
+    mpich.tcp) echo "env MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpirun.mpich -n $2" ;;
     esac
 }
 label() {
-    case $1 in ferrite) echo Ferrite ;; openmpi) echo "Open MPI" ;; mpich) echo MPICH ;; esac
+    case $1 in
+    ferrite) echo Ferrite ;; openmpi) echo "Open MPI" ;; mpich) echo MPICH ;;
+    ferrite.tcp) echo "Ferrite tcp" ;; ferrite.udp) echo "Ferrite udp" ;;
+    ferrite.adaptive) echo "Ferrite adaptive" ;; openmpi.tcp) echo "Open MPI tcp" ;;
+    mpich.tcp) echo "MPICH tcp" ;;
+    esac
 }
 
 have=()
@@ -72,7 +106,7 @@ for m in $BENCH_MPIS; do
         echo "bench: $(label "$m") not available ($cc missing), skipped"; continue
     fi
     okb=1
-    for b in $BENCHES; do
+    for b in "${programs[@]}"; do
         if ! $cc -O2 -w -o "$bin/$b.$m" "$here/$b.c" >"$work/build.$m.$b" 2>&1; then
             echo "bench: building $b with $cc failed:"; sed 's/^/    /' "$work/build.$m.$b" | tail -5; okb=0
         fi
@@ -80,49 +114,199 @@ for m in $BENCH_MPIS; do
     [ "$okb" = 1 ] && have+=("$m")
 done
 
+# The tcp section's configurations, each checked before any timing. A configuration Ferrite
+# refuses (udp, adaptive before they exist) is "n/a"; one whose messages did not take the
+# intended path is dropped with the evidence ("-" in the tables).
+tcp_cfgs=()
+na_cfgs=" "
+notes=()
+case " ${jobs[*]} " in *" tcp-"*)
+    for m in "${have[@]}"; do
+        case $m in ferrite) set -- ferrite.tcp ferrite.udp ferrite.adaptive ;; *) set -- "$m.tcp" ;; esac
+        for c in "$@"; do
+            log=$work/probe.$c
+            # Two tries: MPICH over UCX's tcp once hung in MPI_Finalize here (after the probe).
+            for try in 1 2; do
+                rm -f "$log".*
+                if [ "$m" = ferrite ]; then
+                    timeout -k 5 30 $(mpi_run "$c" 2) --report="$log.json" "$bin/probe.$m" 1000 >"$log" 2>&1
+                elif command -v strace >/dev/null 2>&1; then
+                    # One strace summary per rank process; the launcher is not traced.
+                    timeout -k 5 30 $(mpi_run "$c" 2) sh -c 'exec strace -f -qq -c -o "$0.$$" "$@"' \
+                        "$log.strace" "$bin/probe.$m" 1000 >"$log" 2>&1
+                else
+                    timeout -k 5 30 $(mpi_run "$c" 2) "$bin/probe.$m" 1000 >"$log" 2>&1
+                fi
+                rc=$?
+                [ $rc = 124 ] || [ $rc = 137 ] || break
+                echo "bench: the $(label "$c") probe timed out (try $try)" >&2
+            done
+            if [ $rc -ne 0 ] || ! grep -q '^probe ok 1000' "$log"; then
+                # Refused = MPI_Init failed with an error saying so (not a crash or a hang).
+                if [ "$m" = ferrite ] && [ "$c" != ferrite.tcp ] && [ $rc != 124 ] && [ $rc != 137 ] \
+                        && grep -q 'MPI_Init.*\(unknown transport\|not supported\)' "$log"; then
+                    na_cfgs+="$c "
+                    notes+=("$(label "$c"): n/a, the library refuses it: $(grep -m1 'MPI_Init' "$log" | sed 's/.*MPI_Init: //' | cut -c1-150)")
+                else
+                    notes+=("$(label "$c"): the 2-rank probe failed (exit $rc): $(tail -n 1 "$log" | cut -c1-160)")
+                fi
+                continue
+            fi
+            if [ "$m" = ferrite ]; then
+                # The socket transport that must carry them: udp for udp, any for adaptive.
+                case $c in ferrite.tcp) want=tcp ;; ferrite.udp) want=udp ;; *) want= ;; esac
+                why=$(python3 - "$log.json" "$want" "${c#ferrite.}" <<'PY' 2>&1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+if sys.argv[3] == "adaptive":
+    assert doc["policy"] == "adaptive", "the report says policy %s" % doc["policy"]
+for r in doc["ranks"]:
+    t = r["transports"]
+    shm = t.get("shm", {}).get("msgs_sent", 0)
+    net = sum(v["msgs_sent"] for k, v in t.items()
+              if k not in ("self", "shm") and sys.argv[2] in ("", k))
+    assert shm == 0, "rank %d sent %d messages over shm" % (r["rank"], shm)
+    assert net >= 1000, "rank %d sent only %d messages over %s" % (r["rank"], net, sys.argv[2] or "sockets")
+print("policy %s; per rank: %s" % (doc["policy"], ", ".join(
+    "%s %d" % (k, v["msgs_sent"]) for k, v in sorted(doc["ranks"][0]["transports"].items()) if v["msgs_sent"])))
+PY
+)
+            elif ls "$log".strace.* >/dev/null 2>&1; then
+                why=$(awk 'FNR == 1 { n[FILENAME] += 0 }
+                    $NF ~ /^(writev|sendto|sendmsg|send|write)$/ && $4 ~ /^[0-9]+$/ { n[FILENAME] += $4 }
+                    END { m = -1; for (f in n) if (m < 0 || n[f] < m) m = n[f]
+                          if (m < 1000) { print "only " m " write-type calls in a rank"; exit 1 }
+                          print "strace: at least " m " writev/sendto/sendmsg/send/write calls per rank" }' "$log".strace.*)
+            else
+                why="not verified (no strace)"
+            fi
+            if [ $? -ne 0 ]; then
+                notes+=("$(label "$c"): dropped, its 1000 probe round trips did not take the intended path: $(echo "$why" | tail -n 1)")
+                continue
+            fi
+            notes+=("$(label "$c"): 1000 probe round trips over sockets ($why)")
+            tcp_cfgs+=("$c")
+        done
+    done
+    for n in "${notes[@]}"; do echo "bench: $n" >&2; done
+    ;;
+esac
+
 for job in "${jobs[@]}"; do
     b=${job%%:*} np=${job##*:}
-    for m in "${have[@]}"; do
-        echo "bench: $b -n $np with $(label "$m")" >&2
-        if ! timeout -k 5 300 $(mpi_run "$m" "$np") "$bin/$b.$m" >"$work/$job.$m.raw" 2>"$work/$job.$m.err"; then
-            echo "bench: $b -n $np with $(label "$m") failed:" >&2; tail -5 "$work/$job.$m.err" >&2
+    case $b in tcp-*) cfgs=("${tcp_cfgs[@]}") ;; *) cfgs=("${have[@]}") ;; esac
+    for c in "${cfgs[@]}"; do
+        m=${c%%.*}
+        echo "bench: ${b#tcp-} -n $np with $(label "$c")" >&2
+        raw=$work/$job.$c.raw
+        timeout -k 5 300 $(mpi_run "$c" "$np") "$bin/${b#tcp-}.$m" >"$raw" 2>"$work/$job.$c.err" &
+        pid=$!
+        # MPICH over UCX's tcp sometimes hangs in MPI_Finalize after the last size (seen with
+        # bw here): once the last size (4 MiB) is printed, the job gets 15 s to exit.
+        last=0
+        while kill -0 $pid 2>/dev/null; do
+            if [ $last = 0 ] && grep -q '^4194304 ' "$raw" 2>/dev/null; then last=$SECONDS; fi
+            if [ $last != 0 ] && [ $((SECONDS - last)) -ge 15 ]; then
+                notes+=("$(label "$c"): ${b#tcp-} hung after its last size (in MPI_Finalize); stopped")
+                kill -TERM $pid 2>/dev/null; break
+            fi
+            sleep 0.2
+        done
+        if ! wait $pid && [ $last = 0 ]; then
+            echo "bench: ${b#tcp-} -n $np with $(label "$c") failed:" >&2; tail -5 "$work/$job.$c.err" >&2
         fi
-        grep -v '^#' "$work/$job.$m.raw" | awk 'NF == 2' >"$work/$job.$m"
+        grep -v '^#' "$raw" | awk 'NF == 2' >"$work/$job.$c"
     done
 done
+
+# One table: sizes from every file, a column per file ("n/a" for a configuration the
+# library refused, "-" for a missing value), then ratio columns "a/b" of two columns.
+table() { # "label=file[=na]" per column, then "--", then "i/j" ratios of columns (1-based)
+    local cols=() ratios=() seen=0
+    for a in "$@"; do
+        if [ "$a" = -- ]; then seen=1; elif [ $seen = 0 ]; then cols+=("$a"); else ratios+=("$a"); fi
+    done
+    printf '| size (B) |'
+    for c in "${cols[@]}"; do printf ' %s |' "${c%%=*}"; done
+    for r in "${ratios[@]}"; do
+        i=${r%/*} j=${r#*/}
+        a=${cols[$((i - 1))]%%=*} b=${cols[$((j - 1))]%%=*}
+        printf ' %s/%s |' "$a" "$b"
+    done
+    printf '\n|---:|'
+    for _ in "${cols[@]}" "${ratios[@]}"; do printf -- '---:|'; done
+    printf '\n'
+    local specs=()
+    for c in "${cols[@]}"; do specs+=("${c#*=}"); done
+    awk -v specs="$(printf '%s\n' "${specs[@]}")" -v ratios="${ratios[*]}" '
+        BEGIN {
+            nc = split(specs, spec, "\n")
+            for (k = 1; k <= nc; k++) {
+                na[k] = spec[k] ~ /=na$/; file = spec[k]; sub(/=na$/, "", file)
+                while ((getline line < file) > 0) { split(line, f, " "); val[k, f[1]] = f[2]; sizes[f[1]] = 1 }
+            }
+            nr = split(ratios, rat, " ")
+            n = 0; for (s in sizes) list[++n] = s + 0
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (list[j] < list[i]) { t = list[i]; list[i] = list[j]; list[j] = t }
+            for (i = 1; i <= n; i++) {
+                s = list[i]; printf "| %d |", s
+                for (k = 1; k <= nc; k++) printf " %s |", na[k] ? "n/a" : ((k, s) in val ? val[k, s] : "-")
+                for (r = 1; r <= nr; r++) {
+                    split(rat[r], ab, "/"); a = ab[1] + 0; b = ab[2] + 0
+                    ok = !na[a] && !na[b] && (a, s) in val && (b, s) in val && val[b, s] + 0 > 0
+                    printf " %s |", ok ? sprintf("%.2f", val[a, s] / val[b, s]) : (na[a] || na[b] ? "n/a" : "-")
+                }
+                printf "\n"
+            }
+        }'
+}
 
 stamp=$(date -u +%Y%m%d-%H%M%S)
 report=$out/bench-$stamp.md
 {
-    echo "# Benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), shared memory, $(nproc) cores"
+    echo "# Benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
     for job in "${jobs[@]}"; do
         b=${job%%:*} np=${job##*:}
         case $b in
-        pingpong) echo; echo "## pingpong: one-way latency, -n 2, usec (lower is better)" ;;
-        bw) echo; echo "## bw: streaming bandwidth, window 64, -n 2, MB/s (higher is better)" ;;
+        pingpong) echo; echo "## pingpong over shared memory: one-way latency, -n 2, usec (lower is better)" ;;
+        bw) echo; echo "## bw over shared memory: streaming bandwidth, window 64, -n 2, MB/s (higher is better)" ;;
         barrier) echo; echo "## barrier: latency, -n $np, usec (lower is better)" ;;
+        tcp-pingpong) echo; echo "## pingpong over tcp (udp): one-way latency, -n 2, usec (lower is better)" ;;
+        tcp-bw) echo; echo "## bw over tcp (udp): streaming bandwidth, window 64, -n 2, MB/s (higher is better)" ;;
+        tcp-*) echo; echo "## ${b#tcp-} over tcp (udp), -n 2" ;;
         *) echo; echo "## $b: latency, -n $np, bytes per rank, usec (lower is better)" ;;
         esac
         echo
-        echo "| size (B) | Ferrite | Open MPI | MPICH | Ferrite/Open MPI |"
-        echo "|---:|---:|---:|---:|---:|"
-        for m in ferrite openmpi mpich; do [ -f "$work/$job.$m" ] || : >"$work/$job.$m"; done
-        awk -v F="$work/$job.ferrite" -v O="$work/$job.openmpi" -v M="$work/$job.mpich" '
-            function load(file, arr,   line, f) {
-                while ((getline line < file) > 0) { split(line, f, " "); arr[f[1]] = f[2]; sizes[f[1]] = 1 }
-            }
-            BEGIN {
-                load(F, fe); load(O, om); load(M, mp)
-                n = 0; for (s in sizes) list[++n] = s + 0
-                for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (list[j] < list[i]) { t = list[i]; list[i] = list[j]; list[j] = t }
-                for (i = 1; i <= n; i++) {
-                    s = list[i]
-                    f = (s in fe) ? fe[s] : "-"; o = (s in om) ? om[s] : "-"; m = (s in mp) ? mp[s] : "-"
-                    r = (f != "-" && o != "-" && o + 0 > 0) ? sprintf("%.2f", f / o) : "-"
-                    printf "| %d | %s | %s | %s | %s |\n", s, f, o, m, r
-                }
-            }'
+        case $b in
+        tcp-*)
+            for c in ferrite.tcp ferrite.udp ferrite.adaptive openmpi.tcp mpich.tcp; do
+                [ -f "$work/$job.$c" ] || : >"$work/$job.$c"
+            done
+            na() { case "$na_cfgs" in *" $1 "*) echo =na ;; esac; }
+            table "Ferrite tcp=$work/$job.ferrite.tcp" \
+                "Ferrite udp=$work/$job.ferrite.udp$(na ferrite.udp)" \
+                "Ferrite adaptive=$work/$job.ferrite.adaptive$(na ferrite.adaptive)" \
+                "Open MPI tcp=$work/$job.openmpi.tcp" "MPICH tcp=$work/$job.mpich.tcp" \
+                -- 1/4 1/5 2/4 3/4
+            ;;
+        *)
+            for m in ferrite openmpi mpich; do [ -f "$work/$job.$m" ] || : >"$work/$job.$m"; done
+            table "Ferrite=$work/$job.ferrite" "Open MPI=$work/$job.openmpi" "MPICH=$work/$job.mpich" -- 1/2
+            ;;
+        esac
     done
+    case " ${jobs[*]} " in *" tcp-"*)
+        echo
+        echo "tcp section: Ferrite: FERRITE_TRANSPORTS=tcp,self (udp: udp,self; adaptive: tcp,self with"
+        echo "FERRITE_CONN=adaptive); Open MPI: --mca pml ob1 --mca btl tcp,self; MPICH (ch4:ucx):"
+        echo "MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self." ;;
+    esac
+    if [ ${#notes[@]} -gt 0 ]; then
+        echo
+        echo "Path checks and notes:"
+        echo
+        for n in "${notes[@]}"; do echo "- $n"; done
+    fi
 } >"$report"
 cat "$report"
 echo

@@ -137,6 +137,8 @@ struct Link {
     reorder: BTreeMap<u64, (u8, Vec<u8>)>,
     partial: Option<Vec<u8>>,
     ack_due: Option<Micros>,
+    /// `recv_next` as last acknowledged (what the peer knows we have).
+    acked: u64,
     /// `next_deadline()` as last indexed in `Reliable::timers`.
     deadline: Option<Micros>,
 }
@@ -154,6 +156,7 @@ impl Link {
             reorder: BTreeMap::new(),
             partial: None,
             ack_due: None,
+            acked: 0,
             deadline: None,
         }
     }
@@ -274,7 +277,7 @@ impl Reliable {
     #[cfg(test)]
     fn start_at(&mut self, peer: Proc, seq: u64) {
         let l = Self::link(&mut self.links, peer, self.cfg.rto_initial);
-        (l.send_base, l.next_seq, l.recv_next) = (seq, seq, seq);
+        (l.send_base, l.next_seq, l.recv_next, l.acked) = (seq, seq, seq, seq);
     }
 
     /// Moves staged segments into the window and sends them.
@@ -403,8 +406,15 @@ impl Reliable {
                 delivered.push(link.partial.take().unwrap_or_default());
             }
         }
-        // A gap tells the sender at once what is missing; in-order data may wait for a ride.
-        let due = if in_order { now + ack_delay } else { now };
+        // A gap tells the sender at once what is missing; in-order data may wait for a ride,
+        // unless a quarter of the window is unacknowledged (a sender streaming small
+        // messages would otherwise stall on a full window once per `ack_delay`).
+        let behind = link.recv_next.saturating_sub(link.acked) >= (window / 4).max(8);
+        let due = if in_order && !behind {
+            now + ack_delay
+        } else {
+            now
+        };
         link.ack_due = Some(link.ack_due.map_or(due, |d| d.min(due)));
         self.stats.protocol_errors += errors;
         for msg in delivered {
@@ -526,6 +536,7 @@ fn encode(rank: Proc, secret: u64, link: &mut Link, data: Option<(u64, u8, &[u8]
     b.extend_from_slice(&link.sack().to_le_bytes());
     b.extend_from_slice(payload);
     link.ack_due = None;
+    link.acked = link.recv_next;
     b
 }
 

@@ -80,7 +80,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_UDP_WINDOW",
         default: "0",
-        doc: "Unacknowledged udp datagrams per peer (same on every rank); 0: as many as fill 2 MiB.",
+        doc: "Unacknowledged udp datagrams per peer (same on every rank); 0: as many as fill 4 MiB, at most 256.",
     },
     Knob {
         name: "FERRITE_UDP_MAX_PACKET",
@@ -96,6 +96,11 @@ pub const KNOBS: &[Knob] = &[
         name: "FERRITE_UDP_LINGER_MS",
         default: "5000",
         doc: "At MPI_Finalize, how long udp waits for peers to acknowledge the last datagrams.",
+    },
+    Knob {
+        name: "FERRITE_UDP_RETRIES",
+        default: "60",
+        doc: "Retransmissions of a udp datagram (backoff up to 1 s) before its peer counts as failed; a peer busy outside MPI that long is given up.",
     },
     Knob {
         name: "FERRITE_UDP_DROP_PERMILLE",

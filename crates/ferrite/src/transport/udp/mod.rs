@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// Datagram size across hosts: UDP in a 1500-byte Ethernet frame, no IP fragmentation.
 pub const DATAGRAM_ETHERNET: usize = 1472;
 /// Bytes in flight per peer the default window allows.
-const WINDOW_BYTES: usize = 2 << 20;
+const WINDOW_BYTES: usize = 4 << 20;
 
 /// The channel's settings from the knobs, with the socket address chosen like tcp's:
 /// FERRITE_TCP_IF, else loopback on one host or a reachable address when the job spans hosts.
@@ -50,7 +50,7 @@ pub fn channel_config(size: u32, spans_hosts: bool) -> MpiResult<ChannelConfig> 
     };
     let w: u32 = config::get("FERRITE_UDP_WINDOW");
     let window = match w {
-        0 => (WINDOW_BYTES / max_datagram).clamp(16, 1024) as u32,
+        0 => (WINDOW_BYTES / max_datagram).clamp(16, 256) as u32,
         w if w <= 1 << 20 => w,
         w => {
             return Err(mpi_err!(
@@ -65,6 +65,8 @@ pub fn channel_config(size: u32, spans_hosts: bool) -> MpiResult<ChannelConfig> 
         rel: reliable::Config {
             max_datagram,
             window,
+            // Nobody acknowledges while a peer computes outside MPI: give it time.
+            max_retries: config::get("FERRITE_UDP_RETRIES"),
             ..reliable::Config::new(size)
         },
         rcvbuf: config::get("FERRITE_UDP_RCVBUF"),
@@ -109,6 +111,9 @@ pub struct Udp {
     linger_ms: u64,
     /// Packets to ourselves (when `self` is not in FERRITE_TRANSPORTS).
     own: VecDeque<Vec<u8>>,
+    /// Peers given up so far (each is said once on stderr: a receive waiting on it would
+    /// otherwise hang silently).
+    failed_said: usize,
     stats: TransportStats,
 }
 
@@ -127,6 +132,7 @@ impl Udp {
             max_packet: cfg.max_packet,
             linger_ms: cfg.linger_ms,
             own: VecDeque::new(),
+            failed_said: 0,
             stats: TransportStats::default(),
         })
     }
@@ -154,6 +160,15 @@ impl Udp {
         self.stats.packets_received += pkts;
         self.stats.bytes_received += bytes;
         self.stats.strangers_dropped += strangers;
+        let failed: Vec<Proc> = self.ch.failed_peers().collect();
+        if failed.len() > self.failed_said {
+            self.failed_said = failed.len();
+            for p in failed {
+                if let Some(e) = self.ch.failed(p) {
+                    eprintln!("ferrite: rank {}: {}", self.rank, e.msg);
+                }
+            }
+        }
         n
     }
 }
@@ -243,6 +258,7 @@ impl Transport for Udp {
     fn shutdown(&mut self) {
         let deadline = Instant::now() + Duration::from_millis(self.linger_ms);
         let quiet = self.quiet();
+        self.failed_said = usize::MAX; // a peer that already left is no news now
         loop {
             self.drive(&mut |_, _| {});
             let now = Instant::now();
