@@ -227,8 +227,6 @@ pub struct Tcp {
     chan: Option<Channel>,
     /// Adaptive: peers whose connection is up but waits for their datagrams' acknowledgement.
     draining: BTreeSet<Proc>,
-    /// Peers the channel gave up on, already reported.
-    chan_failed: BTreeSet<Proc>,
     /// Fires (readable in the epoll set) when the machines' next timer is due, so a process
     /// blocked in the progress engine redials and gives up on time.
     timer: RawFd,
@@ -307,7 +305,6 @@ impl Tcp {
             dead: Vec::new(),
             chan: None,
             draining: BTreeSet::new(),
-            chan_failed: BTreeSet::new(),
             timer: -1,
             timer_at: None,
             accept_paused: None,
@@ -1580,16 +1577,9 @@ impl Transport for Tcp {
     }
 
     fn take_failures(&mut self) -> Vec<(Proc, String)> {
-        if let Some(c) = &self.chan {
-            let new: Vec<Proc> = c
-                .failed_peers()
-                .filter(|p| !self.chan_failed.contains(p))
-                .collect();
-            for p in new {
-                self.chan_failed.insert(p);
-                let why = c.failed(p).map(|e| e.msg).unwrap_or_default();
-                self.dead.push((p, why));
-            }
+        if let Some(c) = self.chan.as_mut() {
+            let lost = c.take_failures();
+            self.dead.extend(lost);
         }
         std::mem::take(&mut self.dead)
     }

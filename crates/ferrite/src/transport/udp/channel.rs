@@ -84,6 +84,8 @@ pub struct Channel {
     addrs: HashMap<Proc, SocketAddr>,
     /// Peers reported unreachable, and why.
     failed: HashMap<Proc, String>,
+    /// Of those, the ones `take_failures` has handed out.
+    failures_taken: BTreeSet<Proc>,
     /// Peers we sent data to (for `pending`).
     sent_to: BTreeSet<Proc>,
     epoll: RawFd,
@@ -154,6 +156,7 @@ impl Channel {
             secret: 0,
             addrs: HashMap::new(),
             failed: HashMap::new(),
+            failures_taken: BTreeSet::new(),
             sent_to: BTreeSet::new(),
             epoll,
             timer,
@@ -218,6 +221,25 @@ impl Channel {
                 "udp: communication with rank {peer} failed: {why}"
             )
         })
+    }
+
+    /// Peers found unreachable since the last call, each once, with the reason (for
+    /// `Transport::take_failures`: receives waiting on them then fail).
+    pub fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        let mut new: Vec<Proc> = self
+            .failed
+            .keys()
+            .filter(|p| !self.failures_taken.contains(p))
+            .copied()
+            .collect();
+        new.sort_unstable();
+        new.into_iter()
+            .map(|p| {
+                self.failures_taken.insert(p);
+                let why = self.failed(p).map(|e| e.msg).unwrap_or_default();
+                (p, why)
+            })
+            .collect()
     }
 
     /// Peers reported unreachable so far.

@@ -111,9 +111,6 @@ pub struct Udp {
     linger_ms: u64,
     /// Packets to ourselves (when `self` is not in FERRITE_TRANSPORTS).
     own: VecDeque<Vec<u8>>,
-    /// Peers given up so far (each is said once on stderr: a receive waiting on it would
-    /// otherwise hang silently).
-    failed_said: usize,
     stats: TransportStats,
 }
 
@@ -132,7 +129,6 @@ impl Udp {
             max_packet: cfg.max_packet,
             linger_ms: cfg.linger_ms,
             own: VecDeque::new(),
-            failed_said: 0,
             stats: TransportStats::default(),
         })
     }
@@ -160,15 +156,6 @@ impl Udp {
         self.stats.packets_received += pkts;
         self.stats.bytes_received += bytes;
         self.stats.strangers_dropped += strangers;
-        let failed: Vec<Proc> = self.ch.failed_peers().collect();
-        if failed.len() > self.failed_said {
-            self.failed_said = failed.len();
-            for p in failed {
-                if let Some(e) = self.ch.failed(p) {
-                    eprintln!("ferrite: rank {}: {}", self.rank, e.msg);
-                }
-            }
-        }
         n
     }
 }
@@ -255,10 +242,14 @@ impl Transport for Udp {
     /// arriving now are dropped: after MPI_Finalize's barrier no peer sends anything this
     /// process needs. A peer that already left is no error: its datagrams just stay
     /// unacknowledged until the linger ends.
+    /// Peers the channel gave up on: receives posted for them fail (MPI_ERR_PROC_ABORTED).
+    fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        self.ch.take_failures()
+    }
+
     fn shutdown(&mut self) {
         let deadline = Instant::now() + Duration::from_millis(self.linger_ms);
         let quiet = self.quiet();
-        self.failed_said = usize::MAX; // a peer that already left is no news now
         loop {
             self.drive(&mut |_, _| {});
             let now = Instant::now();
