@@ -23,7 +23,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=32 # how many results a skipped run stands for (24 C runs, 8 checks)
+checks=44 # how many results a skipped run stands for (36 C runs, 8 checks)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -133,6 +133,13 @@ FERRITE_TRANSPORTS=tcp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=tcp,self" 
 # then shm within a host and udp across (udp listed instead of tcp).
 FERRITE_TRANSPORTS=udp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=udp,self" "$work/mpirun-3" "3 6"
 FERRITE_TRANSPORTS=self,shm,udp c_suite "$A + $B + $C, FERRITE_TRANSPORTS=self,shm,udp" "$work/mpirun-3" "6"
+# Each connection policy and the ud set-up across hosts, over tcp only (two ranks per host).
+for conn in static partial adaptive; do
+    FERRITE_TRANSPORTS=tcp,self FERRITE_CONN=$conn \
+        c_suite "$A + $B + $C, tcp, FERRITE_CONN=$conn" "$work/mpirun-3" "6"
+done
+FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud \
+    c_suite "$A + $B + $C, tcp, FERRITE_CONN_SETUP=ud" "$work/mpirun-3" "6"
 
 bindir=$root/tests/c/bin
 # Placement and output forwarding: each rank prints the address it sees on fh0 (not an
