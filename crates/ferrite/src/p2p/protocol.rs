@@ -176,6 +176,14 @@ impl P2p {
         self.reqs.insert(Request::new(comm, is_recv))
     }
 
+    /// A send request that is already complete (a nonblocking eager send that went out at
+    /// once): what `start_send` followed by `complete` leaves, without the protocol.
+    pub fn new_done_send(&mut self, comm: MPI_Comm) -> MPI_Request {
+        let mut r = Request::new(comm, false);
+        r.done = true;
+        self.reqs.insert(r)
+    }
+
     pub fn is_done(&self, h: MPI_Request) -> bool {
         self.reqs.get(h).is_none_or(|r| r.done)
     }
@@ -403,6 +411,37 @@ impl P2p {
         }
     }
 
+    /// A new receive request, started: [`Self::new_request`] and [`Self::start_recv`] in
+    /// one, with the request built whole before it enters the table.
+    pub fn new_recv(
+        &mut self,
+        comm: MPI_Comm,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        target: Target,
+    ) -> MPI_Request {
+        if src == MPI_PROC_NULL {
+            let h = self.new_request(comm, true);
+            self.complete_with(h, proc_null_status());
+            return h;
+        }
+        let mut r = Request::new(comm, true);
+        r.op = Op::Recv(RecvOp {
+            ctx,
+            src,
+            tag,
+            target,
+            stage: RecvStage::Posted,
+        });
+        let h = self.reqs.insert(r);
+        match self.matching.take_unexpected(ctx, src, tag) {
+            Some((s, t, u)) => self.match_unexpected(h, s, t, u),
+            None => self.matching.post(ctx, src, tag, h),
+        }
+        h
+    }
+
     /// Receive `h` (already holding its target) takes the message `u` from comm rank `s`.
     pub fn match_unexpected(&mut self, h: MPI_Request, s: i32, t: i32, u: Unexpected) {
         match u.body {
@@ -443,13 +482,16 @@ impl P2p {
 
     /// Stores a whole eager message into receive `h`.
     fn deliver(&mut self, h: MPI_Request, s: i32, t: i32, data: &[u8], len: u64) {
-        self.set_source(h, s, t);
         let Some(Request {
-            op: Op::Recv(r), ..
+            op: Op::Recv(r),
+            status,
+            ..
         }) = self.reqs.get_mut(h)
         else {
             return;
         };
+        status.source = s;
+        status.tag = t;
         let cap = r.target.capacity();
         let n = (len.min(cap) as usize).min(data.len());
         r.target.store(&data[..n]);
