@@ -195,6 +195,17 @@ impl P2p {
             return;
         };
         r.done = true;
+        // The common case (a user's receive into its buffer, a plain send) keeps nothing
+        // of its protocol state: drop it in place.
+        let keeps = match &r.op {
+            Op::Recv(op) => matches!(op.target, Target::Owned(_)),
+            Op::Send(op) => op.bsend_block.is_some(),
+            _ => false,
+        };
+        if !keeps && !r.freed && !r.background && r.parent.is_none() {
+            r.op = Op::Idle;
+            return;
+        }
         let op = std::mem::replace(&mut r.op, Op::Idle);
         let gone = r.freed || r.background;
         let op = match op {
