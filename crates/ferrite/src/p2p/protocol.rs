@@ -416,10 +416,7 @@ impl P2p {
                 stage: RecvStage::Posted,
             });
         }
-        match self.matching.take_unexpected(ctx, src, tag) {
-            Some((s, t, u)) => self.match_unexpected(h, s, t, u),
-            None => self.matching.post(ctx, src, tag, h),
-        }
+        self.match_or_post(h, ctx, src, tag);
     }
 
     /// A new receive request, started: [`Self::new_request`] and [`Self::start_recv`] in
@@ -446,11 +443,17 @@ impl P2p {
             stage: RecvStage::Posted,
         });
         let h = self.reqs.insert(r);
+        self.match_or_post(h, ctx, src, tag);
+        h
+    }
+
+    /// Receive `h` (holding its posted `RecvOp`) takes the earliest unexpected message it
+    /// accepts, or joins the posted queue.
+    fn match_or_post(&mut self, h: MPI_Request, ctx: u32, src: i32, tag: i32) {
         match self.matching.take_unexpected(ctx, src, tag) {
             Some((s, t, u)) => self.match_unexpected(h, s, t, u),
             None => self.matching.post(ctx, src, tag, h),
         }
-        h
     }
 
     /// Receive `h` (already holding its target) takes the message `u` from comm rank `s`.
