@@ -1,7 +1,8 @@
 /* One communication pattern, chosen by argv[1], with its data checked, so the connection
  * counts in FERRITE_REPORT's JSON belong to a known pattern:
- *   none, ring, pingpong (pairs 2i <-> 2i+1), alltoall (every pair, point-to-point),
- *   barrier, bcast, allreduce, allgather, alltoall_coll (MPI_Alltoall). */
+ *   none, ring, pingpong (pairs 2i <-> 2i+1), alltoall (every pair, point-to-point, one
+ *   message each way; alltoallN: N messages each way), barrier, bcast, allreduce, allgather,
+ *   alltoall_coll (MPI_Alltoall). */
 #include "../c/common.h"
 
 static void ring(void)
@@ -34,14 +35,16 @@ static void pingpong(void)
     }
 }
 
-static void alltoall_p2p(void)
+static void alltoall_p2p(int reps)
 {
     for (int d = 1; d < t_size; d++) {
         int to = (t_rank + d) % t_size, from = (t_rank + t_size - d) % t_size;
-        int out = t_rank * 1000 + to, in = -1;
-        MPI_CHECK(MPI_Sendrecv(&out, 1, MPI_INT, to, d, &in, 1, MPI_INT, from, d,
-                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-        CHECK(in == from * 1000 + t_rank, "alltoall: got %d from %d", in, from);
+        for (int k = 0; k < reps; k++) {
+            int out = (t_rank * 1000 + to) * 100 + k, in = -1;
+            MPI_CHECK(MPI_Sendrecv(&out, 1, MPI_INT, to, d, &in, 1, MPI_INT, from, d,
+                                   MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CHECK(in == (from * 1000 + t_rank) * 100 + k, "alltoall: got %d from %d", in, from);
+        }
     }
 }
 
@@ -52,7 +55,8 @@ int main(int argc, char **argv)
     int n = t_size;
     if (!strcmp(p, "ring")) ring();
     else if (!strcmp(p, "pingpong")) pingpong();
-    else if (!strcmp(p, "alltoall")) alltoall_p2p();
+    else if (!strncmp(p, "alltoall", 8) && (p[8] == 0 || (p[8] >= '1' && p[8] <= '9')))
+        alltoall_p2p(p[8] ? atoi(p + 8) : 1);
     else if (!strcmp(p, "barrier")) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     else if (!strcmp(p, "bcast")) {
         int v = t_rank == 0 ? 4242 : 0;

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Connection-management suite over tcp (FERRITE_TRANSPORTS=tcp,self): the connection counts
 # each policy opens, read from FERRITE_REPORT's JSON, for known patterns (tests/conn/pattern.c),
-# the refusal of FERRITE_CONN=adaptive, the text report, and a few C conformance programs
-# under static and partial. Ends with `conn: N passed, N failed`.
+# the budget FERRITE_CONN_MAX (eviction, peak), a dead peer (MPI_ERR_PROC_ABORTED), adaptive
+# (datagrams below the threshold, connections above, idle closing), FERRITE_CONN_SETUP=ud,
+# the text report, and a few C conformance programs under static,
+# partial and adaptive. Ends with `conn: N passed, N failed`.
 # Knobs: PREFIX (default ./build), TEST_TIMEOUT (seconds per job, default 60).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,9 +29,10 @@ if ! $MPICC -O2 -Wall -o "$bin" "$here/pattern.c" >"$tmp/build.log" 2>&1; then
 fi
 
 # Runs the pattern under a policy and checks every rank's counts with a Python expression
-# over `r` (one rank's record) and `n`, e.g. "r['connections']['peak'] == 2".
-check() { # name policy np pattern expression
-    local name=$1 policy=$2 np=$3 pattern=$4 expr=$5
+# over `r` (one rank's record) and `n`, e.g. "r['connections']['peak'] == 2", and the
+# summary with an optional expression over `s`.
+check() { # name policy np pattern expression [summary-expression]
+    local name=$1 policy=$2 np=$3 pattern=$4 expr=$5 sexpr=${6:-True}
     local json=$tmp/$name.json log=$tmp/$name.log
     if ! FERRITE_CONN=$policy timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n "$np" --report="$json" \
             "$bin" "$pattern" >"$log" 2>&1; then
@@ -54,6 +57,7 @@ for r in ranks:
 s = doc["summary"]
 assert s["ranks"] == n
 assert abs(s["opened_per_rank"] - sum(sum(r["opened"].values()) for r in ranks) / n) < 1e-3
+assert $sexpr, "summary: %s" % json.dumps(s)
 PY
 )
     if [ $? -ne 0 ]; then ko "$name" "counts: $(echo "$why" | tail -n 1)"; return; fi
@@ -81,16 +85,59 @@ check partial-ring-16 partial 16 ring "$opened == 7 and r['opened']['first_messa
 check partial-alltoall-16 partial 16 alltoall \
     "r['opened']['init'] == 7 and $opened == n - 1 and r['used'] == n - 1"
 
-# adaptive needs the udp transport: MPI_Init must refuse it, saying why.
-log=$tmp/adaptive.log
-if FERRITE_CONN=adaptive timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$bin" ring >"$log" 2>&1; then
-    ko adaptive-refused "the job succeeded" "$log"
-elif grep -q "Unsupported operation, MPI_Init: FERRITE_CONN=adaptive is not supported yet" "$log" \
-        && grep -q udp "$log"; then
-    ok adaptive-refused
+# A budget: FERRITE_CONN_MAX with every pair talking (data checked by pattern.c). Peers'
+# hellos wait while no slot is free and least recently used connections are evicted (closed
+# without losing anything) and reopened, so a rank holds at most FERRITE_CONN_MAX, plus the
+# connections taken over budget (counted): a request held back 1 s, one taken to break a cycle
+# of ranks waiting for each other, or ours after waiting 1 s for a close (a peer blocked in
+# MPI_Finalize's PMI barrier does not answer one).
+budget() { # name np pattern max
+    FERRITE_CONN_MAX=$4 check "$1" ondemand "$2" "$3" \
+        "r['connections']['peak'] <= $4 + r['over_budget'] and r['connections']['max'] == $4 \
+         and r['closed']['eviction'] + r['closed']['peer'] > 0" "s['closed']['eviction'] > 0"
+}
+budget budget4-alltoall-16 16 alltoall 4
+budget budget1-ring-8 8 ring 1
+budget budget2-alltoall_coll-8 8 alltoall_coll 2
+
+# A peer that dies (its sockets close without the clean close of MPI_Finalize): pending and
+# later communication with it fails with MPI_ERR_PROC_ABORTED naming it (tests/conn/dead_peer.c).
+log=$tmp/dead_peer.log
+if ! $MPICC -O2 -Wall -o "$here/bin/dead_peer" "$here/dead_peer.c" >"$log" 2>&1; then
+    ko dead-peer "compile error" "$log"
 else
-    ko adaptive-refused "no message naming FERRITE_CONN=adaptive and udp" "$log"
+    timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$here/bin/dead_peer" >"$log" 2>&1
+    if grep -q '^dead_peer: ok' "$log" \
+            && [ "$(grep -c '^dead_peer: .*: Communication with an aborted or failed process.*rank 1' "$log")" -eq 3 ]; then
+        ok dead-peer
+    else
+        ko dead-peer "no MPI_ERR_PROC_ABORTED naming rank 1 for each operation" "$log"
+    fi
 fi
+
+# adaptive: datagrams first (a udp channel), a connection once a peer got
+# FERRITE_CONN_THRESHOLD (16) messages. 10 messages each way per pair open none; 40 open one
+# per pair (the race rule keeps one when both ends reach the threshold together).
+check adaptive-alltoall10-16 adaptive 16 alltoall10 \
+    "$opened == 0 and r['connections']['peak'] == 0 and r['used'] == 0" \
+    "s['transports']['tcp']['msgs_sent'] >= n * (n - 1) * 10"
+check adaptive-alltoall40-16 adaptive 16 alltoall40 \
+    "$opened == n - 1 and r['connections']['peak'] == n - 1 and r['used'] == n - 1 \
+     and r['opened']['threshold'] + r['opened']['accepted'] == n - 1"
+# A short idle limit: connections close between the bursts of a long exchange and reopen.
+FERRITE_CONN_THRESHOLD=4 FERRITE_CONN_IDLE_MS=1 check adaptive-idle-8 adaptive 8 alltoall40 \
+    "r['failed'] == 0" "s['closed']['idle'] > 0"
+# FERRITE_CONN_SETUP=ud: the attempt is settled over datagrams (request/reply/confirm carry
+# the listen address), then its initiator dials: the same counts as cm.
+setup_ud() { FERRITE_CONN_SETUP=ud check "$@"; }
+setup_ud ud-ring-16 ondemand 16 ring \
+    "r['connections']['peak'] == 2 and $opened == 2 and r['used'] == 2"
+setup_ud ud-alltoall-16 ondemand 16 alltoall \
+    "r['connections']['peak'] == n - 1 and $opened == n - 1 and r['used'] == n - 1"
+setup_ud ud-static-16 static 16 none "r['opened']['init'] == n - 1 and $opened == n - 1"
+FERRITE_CONN_MAX=4 setup_ud ud-budget4-alltoall-16 ondemand 16 alltoall \
+    "r['connections']['peak'] <= 4 + r['over_budget']" "s['closed']['eviction'] > 0"
+setup_ud ud-adaptive-alltoall40-16 adaptive 16 alltoall40 "$opened == n - 1"
 
 # The text report: one line per rank and the summary, from rank 0.
 log=$tmp/text.log
@@ -103,11 +150,14 @@ else
     ko text-report "missing or wrong report lines" "$log"
 fi
 
-# A few C conformance programs under the policies that connect at init.
-for policy in static partial; do
+# A few C conformance programs under the policies that connect at init, adaptive, and ud set-up.
+for policy in static partial adaptive ud; do
     log=$tmp/c-$policy.log
-    FERRITE_CONN=$policy TEST_NP="4 16" "$root/tests/c/run.sh" ring anysource sendrecv coll_basic \
-        probe comms >"$log" 2>&1
+    # "ud": ondemand connections set up with FERRITE_CONN_SETUP=ud.
+    setup=cm; conn=$policy
+    if [ "$policy" = ud ]; then setup=ud; conn=ondemand; fi
+    FERRITE_CONN=$conn FERRITE_CONN_SETUP=$setup TEST_NP="4 16" "$root/tests/c/run.sh" ring \
+        anysource sendrecv coll_basic probe comms >"$log" 2>&1
     line=$(grep -E '^c: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
     f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')

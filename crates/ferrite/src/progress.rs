@@ -79,6 +79,14 @@ impl Ferrite {
     pub fn progress(&mut self) -> bool {
         let Ferrite { net, p2p, .. } = self;
         let delivered = net.poll(&mut |from, packet| p2p.on_packet(from, packet));
+        for (peer, why) in net.take_failures() {
+            p2p.dead.insert(peer, why);
+            p2p.dead_news = true;
+        }
+        if std::mem::take(&mut p2p.dead_news) {
+            self.fail_receives_from_dead();
+        }
+        let Ferrite { net, p2p, .. } = self;
         let flushed = p2p.flush(net);
         // Collectives hook: nonblocking collective schedules advance here.
         let coll = self.coll_progress();

@@ -33,22 +33,39 @@ mpi_fn! {
     }
 }
 
+/// Two groups of distinct communicators: MPI_CONGRUENT (same ranks in the same order),
+/// MPI_SIMILAR (same processes) or MPI_UNEQUAL.
+fn compare_groups(a: &[u32], b: &[u32]) -> c_int {
+    if a == b {
+        return MPI_CONGRUENT;
+    }
+    let (mut x, mut y) = (a.to_vec(), b.to_vec());
+    x.sort_unstable();
+    y.sort_unstable();
+    if x == y {
+        MPI_SIMILAR
+    } else {
+        MPI_UNEQUAL
+    }
+}
+
 mpi_fn! {
     fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int)
         on ErrObj::Comm(comm1) => {
         let r = state::with(|st| {
             let a = st.objects.comms.get(comm1)?;
-            let b = st.objects.comms.get(comm2)?;
+            let b = st.objects.comms.get(comm2).map_err(|e| e.on(ErrObj::Comm(comm2)))?;
             Ok(if comm1 == comm2 {
                 MPI_IDENT
-            } else if a.group == b.group {
-                MPI_CONGRUENT
             } else {
-                let mut x = a.group.to_vec();
-                let mut y = b.group.to_vec();
-                x.sort_unstable();
-                y.sort_unstable();
-                if x == y { MPI_SIMILAR } else { MPI_UNEQUAL }
+                // Intercommunicators compare both groups and take the weaker result
+                // (MPI 4.1 7.4.1); an inter- and an intracommunicator are unequal.
+                match (&a.inter, &b.inter) {
+                    (None, None) => compare_groups(&a.group, &b.group),
+                    (Some(x), Some(y)) => compare_groups(&a.group, &b.group)
+                        .max(compare_groups(&x.remote, &y.remote)),
+                    _ => MPI_UNEQUAL,
+                }
             })
         })?;
         // SAFETY: the caller passes an int* output.

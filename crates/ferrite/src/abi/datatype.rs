@@ -8,19 +8,56 @@ use crate::state::{self, Ferrite};
 use std::os::raw::{c_char, c_int};
 use std::sync::Arc;
 
-fn count_arg(n: c_int, what: &str) -> MpiResult<usize> {
-    if n < 0 {
-        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative {what} {n}"));
+/// A count argument as the engine's usize; negative is MPI_ERR_COUNT.
+fn count_arg(n: i64, what: &str) -> MpiResult<usize> {
+    usize::try_from(n).map_err(|_| crate::mpi_err!(MPI_ERR_COUNT, "negative {what} {n}"))
+}
+
+/// Which binding a constructor was called through. The engine works in 64 bits either way;
+/// the form decides where the envelope records the arguments: the `_c` forms record every
+/// MPI_Count argument as a large count (MPI 4.1 5.1.13).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Int,
+    Large,
+}
+
+/// A constructor's arguments sorted into the envelope's arrays.
+#[derive(Default)]
+struct Args {
+    ints: Vec<c_int>,
+    aints: Vec<isize>,
+    counts: Vec<i64>,
+}
+
+impl Args {
+    /// Arguments that are `int` in the int form and MPI_Count in the `_c` form.
+    fn count(&mut self, form: Form, v: &[i64]) {
+        match form {
+            Form::Int => self.ints.extend(v.iter().map(|&x| x as c_int)),
+            Form::Large => self.counts.extend_from_slice(v),
+        }
     }
-    Ok(n as usize)
+
+    /// Arguments that are MPI_Aint in the int form and MPI_Count in the `_c` form.
+    fn addr(&mut self, form: Form, v: &[i64]) {
+        match form {
+            Form::Int => self.aints.extend(v.iter().map(|&x| x as isize)),
+            Form::Large => self.counts.extend_from_slice(v),
+        }
+    }
+
+    /// Arguments that are `int` in both forms.
+    fn int(&mut self, v: &[c_int]) {
+        self.ints.extend_from_slice(v);
+    }
 }
 
 /// What a constructor produced and was called with.
 struct Made {
     t: Datatype,
     combiner: c_int,
-    ints: Vec<c_int>,
-    aints: Vec<isize>,
+    args: Args,
     types: Vec<(MPI_Datatype, Arc<Datatype>)>,
 }
 
@@ -44,8 +81,9 @@ unsafe fn make(
         let mut t = m.t;
         t.envelope = Some(Arc::new(Envelope {
             combiner: m.combiner,
-            ints: m.ints,
-            aints: m.aints,
+            ints: m.args.ints,
+            aints: m.args.aints,
+            counts: m.args.counts,
             types: m.types,
         }));
         Ok(st.objects.datatypes.user.insert(Arc::new(t)))
@@ -61,112 +99,286 @@ fn old(st: &mut Ferrite, h: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
 fn made(
     t: Datatype,
     combiner: c_int,
-    ints: Vec<c_int>,
-    aints: Vec<isize>,
+    args: Args,
     types: Vec<(MPI_Datatype, Arc<Datatype>)>,
 ) -> MpiResult<Made> {
     Ok(Made {
         t,
         combiner,
-        ints,
-        aints,
+        args,
         types,
     })
+}
+
+/// Bounds and sizes beyond this are refused: the engine computes them in isize/usize and a
+/// type this large could never be placed in memory anyway.
+const LIMIT: i128 = (isize::MAX / 4) as i128;
+
+/// Refuses blocks whose bounds or total size the engine could not represent: each block is
+/// (byte displacement, number of copies of `old`).
+fn check_fit(blocks: &[(i128, i128)], old: &Datatype) -> MpiResult<()> {
+    let reach = (old.lb.unsigned_abs() + old.extent.unsigned_abs()) as i128
+        + (old.true_lb.unsigned_abs() + old.true_extent.unsigned_abs()) as i128;
+    let mut size: i128 = 0;
+    for &(disp, n) in blocks {
+        let far = disp.abs() + n * old.extent.unsigned_abs() as i128 + reach;
+        size += n * old.size as i128;
+        if far > LIMIT || size > LIMIT {
+            return Err(crate::mpi_err!(
+                MPI_ERR_VALUE_TOO_LARGE,
+                "the new datatype's bounds or size (block of {n} elements at byte {disp}) do not fit in an MPI_Aint"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// MPI_Type_contiguous(_c).
+///
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn contiguous(
+    form: Form,
+    count: i64,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    let n = count_arg(count, "count")?;
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let o = old(st, oldtype)?;
+            check_fit(&[(0, n as i128)], &o)?;
+            let mut a = Args::default();
+            a.count(form, &[count]);
+            made(
+                Datatype::hvector(1, n, 0, &o),
+                MPI_COMBINER_CONTIGUOUS,
+                a,
+                vec![(oldtype, o)],
+            )
+        })
+    }
+}
+
+/// MPI_Type_vector(_c) (`bytes` false: stride in elements) and MPI_Type_create_hvector(_c).
+///
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn vector(
+    form: Form,
+    bytes: bool,
+    count: i64,
+    blocklength: i64,
+    stride: i64,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    let n = count_arg(count, "count")?;
+    let b = count_arg(blocklength, "blocklength")?;
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let o = old(st, oldtype)?;
+            let step = i128::from(stride) * if bytes { 1 } else { o.extent as i128 };
+            let last = (n as i128 - 1).max(0) * step;
+            check_fit(&[(0, b as i128), (last, b as i128)], &o)?;
+            check_fit(&[(0, n as i128 * b as i128)], &o)?;
+            let t = Datatype::hvector(n, b, step as isize, &o);
+            let mut a = Args::default();
+            let combiner = if bytes {
+                a.count(form, &[count, blocklength]);
+                a.addr(form, &[stride]);
+                MPI_COMBINER_HVECTOR
+            } else {
+                a.count(form, &[count, blocklength, stride]);
+                MPI_COMBINER_VECTOR
+            };
+            made(t, combiner, a, vec![(oldtype, o)])
+        })
+    }
+}
+
+/// The block arguments of the indexed and struct constructors, widened to 64 bits.
+struct Blocks {
+    /// Block lengths: one per block, or one shared (the _block forms).
+    lens: Vec<i64>,
+    same_len: bool,
+    disps: Vec<i64>,
+    /// Displacements are in bytes (h- forms and struct) rather than in old extents.
+    bytes: bool,
+}
+
+impl Blocks {
+    fn len(&self, i: usize) -> i64 {
+        if self.same_len {
+            self.lens[0]
+        } else {
+            self.lens[i]
+        }
+    }
+
+    /// (byte displacement, length) per block, checked against `old` (and for a struct,
+    /// each block's own type).
+    fn resolve(&self, olds: &[&Datatype]) -> MpiResult<Vec<(isize, usize)>> {
+        let mut out = Vec::with_capacity(self.disps.len());
+        for (i, &d) in self.disps.iter().enumerate() {
+            let o = olds[i.min(olds.len() - 1)];
+            let l = count_arg(self.len(i), "blocklength")?;
+            let disp = i128::from(d) * if self.bytes { 1 } else { o.extent as i128 };
+            check_fit(&[(disp, l as i128)], o)?;
+            out.push((disp as isize, l));
+        }
+        let total: i128 = out
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, l))| l as i128 * olds[i.min(olds.len() - 1)].size as i128)
+            .sum();
+        if total > LIMIT {
+            return Err(crate::mpi_err!(
+                MPI_ERR_VALUE_TOO_LARGE,
+                "the new datatype's size {total} does not fit in an MPI_Count"
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// MPI_Type_indexed, create_hindexed, create_indexed_block, create_hindexed_block (_c).
+///
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn indexed(
+    form: Form,
+    combiner: c_int,
+    b: Blocks,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let o = old(st, oldtype)?;
+            let blocks = b.resolve(&[&o])?;
+            let mut a = Args::default();
+            a.count(form, &[b.disps.len() as i64]);
+            a.count(form, &b.lens);
+            if b.bytes {
+                a.addr(form, &b.disps);
+            } else {
+                a.count(form, &b.disps);
+            }
+            made(
+                Datatype::hindexed(&blocks, &o),
+                combiner,
+                a,
+                vec![(oldtype, o)],
+            )
+        })
+    }
+}
+
+/// MPI_Type_create_struct(_c).
+///
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn structure(
+    form: Form,
+    b: Blocks,
+    types: &[MPI_Datatype],
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let olds = types
+                .iter()
+                .map(|&t| old(st, t))
+                .collect::<MpiResult<Vec<_>>>()?;
+            let refs: Vec<&Datatype> = olds.iter().map(|t| &**t).collect();
+            let blocks = if refs.is_empty() {
+                vec![]
+            } else {
+                b.resolve(&refs)?
+            };
+            let parts: Vec<_> = blocks
+                .iter()
+                .zip(&refs)
+                .map(|(&(d, l), t)| (d, l, *t))
+                .collect();
+            let mut a = Args::default();
+            a.count(form, &[b.disps.len() as i64]);
+            a.count(form, &b.lens);
+            a.addr(form, &b.disps);
+            made(
+                Datatype::structure(&parts),
+                MPI_COMBINER_STRUCT,
+                a,
+                types.iter().copied().zip(olds.iter().cloned()).collect(),
+            )
+        })
+    }
+}
+
+/// Reads `n` values of a C array as i64.
+///
+/// # Safety
+/// `p` holds `n` values.
+unsafe fn arr<T: Copy + Into<i64>>(p: *const T, n: i64, what: &str) -> MpiResult<Vec<i64>> {
+    if n < 0 {
+        return Err(crate::mpi_err!(
+            MPI_ERR_COUNT,
+            "negative count {n} for {what}"
+        ));
+    }
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    if p.is_null() {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "null pointer passed for {what}"
+        ));
+    }
+    // SAFETY: non-null, and per this function's contract `n` values are readable.
+    let s = unsafe { std::slice::from_raw_parts(p, n as usize) };
+    Ok(s.iter().map(|&x| x.into()).collect())
 }
 
 mpi_fn! {
     fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype)
         on ErrObj::NoObject => {
-        let n = count_arg(count, "count")?;
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let t = Datatype::hvector(1, n, 0, &o);
-                made(t, MPI_COMBINER_CONTIGUOUS, vec![count], vec![], vec![(oldtype, o)])
-            })
-        }
+        unsafe { contiguous(Form::Int, count.into(), oldtype, newtype) }
     }
 }
 
 mpi_fn! {
     fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        let n = count_arg(count, "count")?;
-        let b = count_arg(blocklength, "blocklength")?;
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let t = Datatype::hvector(n, b, stride as isize * o.extent, &o);
-                made(t, MPI_COMBINER_VECTOR, vec![count, blocklength, stride], vec![],
-                    vec![(oldtype, o)])
-            })
-        }
+        unsafe { vector(Form::Int, false, count.into(), blocklength.into(), stride.into(), oldtype, newtype) }
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        let n = count_arg(count, "count")?;
-        let b = count_arg(blocklength, "blocklength")?;
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let t = Datatype::hvector(n, b, stride as isize, &o);
-                made(t, MPI_COMBINER_HVECTOR, vec![count, blocklength], vec![stride as isize],
-                    vec![(oldtype, o)])
-            })
-        }
+        unsafe { vector(Form::Int, true, count.into(), blocklength.into(), stride, oldtype, newtype) }
     }
-}
-
-/// (displacement in bytes, block length) pairs from C arrays; `scale` converts element
-/// displacements to bytes (1 for the h- forms). Also returns the raw lengths and
-/// displacements for the envelope.
-///
-/// # Safety
-/// `lens` (if given) and `disps` are valid for `count` reads.
-#[allow(clippy::type_complexity)]
-unsafe fn blocks<D: Copy + Into<i64>>(
-    count: c_int,
-    lens: Option<*const c_int>,
-    same_len: c_int,
-    disps: *const D,
-    scale: isize,
-) -> MpiResult<(Vec<(isize, usize)>, Vec<c_int>, Vec<i64>)> {
-    count_arg(count, "count")?;
-    // SAFETY: per this function's contract.
-    let d = unsafe { slice(disps, count, "array_of_displacements") }?;
-    let l = match lens {
-        // SAFETY: per this function's contract.
-        Some(p) => unsafe { slice(p, count, "array_of_blocklengths") }?.to_vec(),
-        None => vec![same_len; count as usize],
-    };
-    let b = d
-        .iter()
-        .zip(&l)
-        .map(|(&disp, &len)| Ok((disp.into() as isize * scale, count_arg(len, "blocklength")?)))
-        .collect::<MpiResult<_>>()?;
-    Ok((b, l, d.iter().map(|&x| x.into()).collect()))
 }
 
 mpi_fn! {
     fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int,
         array_of_displacements: *const c_int, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's output; arrays hold `count` entries.
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let (b, l, d) = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, o.extent)?;
-                let mut ints = vec![count];
-                ints.extend(l);
-                ints.extend(d.iter().map(|&x| x as c_int));
-                made(Datatype::hindexed(&b, &o), MPI_COMBINER_INDEXED, ints, vec![], vec![(oldtype, o)])
-            })
+            let b = Blocks { lens: arr(array_of_blocklengths, count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements, count.into(), "array_of_displacements")?,
+                bytes: false };
+            indexed(Form::Int, MPI_COMBINER_INDEXED, b, oldtype, newtype)
         }
     }
 }
@@ -175,16 +387,12 @@ mpi_fn! {
     fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int,
         array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's output; arrays hold `count` entries.
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let (b, l, d) = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, 1)?;
-                let mut ints = vec![count];
-                ints.extend(l);
-                made(Datatype::hindexed(&b, &o), MPI_COMBINER_HINDEXED, ints,
-                    d.iter().map(|&x| x as isize).collect(), vec![(oldtype, o)])
-            })
+            let b = Blocks { lens: arr(array_of_blocklengths, count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements, count.into(), "array_of_displacements")?,
+                bytes: true };
+            indexed(Form::Int, MPI_COMBINER_HINDEXED, b, oldtype, newtype)
         }
     }
 }
@@ -193,16 +401,11 @@ mpi_fn! {
     fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int,
         array_of_displacements: *const c_int, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's output; the array holds `count` entries.
+        // SAFETY: the array holds `count` entries; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let (b, _, d) = blocks(count, None, blocklength, array_of_displacements, o.extent)?;
-                let mut ints = vec![count, blocklength];
-                ints.extend(d.iter().map(|&x| x as c_int));
-                made(Datatype::hindexed(&b, &o), MPI_COMBINER_INDEXED_BLOCK, ints, vec![],
-                    vec![(oldtype, o)])
-            })
+            let b = Blocks { lens: vec![blocklength.into()], same_len: true,
+                disps: arr(array_of_displacements, count.into(), "array_of_displacements")?, bytes: false };
+            indexed(Form::Int, MPI_COMBINER_INDEXED_BLOCK, b, oldtype, newtype)
         }
     }
 }
@@ -211,15 +414,11 @@ mpi_fn! {
     fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int,
         array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's output; the array holds `count` entries.
+        // SAFETY: the array holds `count` entries; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let (b, _, d) = blocks(count, None, blocklength, array_of_displacements, 1)?;
-                made(Datatype::hindexed(&b, &o), MPI_COMBINER_HINDEXED_BLOCK,
-                    vec![count, blocklength], d.iter().map(|&x| x as isize).collect(),
-                    vec![(oldtype, o)])
-            })
+            let b = Blocks { lens: vec![blocklength.into()], same_len: true,
+                disps: arr(array_of_displacements, count.into(), "array_of_displacements")?, bytes: true };
+            indexed(Form::Int, MPI_COMBINER_HINDEXED_BLOCK, b, oldtype, newtype)
         }
     }
 }
@@ -228,20 +427,43 @@ mpi_fn! {
     fn MPI_Type_create_struct(count: c_int, array_of_blocklengths: *const c_int,
         array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's output; arrays hold `count` entries.
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let (b, l, d) = blocks(count, Some(array_of_blocklengths), 0, array_of_displacements, 1)?;
-                let types = slice(array_of_types, count, "array_of_types")?;
-                let olds = types.iter().map(|&t| old(st, t)).collect::<MpiResult<Vec<_>>>()?;
-                let parts: Vec<_> = b.iter().zip(&olds).map(|(&(d, l), t)| (d, l, &**t)).collect();
-                let t = Datatype::structure(&parts);
-                let mut ints = vec![count];
-                ints.extend(l);
-                made(t, MPI_COMBINER_STRUCT, ints, d.iter().map(|&x| x as isize).collect(),
-                    types.iter().copied().zip(olds).collect())
-            })
+            let b = Blocks { lens: arr(array_of_blocklengths, count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements, count.into(), "array_of_displacements")?,
+                bytes: true };
+            let types = slice(array_of_types, count, "array_of_types")?;
+            structure(Form::Int, b, types, newtype)
         }
+    }
+}
+
+/// MPI_Type_create_resized(_c).
+///
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn resized(
+    form: Form,
+    oldtype: MPI_Datatype,
+    lb: i64,
+    extent: i64,
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let o = old(st, oldtype)?;
+            if (lb as i128).abs() + (extent as i128).abs() > LIMIT {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_VALUE_TOO_LARGE,
+                    "lower bound {lb} and extent {extent} do not fit in an MPI_Aint"
+                ));
+            }
+            let t = Datatype::resized(&o, lb as isize, extent as isize);
+            let mut a = Args::default();
+            a.addr(form, &[lb, extent]);
+            made(t, MPI_COMBINER_RESIZED, a, vec![(oldtype, o)])
+        })
     }
 }
 
@@ -249,14 +471,7 @@ mpi_fn! {
     fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let t = Datatype::resized(&o, lb as isize, extent as isize);
-                made(t, MPI_COMBINER_RESIZED, vec![], vec![lb as isize, extent as isize],
-                    vec![(oldtype, o)])
-            })
-        }
+        unsafe { resized(Form::Int, oldtype, lb, extent, newtype) }
     }
 }
 
@@ -272,6 +487,64 @@ fn order_c(order: c_int) -> MpiResult<bool> {
     }
 }
 
+/// Refuses an array of `sizes` elements of `old` whose extent the engine cannot represent.
+fn check_array(sizes: &[i64], old: &Datatype) -> MpiResult<()> {
+    let n = sizes.iter().try_fold(1i128, |acc, &s| {
+        let v = acc * s as i128;
+        (v <= LIMIT).then_some(v)
+    });
+    match n {
+        Some(n) => check_fit(&[(0, n)], old),
+        None => Err(crate::mpi_err!(
+            MPI_ERR_VALUE_TOO_LARGE,
+            "an array of sizes {sizes:?} does not fit in an MPI_Aint"
+        )),
+    }
+}
+
+/// MPI_Type_create_subarray(_c).
+///
+/// # Safety
+/// `newtype` is the caller's MPI_Datatype* output.
+unsafe fn subarray(
+    form: Form,
+    sizes: Vec<i64>,
+    subs: Vec<i64>,
+    starts: Vec<i64>,
+    order: c_int,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    for d in 0..sizes.len() {
+        if sizes[d] <= 0 || subs[d] <= 0 || starts[d] < 0 || starts[d] + subs[d] > sizes[d] {
+            return Err(crate::mpi_err!(
+                MPI_ERR_ARG,
+                "dimension {d}: size {}, subsize {} and start {} do not describe a subarray",
+                sizes[d],
+                subs[d],
+                starts[d]
+            ));
+        }
+    }
+    let c = order_c(order)?;
+    let u = |v: &[i64]| v.iter().map(|&x| x as usize).collect::<Vec<_>>();
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let o = old(st, oldtype)?;
+            check_array(&sizes, &o)?;
+            let t = Datatype::subarray(&u(&sizes), &u(&subs), &u(&starts), c, &o);
+            let mut a = Args::default();
+            a.int(&[sizes.len() as c_int]);
+            a.count(form, &sizes);
+            a.count(form, &subs);
+            a.count(form, &starts);
+            a.int(&[order]);
+            made(t, MPI_COMBINER_SUBARRAY, a, vec![(oldtype, o)])
+        })
+    }
+}
+
 mpi_fn! {
     fn MPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int,
         array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int,
@@ -279,34 +552,72 @@ mpi_fn! {
         if ndims <= 0 {
             return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
         }
-        // SAFETY: the arrays hold `ndims` entries each.
-        let (sizes, subs, starts) = unsafe {
-            (slice(array_of_sizes, ndims, "array_of_sizes")?,
-             slice(array_of_subsizes, ndims, "array_of_subsizes")?,
-             slice(array_of_starts, ndims, "array_of_starts")?)
-        };
-        for d in 0..ndims as usize {
-            if sizes[d] <= 0 || subs[d] <= 0 || starts[d] < 0 || starts[d] + subs[d] > sizes[d] {
-                return Err(crate::mpi_err!(MPI_ERR_ARG,
-                    "dimension {d}: size {}, subsize {} and start {} do not describe a subarray",
-                    sizes[d], subs[d], starts[d]));
-            }
-        }
-        let c = order_c(order)?;
-        let u = |v: &[c_int]| v.iter().map(|&x| x as usize).collect::<Vec<_>>();
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        let n = ndims.into();
+        // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let t = Datatype::subarray(&u(sizes), &u(subs), &u(starts), c, &o);
-                let mut ints = vec![ndims];
-                ints.extend(sizes);
-                ints.extend(subs);
-                ints.extend(starts);
-                ints.push(order);
-                made(t, MPI_COMBINER_SUBARRAY, ints, vec![], vec![(oldtype, o)])
-            })
+            subarray(Form::Int, arr(array_of_sizes, n, "array_of_sizes")?,
+                arr(array_of_subsizes, n, "array_of_subsizes")?,
+                arr(array_of_starts, n, "array_of_starts")?, order, oldtype, newtype)
         }
+    }
+}
+
+/// MPI_Type_create_darray(_c); `g` holds the global sizes.
+///
+/// # Safety
+/// The int arrays hold `ndims` entries each; `newtype` is the caller's output.
+#[allow(clippy::too_many_arguments)]
+unsafe fn darray(
+    form: Form,
+    size: c_int,
+    rank: c_int,
+    ndims: c_int,
+    g: Vec<i64>,
+    array_of_distribs: *const c_int,
+    array_of_dargs: *const c_int,
+    array_of_psizes: *const c_int,
+    order: c_int,
+    oldtype: MPI_Datatype,
+    newtype: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    // SAFETY: the arrays hold `ndims` entries each.
+    let (dist, darg, p) = unsafe {
+        (
+            slice(array_of_distribs, ndims, "array_of_distribs")?,
+            slice(array_of_dargs, ndims, "array_of_dargs")?,
+            slice(array_of_psizes, ndims, "array_of_psizes")?,
+        )
+    };
+    let procs: i64 = p.iter().map(|&x| x as i64).product();
+    if p.iter().any(|&x| x <= 0) || procs != size as i64 || g.iter().any(|&x| x <= 0) {
+        return Err(crate::mpi_err!(MPI_ERR_ARG,
+            "process grid {p:?} does not match size {size}, or a global size in {g:?} is not positive"));
+    }
+    if rank < 0 || rank >= size {
+        return Err(crate::mpi_err!(
+            MPI_ERR_RANK,
+            "rank {rank} not in a grid of {size} processes"
+        ));
+    }
+    let c = order_c(order)?;
+    let gs: Vec<usize> = g.iter().map(|&x| x as usize).collect();
+    let ps: Vec<usize> = p.iter().map(|&x| x as usize).collect();
+    let distribs: Vec<(i32, i32)> = dist.iter().copied().zip(darg.iter().copied()).collect();
+    // SAFETY: per this function's contract.
+    unsafe {
+        make(newtype, |st| {
+            let o = old(st, oldtype)?;
+            check_array(&g, &o)?;
+            let t = Datatype::darray(rank as usize, &gs, &distribs, &ps, c, &o)?;
+            let mut a = Args::default();
+            a.int(&[size, rank, ndims]);
+            a.count(form, &g);
+            a.int(dist);
+            a.int(darg);
+            a.int(p);
+            a.int(&[order]);
+            made(t, MPI_COMBINER_DARRAY, a, vec![(oldtype, o)])
+        })
     }
 }
 
@@ -318,37 +629,11 @@ mpi_fn! {
         if ndims <= 0 {
             return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
         }
-        // SAFETY: the arrays hold `ndims` entries each.
-        let (g, dist, darg, p) = unsafe {
-            (slice(array_of_gsizes, ndims, "array_of_gsizes")?,
-             slice(array_of_distribs, ndims, "array_of_distribs")?,
-             slice(array_of_dargs, ndims, "array_of_dargs")?,
-             slice(array_of_psizes, ndims, "array_of_psizes")?)
-        };
-        let procs: i64 = p.iter().map(|&x| x as i64).product();
-        if p.iter().any(|&x| x <= 0) || procs != size as i64 || g.iter().any(|&x| x <= 0) {
-            return Err(crate::mpi_err!(MPI_ERR_ARG,
-                "process grid {p:?} does not match size {size}, or a global size in {g:?} is not positive"));
-        }
-        if rank < 0 || rank >= size {
-            return Err(crate::mpi_err!(MPI_ERR_RANK, "rank {rank} not in a grid of {size} processes"));
-        }
-        let c = order_c(order)?;
-        let u = |v: &[c_int]| v.iter().map(|&x| x as usize).collect::<Vec<_>>();
-        let distribs: Vec<(i32, i32)> = dist.iter().copied().zip(darg.iter().copied()).collect();
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
         unsafe {
-            make(newtype, |st| {
-                let o = old(st, oldtype)?;
-                let t = Datatype::darray(rank as usize, &u(g), &distribs, &u(p), c, &o)?;
-                let mut ints = vec![size, rank, ndims];
-                ints.extend(g);
-                ints.extend(dist);
-                ints.extend(darg);
-                ints.extend(p);
-                ints.push(order);
-                made(t, MPI_COMBINER_DARRAY, ints, vec![], vec![(oldtype, o)])
-            })
+            let g = arr(array_of_gsizes, ndims.into(), "array_of_gsizes")?;
+            darray(Form::Int, size, rank, ndims, g, array_of_distribs, array_of_dargs,
+                array_of_psizes, order, oldtype, newtype)
         }
     }
 }
@@ -362,7 +647,7 @@ mpi_fn! {
                 // A duplicate keeps the committed state of the original.
                 let mut t = (*o).clone();
                 t.name = String::new();
-                made(t, MPI_COMBINER_DUP, vec![], vec![], vec![(oldtype, o)])
+                made(t, MPI_COMBINER_DUP, Args::default(), vec![(oldtype, o)])
             })
         };
         h?;
@@ -376,8 +661,12 @@ mpi_fn! {
     fn MPI_Type_get_envelope(datatype: MPI_Datatype, num_integers: *mut c_int,
         num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int)
         on ErrObj::NoObject => {
-        let env = state::with(|st| Ok(st.objects.datatypes.lookup(datatype)?.envelope.clone()))?;
+        let env = envelope(datatype)?;
         let (ni, na, nd, c) = match &env {
+            Some(e) if !e.counts.is_empty() => return Err(crate::mpi_err!(
+                MPI_ERR_VALUE_TOO_LARGE,
+                "datatype {:#x} was built by a large-count constructor: its {} large counts need MPI_Type_get_envelope_c",
+                datatype as u32, e.counts.len())),
             Some(e) => (e.ints.len(), e.aints.len(), e.types.len(), e.combiner),
             None => (0, 0, 0, MPI_COMBINER_NAMED),
         };
@@ -391,46 +680,86 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int,
-        max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int,
-        array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype)
-        on ErrObj::NoObject => {
-        let types = state::with(|st| {
-            let t = st.objects.datatypes.lookup(datatype)?;
-            let e = t.envelope.clone().ok_or_else(|| MpiError::new(MPI_ERR_ARG,
-                "MPI_Type_get_contents of a predefined datatype (combiner MPI_COMBINER_NAMED)"))?;
-            if (max_integers as usize) < e.ints.len() || (max_addresses as usize) < e.aints.len()
-                || (max_datatypes as usize) < e.types.len() || max_integers < 0
-                || max_addresses < 0 || max_datatypes < 0 {
-                return Err(crate::mpi_err!(MPI_ERR_ARG,
-                    "arrays too small: the envelope has {} integers, {} addresses, {} datatypes",
-                    e.ints.len(), e.aints.len(), e.types.len()));
+/// Writes a type's constructor arguments to the caller's arrays (capacities `max`: ints,
+/// addresses, large counts, types; `counts` null for the int form).
+///
+/// # Safety
+/// Each array holds at least its `max` entries.
+unsafe fn contents(
+    datatype: MPI_Datatype,
+    max: [MPI_Count; 4],
+    ints: *mut c_int,
+    aints: *mut MPI_Aint,
+    counts: *mut MPI_Count,
+    types: *mut MPI_Datatype,
+) -> MpiResult<()> {
+    let hs = state::with(|st| {
+        let t = st.objects.datatypes.lookup(datatype)?;
+        let e = t.envelope.clone().ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ARG,
+                "MPI_Type_get_contents of a predefined datatype (combiner MPI_COMBINER_NAMED)",
+            )
+        })?;
+        if counts.is_null() && !e.counts.is_empty() {
+            return Err(crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
+                "datatype {:#x} was built by a large-count constructor: its {} large counts need MPI_Type_get_contents_c",
+                datatype as u32, e.counts.len()));
+        }
+        let have = [e.ints.len(), e.aints.len(), e.counts.len(), e.types.len()];
+        if max
+            .iter()
+            .zip(&have)
+            .any(|(&m, &h)| m < 0 || (m as u64) < h as u64)
+        {
+            return Err(crate::mpi_err!(MPI_ERR_ARG,
+                "arrays too small: the envelope has {} integers, {} addresses, {} large counts, {} datatypes",
+                have[0], have[1], have[2], have[3]));
+        }
+        // SAFETY: the caller's arrays hold at least as many entries as checked above.
+        unsafe {
+            for (i, v) in e.ints.iter().enumerate() {
+                ints.add(i).write(*v);
             }
-            // SAFETY: the caller's arrays hold at least as many entries as checked above.
-            unsafe {
-                for (i, v) in e.ints.iter().enumerate() {
-                    array_of_integers.add(i).write(*v);
-                }
-                for (i, v) in e.aints.iter().enumerate() {
-                    array_of_addresses.add(i).write(*v as MPI_Aint);
-                }
+            for (i, v) in e.aints.iter().enumerate() {
+                aints.add(i).write(*v as MPI_Aint);
             }
-            // Derived constituents come back as new handles the caller frees.
-            let hs: Vec<MPI_Datatype> = e.types.iter().map(|(h, t)| {
+            for (i, v) in e.counts.iter().enumerate() {
+                counts.add(i).write(*v);
+            }
+        }
+        // Derived constituents come back as new handles the caller frees.
+        let hs: Vec<MPI_Datatype> = e
+            .types
+            .iter()
+            .map(|(h, t)| {
                 if st.objects.datatypes.is_builtin(*h) && st.objects.datatypes.lookup(*h).is_ok() {
                     *h
                 } else {
                     st.objects.datatypes.user.insert(t.clone())
                 }
-            }).collect();
-            Ok(hs)
-        })?;
-        for (i, h) in types.iter().enumerate() {
-            // SAFETY: checked capacity above.
-            unsafe { array_of_datatypes.add(i).write(*h) };
+            })
+            .collect();
+        Ok(hs)
+    })?;
+    for (i, h) in hs.iter().enumerate() {
+        // SAFETY: checked capacity above.
+        unsafe { types.add(i).write(*h) };
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_Type_get_contents(datatype: MPI_Datatype, max_integers: c_int,
+        max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int,
+        array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype)
+        on ErrObj::NoObject => {
+        let max = [max_integers.into(), max_addresses.into(), 0, max_datatypes.into()];
+        // SAFETY: the caller's arrays hold the max_* entries it passes.
+        unsafe {
+            contents(datatype, max, array_of_integers, array_of_addresses, std::ptr::null_mut(),
+                array_of_datatypes)
         }
-        Ok(())
     }
 }
 
@@ -632,11 +961,14 @@ mpi_fn! {
     }
 }
 
+// The MPI-1 constructors run the same code as their MPI-2 names (not through the PMPI_
+// entry points, which would run the error handler a second time).
+
 mpi_fn! {
     fn MPI_Type_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_hvector.
-        code(unsafe { PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype) })
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { vector(Form::Int, true, count.into(), blocklength.into(), stride, oldtype, newtype) }
     }
 }
 
@@ -644,9 +976,13 @@ mpi_fn! {
     fn MPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int,
         array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_hindexed.
-        code(unsafe { PMPI_Type_create_hindexed(count, array_of_blocklengths,
-            array_of_displacements, oldtype, newtype) })
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = Blocks { lens: arr(array_of_blocklengths.cast_const(), count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements.cast_const(), count.into(), "array_of_displacements")?,
+                bytes: true };
+            indexed(Form::Int, MPI_COMBINER_HINDEXED, b, oldtype, newtype)
+        }
     }
 }
 
@@ -654,44 +990,19 @@ mpi_fn! {
     fn MPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int,
         array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_struct.
-        code(unsafe { PMPI_Type_create_struct(count, array_of_blocklengths,
-            array_of_displacements, array_of_types, newtype) })
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = Blocks { lens: arr(array_of_blocklengths.cast_const(), count.into(), "array_of_blocklengths")?,
+                same_len: false, disps: arr(array_of_displacements.cast_const(), count.into(), "array_of_displacements")?,
+                bytes: true };
+            let types = slice(array_of_types.cast_const(), count, "array_of_types")?;
+            structure(Form::Int, b, types, newtype)
+        }
     }
 }
 
-/// Passes on the outcome of an entry point that already ran its error handler.
-fn code(rc: c_int) -> MpiResult<()> {
-    if rc == MPI_SUCCESS {
-        Ok(())
-    } else {
-        Err(MpiError::from_code(rc))
-    }
-}
-
-// Large-count (`_c`) forms (MPI 4.1 section 5.1). Counts are converted to the int forms,
-// which hold every type a program can build in memory here; a count beyond an int is
-// refused with MPI_ERR_VALUE_TOO_LARGE rather than silently truncated.
-
-fn small(v: MPI_Count, what: &str) -> MpiResult<c_int> {
-    c_int::try_from(v).map_err(|_| {
-        crate::mpi_err!(
-            MPI_ERR_VALUE_TOO_LARGE,
-            "{what} {v} does not fit in an int (large counts are not supported yet)"
-        )
-    })
-}
-
-/// # Safety
-/// `p` holds `n` counts.
-unsafe fn small_array(p: *const MPI_Count, n: MPI_Count, what: &str) -> MpiResult<Vec<c_int>> {
-    let n = small(n, "count")?;
-    // SAFETY: per this function's contract.
-    unsafe { slice(p, n, what) }?
-        .iter()
-        .map(|&v| small(v, what))
-        .collect()
-}
+// Large-count (`_c`) forms (MPI 4.1 section 5.1): the same 64-bit constructors as the int
+// forms; only the envelope records their arguments as large counts.
 
 mpi_fn! {
     fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
@@ -722,26 +1033,49 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype)
         on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_contiguous.
-        code(unsafe { PMPI_Type_contiguous(small(count, "count")?, oldtype, newtype) })
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { contiguous(Form::Large, count, oldtype, newtype) }
     }
 }
 
 mpi_fn! {
     fn MPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_vector.
-        code(unsafe { PMPI_Type_vector(small(count, "count")?, small(blocklength, "blocklength")?,
-            small(stride, "stride")?, oldtype, newtype) })
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { vector(Form::Large, false, count, blocklength, stride, oldtype, newtype) }
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_hvector.
-        code(unsafe { PMPI_Type_create_hvector(small(count, "count")?,
-            small(blocklength, "blocklength")?, stride as MPI_Aint, oldtype, newtype) })
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { vector(Form::Large, true, count, blocklength, stride, oldtype, newtype) }
+    }
+}
+
+/// The block arguments of an indexed/struct `_c` constructor.
+///
+/// # Safety
+/// `lens` (one entry when `same_len`) and `disps` hold `count` entries.
+unsafe fn large_blocks(
+    count: MPI_Count,
+    lens: *const MPI_Count,
+    same_len: Option<MPI_Count>,
+    disps: *const MPI_Count,
+    bytes: bool,
+) -> MpiResult<Blocks> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        Ok(Blocks {
+            lens: match same_len {
+                Some(l) => vec![l],
+                None => arr(lens, count, "array_of_blocklengths")?,
+            },
+            same_len: same_len.is_some(),
+            disps: arr(disps, count, "array_of_displacements")?,
+            bytes,
+        })
     }
 }
 
@@ -749,11 +1083,11 @@ mpi_fn! {
     fn MPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
         array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries.
-        let (l, d) = unsafe { (small_array(array_of_blocklengths, count, "array_of_blocklengths")?,
-            small_array(array_of_displacements, count, "array_of_displacements")?) };
-        // SAFETY: same contract as MPI_Type_indexed, with our own arrays.
-        code(unsafe { PMPI_Type_indexed(small(count, "count")?, l.as_ptr(), d.as_ptr(), oldtype, newtype) })
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = large_blocks(count, array_of_blocklengths, None, array_of_displacements, false)?;
+            indexed(Form::Large, MPI_COMBINER_INDEXED, b, oldtype, newtype)
+        }
     }
 }
 
@@ -761,11 +1095,11 @@ mpi_fn! {
     fn MPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
         array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries; MPI_Count and MPI_Aint are both 64-bit.
-        let l = unsafe { small_array(array_of_blocklengths, count, "array_of_blocklengths")? };
-        // SAFETY: same contract as MPI_Type_create_hindexed.
-        code(unsafe { PMPI_Type_create_hindexed(small(count, "count")?, l.as_ptr(),
-            array_of_displacements.cast(), oldtype, newtype) })
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = large_blocks(count, array_of_blocklengths, None, array_of_displacements, true)?;
+            indexed(Form::Large, MPI_COMBINER_HINDEXED, b, oldtype, newtype)
+        }
     }
 }
 
@@ -773,11 +1107,11 @@ mpi_fn! {
     fn MPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count,
         array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the array holds `count` entries.
-        let d = unsafe { small_array(array_of_displacements, count, "array_of_displacements")? };
-        // SAFETY: same contract as MPI_Type_create_indexed_block.
-        code(unsafe { PMPI_Type_create_indexed_block(small(count, "count")?,
-            small(blocklength, "blocklength")?, d.as_ptr(), oldtype, newtype) })
+        // SAFETY: the array holds `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = large_blocks(count, std::ptr::null(), Some(blocklength), array_of_displacements, false)?;
+            indexed(Form::Large, MPI_COMBINER_INDEXED_BLOCK, b, oldtype, newtype)
+        }
     }
 }
 
@@ -785,9 +1119,11 @@ mpi_fn! {
     fn MPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count,
         array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_hindexed_block (Count and Aint are 64-bit).
-        code(unsafe { PMPI_Type_create_hindexed_block(small(count, "count")?,
-            small(blocklength, "blocklength")?, array_of_displacements.cast(), oldtype, newtype) })
+        // SAFETY: the array holds `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = large_blocks(count, std::ptr::null(), Some(blocklength), array_of_displacements, true)?;
+            indexed(Form::Large, MPI_COMBINER_HINDEXED_BLOCK, b, oldtype, newtype)
+        }
     }
 }
 
@@ -795,11 +1131,14 @@ mpi_fn! {
     fn MPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
         array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries.
-        let l = unsafe { small_array(array_of_blocklengths, count, "array_of_blocklengths")? };
-        // SAFETY: same contract as MPI_Type_create_struct (Count and Aint are 64-bit).
-        code(unsafe { PMPI_Type_create_struct(small(count, "count")?, l.as_ptr(),
-            array_of_displacements.cast(), array_of_types, newtype) })
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = large_blocks(count, array_of_blocklengths, None, array_of_displacements, true)?;
+            let n = c_int::try_from(count).map_err(|_| crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
+                "struct of {count} blocks: more blocks than an int counts"))?;
+            let types = slice(array_of_types, n, "array_of_types")?;
+            structure(Form::Large, b, types, newtype)
+        }
     }
 }
 
@@ -807,14 +1146,16 @@ mpi_fn! {
     fn MPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count,
         array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        let n = MPI_Count::from(ndims);
-        // SAFETY: the arrays hold `ndims` entries.
-        let (a, b, c) = unsafe { (small_array(array_of_sizes, n, "array_of_sizes")?,
-            small_array(array_of_subsizes, n, "array_of_subsizes")?,
-            small_array(array_of_starts, n, "array_of_starts")?) };
-        // SAFETY: same contract as MPI_Type_create_subarray, with our own arrays.
-        code(unsafe { PMPI_Type_create_subarray(ndims, a.as_ptr(), b.as_ptr(), c.as_ptr(), order,
-            oldtype, newtype) })
+        if ndims <= 0 {
+            return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
+        }
+        let n = ndims.into();
+        // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
+        unsafe {
+            subarray(Form::Large, arr(array_of_sizes, n, "array_of_sizes")?,
+                arr(array_of_subsizes, n, "array_of_subsizes")?,
+                arr(array_of_starts, n, "array_of_starts")?, order, oldtype, newtype)
+        }
     }
 }
 
@@ -823,49 +1164,62 @@ mpi_fn! {
         array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int,
         array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the array holds `ndims` entries.
-        let g = unsafe { small_array(array_of_gsizes, MPI_Count::from(ndims), "array_of_gsizes")? };
-        // SAFETY: same contract as MPI_Type_create_darray, with our own gsizes array.
-        code(unsafe { PMPI_Type_create_darray(size, rank, ndims, g.as_ptr(), array_of_distribs,
-            array_of_dargs, array_of_psizes, order, oldtype, newtype) })
+        if ndims <= 0 {
+            return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
+        }
+        // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
+        unsafe {
+            let g = arr(array_of_gsizes, ndims.into(), "array_of_gsizes")?;
+            darray(Form::Large, size, rank, ndims, g, array_of_distribs, array_of_dargs,
+                array_of_psizes, order, oldtype, newtype)
+        }
     }
 }
 
 mpi_fn! {
     fn MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: same contract as MPI_Type_create_resized.
-        code(unsafe { PMPI_Type_create_resized(oldtype, lb as MPI_Aint, extent as MPI_Aint, newtype) })
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { resized(Form::Large, oldtype, lb, extent, newtype) }
     }
 }
 
+/// A type's envelope, None for a predefined type.
+fn envelope(h: MPI_Datatype) -> MpiResult<Option<Arc<Envelope>>> {
+    state::with(|st| Ok(st.objects.datatypes.lookup(h)?.envelope.clone()))
+}
+
 mpi_fn! {
-    /// Envelopes are recorded in the int form, so there are never large counts.
     fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: *mut MPI_Count,
         num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count,
         num_datatypes: *mut MPI_Count, combiner: *mut c_int) on ErrObj::NoObject => {
-        let (mut ni, mut na, mut nd) = (0, 0, 0);
-        // SAFETY: locals for the int form; the caller passes the outputs.
+        let env = envelope(datatype)?;
+        let (ni, na, nc, nd, c) = match &env {
+            Some(e) => (e.ints.len(), e.aints.len(), e.counts.len(), e.types.len(), e.combiner),
+            None => (0, 0, 0, 0, MPI_COMBINER_NAMED),
+        };
+        // SAFETY: the caller passes the outputs.
         unsafe {
-            code(PMPI_Type_get_envelope(datatype, &mut ni, &mut na, &mut nd, combiner))?;
-            out(num_integers, ni.into())?;
-            out(num_addresses, na.into())?;
-            out(num_large_counts, 0)?;
-            out(num_datatypes, nd.into())
+            out(num_integers, ni as MPI_Count)?;
+            out(num_addresses, na as MPI_Count)?;
+            out(num_large_counts, nc as MPI_Count)?;
+            out(num_datatypes, nd as MPI_Count)?;
+            out(combiner, c)
         }
     }
 }
 
 mpi_fn! {
     fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count,
-        max_addresses: MPI_Count, _max_large_counts: MPI_Count, max_datatypes: MPI_Count,
+        max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count,
         array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint,
-        _array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype)
+        array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype)
         on ErrObj::NoObject => {
-        let cap = |v: MPI_Count| c_int::try_from(v).unwrap_or(c_int::MAX);
-        // SAFETY: same contract as MPI_Type_get_contents.
-        code(unsafe { PMPI_Type_get_contents(datatype, cap(max_integers), cap(max_addresses),
-            cap(max_datatypes), array_of_integers, array_of_addresses, array_of_datatypes) })
+        // SAFETY: the caller's arrays hold the max_* entries it passes.
+        unsafe {
+            contents(datatype, [max_integers, max_addresses, max_large_counts, max_datatypes],
+                array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes)
+        }
     }
 }
 

@@ -27,12 +27,22 @@ mpi_fn! {
 
 fn set_comm_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> crate::error::MpiResult<()> {
     state::with(|st| {
-        if st.objects.errhandlers.resolve(errhandler).is_none() {
-            return Err(crate::mpi_err!(
-                MPI_ERR_ARG,
-                "invalid error handler {:#x}",
-                errhandler as u32
-            ));
+        match st.objects.errhandlers.resolve(errhandler) {
+            None => {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_ARG,
+                    "invalid error handler {:#x}",
+                    errhandler as u32
+                ))
+            }
+            Some(Handler::Win(_)) => {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_ARG,
+                    "error handler {:#x} was made for windows (MPI_Win_create_errhandler), not communicators",
+                    errhandler as u32
+                ))
+            }
+            Some(_) => {}
         }
         st.objects.comms.get_mut(comm)?.errhandler = errhandler;
         Ok(())

@@ -25,6 +25,7 @@ pub mod symbols;
 pub mod topo;
 pub mod types;
 pub mod version;
+pub mod win;
 
 use crate::error::{MpiError, MpiResult};
 

@@ -38,7 +38,8 @@ unsafe fn pack_into(
             "negative position {position} or outsize {outsize}"
         ));
     }
-    let need = (t.size * n) as i64;
+    let unit = if external { t.external_size() } else { t.size };
+    let need = (unit * n) as i64;
     if position + need > outsize {
         return Err(crate::mpi_err!(
             MPI_ERR_TRUNCATE,
@@ -46,10 +47,13 @@ unsafe fn pack_into(
         ));
     }
     let mut v = Vec::with_capacity(need as usize);
-    // SAFETY: per this function's contract.
-    unsafe { t.pack(inbuf.cast(), n, &mut v) };
     if external {
-        t.swap_external32(&mut v, n);
+        // SAFETY: per this function's contract.
+        unsafe { t.pack_external(inbuf.cast(), n, &mut v) }
+            .map_err(|m| MpiError::new(MPI_ERR_CONVERSION, m))?;
+    } else {
+        // SAFETY: per this function's contract.
+        unsafe { t.pack(inbuf.cast(), n, &mut v) };
     }
     if !v.is_empty() {
         // SAFETY: position + len <= outsize, checked above.
@@ -79,7 +83,8 @@ unsafe fn unpack_from(
 ) -> MpiResult<i64> {
     let n = count_arg(count)?;
     let t = datatype(dt)?;
-    let need = (t.size * n) as i64;
+    let unit = if external { t.external_size() } else { t.size };
+    let need = (unit * n) as i64;
     if position < 0 || position + need > insize {
         return Err(crate::mpi_err!(
             MPI_ERR_TRUNCATE,
@@ -94,10 +99,9 @@ unsafe fn unpack_from(
         std::slice::from_raw_parts(inbuf.cast::<u8>().add(position as usize), need as usize)
     };
     if external {
-        let mut v = src.to_vec();
-        t.swap_external32(&mut v, n);
+        let v = src.to_vec();
         // SAFETY: per the contract; `v` is our own copy.
-        unsafe { t.unpack(&v, outbuf.cast(), n) };
+        unsafe { t.unpack_external(&v, outbuf.cast(), n) };
     } else {
         let v = src.to_vec();
         // SAFETY: per the contract; a copy so the regions cannot overlap.
@@ -180,6 +184,12 @@ fn datatype_size(dt: MPI_Datatype) -> MpiResult<usize> {
     state::with(|st| Ok(st.objects.datatypes.lookup(dt)?.size))
 }
 
+/// Bytes of `count` elements of `dt` in "external32".
+fn external_size(count: i64, dt: MPI_Datatype) -> MpiResult<usize> {
+    let n = count_arg(count)?;
+    Ok(state::with(|st| Ok(st.objects.datatypes.lookup(dt)?.external_size()))? * n)
+}
+
 mpi_fn! {
     fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int,
         datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint)
@@ -216,8 +226,7 @@ mpi_fn! {
     fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype,
         size: *mut MPI_Aint) on ErrObj::NoObject => {
         check_datarep(datarep)?;
-        let n = count_arg(incount.into())?;
-        let s = datatype_size(datatype)? * n;
+        let s = external_size(incount.into(), datatype)?;
         // SAFETY: the caller passes an MPI_Aint* output.
         unsafe { out(size, s as MPI_Aint) }
     }
@@ -326,8 +335,7 @@ mpi_fn! {
     fn MPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count,
         datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
         check_datarep(datarep)?;
-        let n = count_arg(incount)?;
-        let s = datatype_size(datatype)? * n;
+        let s = external_size(incount, datatype)?;
         // SAFETY: the caller passes an MPI_Count* output.
         unsafe { out(size, s as MPI_Count) }
     }

@@ -31,6 +31,10 @@ pub struct Config {
     pub job_size: u32,
     pub rto_initial: Micros,
     pub rto_max: Micros,
+    /// cm: how long an accepted socket may stay silent before its hello, and how long a
+    /// refused dialer waits for the winning attempt's hello before dialing again. On a host
+    /// with many ranks per CPU a peer may take seconds to get to writing its hello.
+    pub hello_wait: Micros,
     /// Retransmissions (ud) or reconnections (cm) before giving up on a peer.
     pub max_retries: u32,
 }
@@ -41,6 +45,7 @@ impl Config {
             job_size,
             rto_initial: 50_000,
             rto_max: 2_000_000,
+            hello_wait: 2_000_000,
             max_retries: 10,
         }
     }
@@ -79,6 +84,8 @@ pub struct Stats {
     pub superseded: u64,
     /// Duplicates and messages of finished or unknown attempts, ignored.
     pub stale: u64,
+    /// cm: accepted sockets closed because no hello came in time (strangers, or worse).
+    pub silent: u64,
     pub drops: DropCounts,
 }
 
@@ -653,6 +660,23 @@ impl Cm {
         }
     }
 
+    /// Dials the attempt (gen, us) that another mechanism (`ud`) settled with `peer`, so the
+    /// hello names it. When this machine has already seen `gen` for the pair, it dials its
+    /// own next attempt instead (newer still, so the peer's machine takes it just the same).
+    /// Nothing when an attempt is under way.
+    pub fn connect_attempt(&mut self, peer: Proc, gen: u32) {
+        let me = self.rank;
+        let p = self.peer(peer);
+        if !matches!(p.state, CmState::Idle) {
+            return;
+        }
+        let id = AttemptId { gen, initiator: me };
+        if gen > p.gen && Some(id) > p.floor {
+            p.gen = gen - 1;
+        }
+        self.dial(peer, 0, self.cfg.rto_initial);
+    }
+
     /// Closes the connection to `peer` (or abandons an attempt) by our decision.
     pub fn close(&mut self, peer: Proc) {
         let me = self.rank;
@@ -682,11 +706,27 @@ impl Cm {
         }
     }
 
+    /// Hands the connection to `peer` over to the driver, which closes it with its own close
+    /// protocol (draining what is in flight both ways). The attempt is over for the machine at
+    /// once: a newer attempt from either side may start while the old socket still drains.
+    /// Returns the connection's socket, if connected.
+    pub fn detach(&mut self, peer: Proc) -> Option<SockId> {
+        let p = self.peer(peer);
+        let CmState::Connected { sock, id } = p.state else {
+            return None;
+        };
+        p.state = CmState::Idle;
+        p.floor = p.floor.max(Some(id));
+        self.set_timer(peer, None);
+        self.socks.remove(&sock);
+        Some(sock)
+    }
+
     /// The listening socket accepted a connection: returns its id. Its first bytes must be a
-    /// hello (fed to [`Cm::received`]) within `rto_max`, or it is closed.
+    /// hello (fed to [`Cm::received`]) within `hello_wait`, or it is closed.
     pub fn accepted(&mut self, now: Micros) -> SockId {
         let sock = self.new_sock();
-        let deadline = now + self.cfg.rto_max;
+        let deadline = now + self.cfg.hello_wait;
         self.socks.insert(sock, Sock::In { deadline });
         self.timers.insert((deadline, Key::Sock(sock)));
         sock
@@ -857,7 +897,7 @@ impl Cm {
         };
         p.floor = p.floor.max(Some(id));
         p.state = CmState::Yielded { tries, rto };
-        let wait = self.cfg.rto_max;
+        let wait = self.cfg.hello_wait;
         self.set_timer(from, Some(now + wait));
         self.close_sock(sock);
     }
@@ -928,7 +968,7 @@ impl Cm {
             self.timers.pop_first();
             match key {
                 Key::Sock(sock) => {
-                    self.stats.stale += 1;
+                    self.stats.silent += 1;
                     self.socks.remove(&sock);
                     self.actions.push_back(Action::Close { sock });
                 }
@@ -1215,6 +1255,73 @@ mod tests {
         assert_eq!(hi.state(1), PeerState::Idle);
     }
 
+    /// Connects `a` to `b` by `a`'s dial; returns (a's socket, b's socket).
+    fn cm_connect(a: &mut Cm, b: &mut Cm, now: Micros) -> (SockId, SockId) {
+        a.connect(b.rank, now);
+        let Some(Action::Connect { sock: out, .. }) = actions(a).pop() else {
+            panic!("no Connect")
+        };
+        a.socket_connected(out, now);
+        let Some(Action::Send { bytes: hello, .. }) = actions(a).pop() else {
+            panic!("no hello")
+        };
+        let inn = b.accepted(now);
+        b.received(inn, &hello, now);
+        let Some(Action::Send { bytes: ack, .. }) = actions(b).pop() else {
+            panic!("no answer")
+        };
+        a.received(out, &ack, now);
+        (out, inn)
+    }
+
+    #[test]
+    fn cm_detached_connections_make_way_for_newer_attempts_from_either_side() {
+        let (mut lo, mut hi) = (cm(1), cm(2));
+        let (out, inn) = cm_connect(&mut lo, &mut hi, 0);
+        let first = AttemptId {
+            gen: 1,
+            initiator: 1,
+        };
+        assert_eq!(hi.state(1), PeerState::Connected(first));
+        // Both let go (the driver's close protocol owns the sockets now): no action, no event.
+        assert_eq!((lo.detach(2), hi.detach(1)), (Some(out), Some(inn)));
+        assert_eq!((lo.detach(2), lo.state(2)), (None, PeerState::Idle));
+        assert!(actions(&mut lo).is_empty() && actions(&mut hi).is_empty());
+        let (ev_lo, ev_hi): (Vec<_>, Vec<_>) = (
+            std::iter::from_fn(|| lo.poll_event()).collect(),
+            std::iter::from_fn(|| hi.poll_event()).collect(),
+        );
+        assert_eq!((ev_lo.len(), ev_hi.len()), (1, 1)); // the first Connected only
+                                                        // The other side dials next: a newer generation, accepted.
+        cm_connect(&mut hi, &mut lo, 1);
+        let second = AttemptId {
+            gen: 2,
+            initiator: 2,
+        };
+        assert_eq!(lo.state(2), PeerState::Connected(second));
+        assert_eq!(hi.state(1), PeerState::Connected(second));
+        // A replayed hello of the first attempt is stale now.
+        lo.detach(2);
+        hi.detach(1);
+        let s = hi.accepted(2);
+        let old_hello = lo.hello(Kind::Hello, 2, 1, 0);
+        hi.received(s, &old_hello, 2);
+        assert_eq!(hi.state(1), PeerState::Idle);
+        let refused = actions(&mut hi);
+        assert!(
+            matches!(&refused[..], [Action::Send { bytes, .. }, Action::Close { .. }] if bytes[24] == REFUSED)
+        );
+        // And a third attempt from the first dialer goes through.
+        cm_connect(&mut lo, &mut hi, 3);
+        assert_eq!(
+            hi.state(1),
+            PeerState::Connected(AttemptId {
+                gen: 3,
+                initiator: 1
+            })
+        );
+    }
+
     #[test]
     fn cm_refused_dials_back_off_then_fail_and_silent_sockets_are_closed() {
         let mut c = Cm::new(
@@ -1248,8 +1355,8 @@ mod tests {
             })
         );
         let s = c.accepted(100);
-        assert_eq!(c.poll_timeout(), Some(100 + Config::new(4).rto_max));
-        c.handle_timeout(100 + Config::new(4).rto_max);
+        assert_eq!(c.poll_timeout(), Some(100 + Config::new(4).hello_wait));
+        c.handle_timeout(100 + Config::new(4).hello_wait);
         assert_eq!(actions(&mut c), vec![Action::Close { sock: s }]);
     }
 }

@@ -21,48 +21,6 @@ pub mod wire;
 #[cfg(test)]
 mod sim;
 
-use crate::runtime::config::Knob;
-
 /// Virtual or real time in microseconds since an origin the driver chooses. The machines only
 /// compare and add times; they never read a clock.
 pub type Micros = u64;
-
-/// Knobs of the connection manager. The lead moves these into `runtime/config.rs` KNOBS when
-/// the connection manager is wired in.
-/// (`FERRITE_CONN` is live: it is in KNOBS.)
-pub const CONN_KNOBS: &[Knob] = &[
-    Knob {
-        name: "FERRITE_CONN_SETUP",
-        default: "ud",
-        doc: "Connection set-up: ud (handshake over the datagram channel) or cm (connect/accept).",
-    },
-    Knob {
-        name: "FERRITE_CONN_THRESHOLD",
-        default: "16",
-        doc: "Adaptive policy: messages to a peer over datagrams before a connection is opened.",
-    },
-    Knob {
-        name: "FERRITE_CONN_MAX",
-        default: "0",
-        doc: "Most connections open at once (LRU eviction beyond); 0: from the open-file limit.",
-    },
-    Knob {
-        name: "FERRITE_CONN_IDLE_MS",
-        default: "30000",
-        doc: "Adaptive policy: close a connection unused for this many milliseconds; 0: never.",
-    },
-];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn knobs_are_named_by_area_and_documented() {
-        for k in CONN_KNOBS {
-            assert!(k.name.starts_with("FERRITE_CONN"), "{}", k.name);
-            assert!(!k.doc.is_empty() && !k.default.is_empty());
-        }
-        assert_eq!(CONN_KNOBS.len(), 4);
-    }
-}

@@ -16,7 +16,10 @@
 //! asking for one more first closes the least recently used open one (eviction) and waits for
 //! that close. Peers' requests go through [`Policy::may_accept`], which holds them back while
 //! room is made (within limits that rule out deadlock and starvation); a transport that takes
-//! them anyway gets a soft budget (a peer-opened connection over budget evicts at once). A connection being closed keeps later messages queued until [`Policy::closed`], again
+//! them anyway gets a soft budget (a peer-opened connection over budget evicts at once). Our
+//! own request that waited `hold_max` for room is opened over budget too (the close making
+//! room needs a peer that may not be making progress). A connection being closed keeps later
+//! messages queued until [`Policy::closed`], again
 //! so that nothing overtakes what is still in the old connection. Idle closing is adaptive's
 //! only.
 //!
@@ -153,10 +156,13 @@ pub struct Counters {
     /// By [`CloseCause`].
     pub closed: [u64; 3],
     pub failed: u64,
-    /// Connections peers opened that took us over the budget (see [`Policy::may_accept`]).
+    /// Connections that took us over the budget: peers' (see [`Policy::may_accept`]) and ours
+    /// that waited `hold_max` for room.
     pub over_budget: u64,
     pub open_now: u64,
     pub open_peak: u64,
+    /// The budget (`Config::max_open`).
+    pub max_open: u64,
     /// Messages that had to wait in a queue.
     pub queued: u64,
     pub datagram_msgs: u64,
@@ -225,6 +231,8 @@ struct Peer<M> {
     msgs: u64,
     bytes: u64,
     last_used: Micros,
+    /// Since when it is `Wanted` (waiting for room).
+    wanted_at: Micros,
     queue: VecDeque<M>,
 }
 
@@ -256,13 +264,16 @@ impl<M> Policy<M> {
         Policy {
             rank,
             size,
-            cfg,
             peers: BTreeMap::new(),
             wanted: VecDeque::new(),
             held: BTreeMap::new(),
             reserved_from: BTreeMap::new(),
             actions: VecDeque::new(),
-            counters: Counters::default(),
+            counters: Counters {
+                max_open: cfg.max_open.try_into().unwrap_or(u64::MAX),
+                ..Counters::default()
+            },
+            cfg,
         }
     }
 
@@ -272,6 +283,7 @@ impl<M> Policy<M> {
             msgs: 0,
             bytes: 0,
             last_used: 0,
+            wanted_at: 0,
             queue: VecDeque::new(),
         })
     }
@@ -310,7 +322,9 @@ impl<M> Policy<M> {
         if (self.counters.open_now as usize) < self.cfg.max_open {
             self.start_open(p, cause, now);
         } else {
-            self.peer(p).state = State::Wanted(cause);
+            let peer = self.peer(p);
+            peer.state = State::Wanted(cause);
+            peer.wanted_at = now;
             self.wanted.push_back(p);
         }
     }
@@ -630,8 +644,24 @@ impl<M> Policy<M> {
         }
     }
 
-    /// Closes connections idle for `idle` (adaptive).
+    /// Opens connections that waited `hold_max` for room over budget (the close that was to
+    /// make room needs the peer, which may not make progress now, e.g. in MPI_Finalize's
+    /// barrier); closes connections idle for `idle` (adaptive).
     pub fn handle_timeout(&mut self, now: Micros) {
+        let hold = self.cfg.hold_max;
+        let overdue: Vec<Proc> = self
+            .wanted
+            .iter()
+            .copied()
+            .filter(|q| self.peers[q].wanted_at + hold <= now)
+            .collect();
+        for q in overdue {
+            self.wanted.retain(|&x| x != q);
+            if let State::Wanted(cause) = self.peer(q).state {
+                self.counters.over_budget += 1;
+                self.start_open(q, cause, now);
+            }
+        }
         if self.cfg.kind != Kind::Adaptive || self.cfg.idle == 0 {
             return;
         }
@@ -649,18 +679,32 @@ impl<M> Policy<M> {
 
     /// When [`Policy::handle_timeout`] must next run.
     pub fn poll_timeout(&self) -> Option<Micros> {
+        let overdue = self
+            .wanted
+            .iter()
+            .map(|q| self.peers[q].wanted_at + self.cfg.hold_max)
+            .min();
         if self.cfg.kind != Kind::Adaptive || self.cfg.idle == 0 {
-            return None;
+            return overdue;
         }
-        self.peers
+        let idle = self
+            .peers
             .values()
             .filter(|s| s.may_idle())
             .map(|s| s.last_used + self.cfg.idle)
-            .min()
+            .min();
+        overdue.into_iter().chain(idle).min()
     }
 
     pub fn poll_action(&mut self) -> Option<Action<M>> {
         self.actions.pop_front()
+    }
+
+    /// Whether a connection to `peer` is being set up (by us or, its slot reserved, the peer).
+    pub fn opening(&self, peer: Proc) -> bool {
+        self.peers
+            .get(&peer)
+            .is_some_and(|p| matches!(p.state, State::Opening(_)))
     }
 
     /// Whether messages to `peer` go over its connection now.
@@ -696,12 +740,17 @@ mod tests {
 
     #[test]
     fn knob_values_parse() {
-        for k in super::super::CONN_KNOBS {
-            match k.name {
-                "FERRITE_CONN" => assert_eq!(k.default.parse(), Ok(Kind::OnDemand)),
-                "FERRITE_CONN_SETUP" => assert_eq!(k.default.parse(), Ok(Mechanism::Ud)),
-                _ => assert!(k.default.parse::<u64>().is_ok(), "{}", k.name),
-            }
+        use crate::runtime::config::knob;
+        assert_eq!(
+            knob("FERRITE_CONN_SETUP").default.parse(),
+            Ok(Mechanism::Cm)
+        );
+        for k in [
+            "FERRITE_CONN_THRESHOLD",
+            "FERRITE_CONN_IDLE_MS",
+            "FERRITE_CONN_MAX",
+        ] {
+            assert!(knob(k).default.parse::<u64>().is_ok(), "{k}");
         }
         let live = crate::runtime::config::knob("FERRITE_CONN").default;
         assert_eq!(live.parse(), Ok(Kind::OnDemand));

@@ -682,6 +682,26 @@ impl CmWorld {
         }
     }
 
+    /// Node `i` hands its connection to `peer` over (`Cm::detach`), as a transport does when
+    /// its close protocol starts; the simulated socket at that end is closed for good (the
+    /// close protocol's own traffic is the transport's, not simulated here). The end is
+    /// recorded as a `Closed` event so `check_one_connection_per_pair` can replay it.
+    pub fn detach(&mut self, i: usize, peer: Proc) {
+        let PeerState::Connected(attempt) = self.cms[i].state(peer) else {
+            return;
+        };
+        let sock = self.cms[i].detach(peer).expect("connected");
+        if let Some(&conn) = self.by_sock.get(&(i, sock)) {
+            let c = &mut self.conns[conn];
+            if c.client == (i, sock) {
+                c.client_open = false;
+            } else {
+                c.server_open = false;
+            }
+        }
+        self.events[i].push(HsEvent::Closed { peer, attempt });
+    }
+
     /// Connections open at both ends, between nodes a and b.
     pub fn open_conns(&self, a: usize, b: usize) -> Vec<(SockId, SockId)> {
         self.conns

@@ -16,13 +16,18 @@ use crate::error::{MpiError, MpiResult};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-/// One kind of basic element: its size (MPI_Get_elements counts these) and the unit its
-/// bytes are reversed in for "external32" (half the size for complex numbers).
+/// One kind of basic element: its size (MPI_Get_elements counts these), the unit its
+/// bytes are reversed in for "external32" (half the size for complex numbers) and how
+/// external32 writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Basic {
     pub size: u32,
     pub swap: u32,
+    pub ext: Ext,
 }
+
+mod external32;
+pub use external32::Ext;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Node {
@@ -199,6 +204,8 @@ pub struct Envelope {
     pub combiner: i32,
     pub ints: Vec<i32>,
     pub aints: Vec<isize>,
+    /// Large counts: the MPI_Count arguments of the `_c` constructors.
+    pub counts: Vec<i64>,
     /// Constituent types: the handle they were given as, and the object itself (kept alive
     /// even if the user frees the handle).
     pub types: Vec<(MPI_Datatype, Arc<Datatype>)>,
@@ -314,6 +321,7 @@ impl Datatype {
         Self::basic_of(Basic {
             size: size as u32,
             swap: size as u32,
+            ext: Ext::Same,
         })
     }
 
@@ -483,26 +491,6 @@ impl Datatype {
         });
     }
 
-    /// Converts packed data of `count` elements between native (little-endian) and
-    /// "external32" (big-endian) byte order, in place; the conversion is its own inverse.
-    pub fn swap_external32(&self, data: &mut [u8], count: usize) {
-        let mut at = 0usize;
-        self.runs(count, |_, len, b| {
-            let end = (at + len).min(data.len());
-            if b.swap > 1 {
-                for unit in data[at..end].chunks_exact_mut(b.swap as usize) {
-                    unit.reverse();
-                }
-            }
-            at = end;
-            if at >= data.len() {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
-    }
-
     /// The common core of the constructors: blocks of `n` copies of a type (stride its
     /// extent) at byte displacements, in order. Bounds follow MPI's rules.
     pub fn from_blocks(blocks: &[(isize, usize, &Datatype)]) -> Datatype {
@@ -587,22 +575,23 @@ impl Datatype {
         order_c: bool,
         old: &Datatype,
     ) -> Datatype {
-        let runs: Vec<Vec<(usize, usize)>> = subsizes
+        let runs: Vec<Runs> = subsizes
             .iter()
             .zip(starts)
-            .map(|(&n, &s)| vec![(s, n)])
+            .map(|(&n, &s)| Runs {
+                start: s,
+                len: n,
+                step: 0,
+                count: 1,
+                tail: 0,
+            })
             .collect();
         Self::grid(sizes, &runs, order_c, old)
     }
 
     /// A type selecting, in each dimension d of an array of `sizes`, the index runs
-    /// `runs[d]` (start, length). The result has lb 0 and the whole array as its extent.
-    fn grid(
-        sizes: &[usize],
-        runs: &[Vec<(usize, usize)>],
-        order_c: bool,
-        old: &Datatype,
-    ) -> Datatype {
+    /// `runs[d]`. The result has lb 0 and the whole array as its extent.
+    fn grid(sizes: &[usize], runs: &[Runs], order_c: bool, old: &Datatype) -> Datatype {
         let dims: Vec<usize> = if order_c {
             (0..sizes.len()).rev().collect()
         } else {
@@ -612,12 +601,17 @@ impl Datatype {
         let mut t = Self::resized(old, 0, old.extent);
         let mut stride = old.extent;
         for d in dims {
-            let blocks: Vec<(isize, usize)> = runs[d]
-                .iter()
-                .map(|&(s, n)| (s as isize * stride, n))
-                .collect();
+            // `count` runs of `len` at `start + k * step`, then one of `tail` elements.
+            let r = runs[d];
+            let regular = Self::hvector(r.count, r.len, r.step as isize * stride, &t);
+            let tail_at = r.start + r.count * r.step;
+            let mut parts = vec![(r.start as isize * stride, 1, &regular)];
+            if r.tail > 0 {
+                parts.push((tail_at as isize * stride, r.tail, &t));
+            }
+            let picked = Self::from_blocks(&parts);
             let next = stride * sizes[d] as isize;
-            t = Self::resized(&Self::hindexed(&blocks, &t), 0, next);
+            t = Self::resized(&picked, 0, next);
             stride = next;
         }
         t
@@ -646,7 +640,7 @@ impl Datatype {
             let (g, p, c) = (gsizes[d], psizes[d], coords[d]);
             let (dist, darg) = distribs[d];
             let mine = match dist {
-                MPI_DISTRIBUTE_NONE => vec![(0, g)],
+                MPI_DISTRIBUTE_NONE => Runs::one(0, g),
                 MPI_DISTRIBUTE_BLOCK => {
                     let b = if darg == MPI_DISTRIBUTE_DFLT_DARG {
                         g.div_ceil(p)
@@ -660,7 +654,7 @@ impl Datatype {
                         ));
                     }
                     let s = (c * b).min(g);
-                    vec![(s, b.min(g - s))]
+                    Runs::one(s, b.min(g - s))
                 }
                 MPI_DISTRIBUTE_CYCLIC => {
                     let b = if darg == MPI_DISTRIBUTE_DFLT_DARG {
@@ -668,13 +662,22 @@ impl Datatype {
                     } else {
                         darg as usize
                     };
-                    let mut v = Vec::new();
-                    let mut s = c * b;
-                    while s < g {
-                        v.push((s, b.min(g - s)));
-                        s += b * p;
+                    // Blocks of b at c*b + k*b*p while they fit whole, then a partial one:
+                    // a regular pattern, kept as one vector however long the dimension.
+                    let (start, step) = (c * b, b * p);
+                    let whole = if start + b <= g {
+                        (g - start - b) / step + 1
+                    } else {
+                        0
+                    };
+                    let next = start + whole * step;
+                    Runs {
+                        start,
+                        len: b,
+                        step,
+                        count: whole,
+                        tail: g.saturating_sub(next).min(b),
                     }
-                    v
                 }
                 _ => {
                     return Err(crate::mpi_err!(
@@ -683,9 +686,32 @@ impl Datatype {
                     ))
                 }
             };
-            runs.push(mine.into_iter().filter(|r| r.1 > 0).collect());
+            runs.push(mine);
         }
         Ok(Self::grid(gsizes, &runs, order_c, old))
+    }
+}
+
+/// The indices a dimension of a subarray or darray selects: `count` runs of `len` starting
+/// at `start + k * step`, then a run of `tail` right after the last step.
+#[derive(Clone, Copy, Debug)]
+struct Runs {
+    start: usize,
+    len: usize,
+    step: usize,
+    count: usize,
+    tail: usize,
+}
+
+impl Runs {
+    fn one(start: usize, len: usize) -> Runs {
+        Runs {
+            start,
+            len,
+            step: 0,
+            count: usize::from(len > 0),
+            tail: 0,
+        }
     }
 }
 
@@ -707,9 +733,13 @@ impl Default for Datatypes {
 }
 
 /// A value type followed by an int, laid out as the C struct `{ T v; int i; }`.
-fn pair(value: usize, align: usize) -> Datatype {
+fn pair(value: usize, align: usize, ext: Ext) -> Datatype {
     let int = Datatype::basic(4);
-    let v = Datatype::basic(value);
+    let v = Datatype::basic_of(Basic {
+        size: value as u32,
+        swap: value as u32,
+        ext,
+    });
     let int_at = value.next_multiple_of(4) as isize;
     let t = Datatype::from_blocks(&[(0, 1, &v), (int_at, 1, &int)]);
     let end = (int_at + 4) as usize;
@@ -722,18 +752,32 @@ fn pair(value: usize, align: usize) -> Datatype {
 /// swap per component; MPI_2INT and the Fortran pairs are two elements each.
 fn builtin_basic(h: u32) -> Basic {
     let size = (h >> 8) & 0xff;
+    let ext = match h & 0xff {
+        0x07 => Ext::Long,
+        0x08 => Ext::ULong,
+        0x0e => Ext::Wchar,
+        // LONG_DOUBLE, CXX_LONG_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX
+        0x0c | 0x36 | 0x42 => external32::LONG_DOUBLE,
+        _ => Ext::Same,
+    };
     match h & 0xff {
         // COMPLEX, DOUBLE_COMPLEX, COMPLEX8/16/32, CXX_*_COMPLEX, C_*_COMPLEX
         0x1e | 0x22 | 0x28 | 0x2a | 0x2c | 0x34 | 0x35 | 0x36 | 0x40 | 0x41 | 0x42 => Basic {
             size,
             swap: size / 2,
+            ext,
         },
         // 2INT, 2INTEGER, 2REAL, 2DOUBLE_PRECISION
         0x16 | 0x20 | 0x21 | 0x23 => Basic {
             size: size / 2,
             swap: size / 2,
+            ext,
         },
-        _ => Basic { size, swap: size },
+        _ => Basic {
+            size,
+            swap: size,
+            ext,
+        },
     }
 }
 
@@ -753,11 +797,11 @@ impl Datatypes {
             builtin: vec![None; 256],
             // In handle order: FLOAT_INT, DOUBLE_INT, LONG_INT, SHORT_INT, LONG_DOUBLE_INT.
             pairs: vec![
-                Arc::new(pair(4, 4)),
-                Arc::new(pair(8, 8)),
-                Arc::new(pair(8, 8)),
-                Arc::new(pair(2, 4)),
-                Arc::new(pair(16, 16)),
+                Arc::new(pair(4, 4, Ext::Same)),
+                Arc::new(pair(8, 8, Ext::Same)),
+                Arc::new(pair(8, 8, Ext::Long)),
+                Arc::new(pair(2, 4, Ext::Same)),
+                Arc::new(pair(16, 16, external32::LONG_DOUBLE)),
             ],
         }
     }
@@ -863,6 +907,7 @@ impl Datatypes {
             combiner,
             ints,
             aints: vec![],
+            counts: vec![],
             types: vec![],
         }));
         t.committed = true;

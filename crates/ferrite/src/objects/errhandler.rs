@@ -10,6 +10,8 @@ use std::sync::Mutex;
 
 /// `void handler(MPI_Comm *, int *, ...)`
 pub type CommErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut c_int, ...);
+/// `void handler(MPI_Win *, int *, ...)`
+pub type WinErrhandlerFn = unsafe extern "C" fn(*mut MPI_Win, *mut c_int, ...);
 
 #[derive(Clone, Copy, Debug)]
 pub enum Handler {
@@ -21,6 +23,8 @@ pub enum Handler {
     Return,
     /// A handler made by MPI_Comm_create_errhandler.
     Comm(CommErrhandlerFn),
+    /// A handler made by MPI_Win_create_errhandler.
+    Win(WinErrhandlerFn),
 }
 
 pub struct Errhandlers {
@@ -53,7 +57,15 @@ impl Errhandlers {
 /// Applies the error handler of `obj` to `code` (raised by `func`) and returns the code.
 /// Called without the state lock held, so a user handler may call MPI.
 pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
-    let (handler, comm) = state::try_with(|st| {
+    let (handler, handle) = state::try_with(|st| {
+        // A window's own handler; everything else (and an invalid window) goes to a
+        // communicator's.
+        if let ErrObj::Win(w) = obj {
+            if let Some(h) = st.objects.wins.get(w).ok().map(|x| x.errhandler) {
+                let h = st.objects.errhandlers.resolve(h);
+                return (h.unwrap_or(Handler::Fatal), w);
+            }
+        }
         let comm = match obj {
             ErrObj::Comm(c) => c,
             _ => MPI_COMM_SELF,
@@ -77,11 +89,19 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
         Handler::Return => code,
         Handler::Fatal | Handler::Abort => fatal(func, code),
         Handler::Comm(f) => {
-            let mut c = comm;
+            let mut c = handle;
             let mut e = code;
             // SAFETY: `f` was registered by the user through MPI_Comm_create_errhandler with the
             // C signature `void(MPI_Comm *, int *, ...)`; both pointers are valid locals.
             unsafe { f(&mut c, &mut e) };
+            code
+        }
+        Handler::Win(f) => {
+            let mut w = handle;
+            let mut e = code;
+            // SAFETY: `f` was registered through MPI_Win_create_errhandler with the C
+            // signature `void(MPI_Win *, int *, ...)`; both pointers are valid locals.
+            unsafe { f(&mut w, &mut e) };
             code
         }
     }

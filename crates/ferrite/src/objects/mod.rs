@@ -10,6 +10,7 @@ pub mod group;
 pub mod handles;
 pub mod info;
 pub mod topo;
+pub mod win;
 
 use attr::Attrs;
 use comm::Comms;
@@ -17,6 +18,7 @@ use datatype::Datatypes;
 use errhandler::Errhandlers;
 use group::Groups;
 use info::Infos;
+use win::Wins;
 
 /// Every object table of the process.
 pub struct Objects {
@@ -26,6 +28,7 @@ pub struct Objects {
     pub groups: Groups,
     pub attrs: Attrs,
     pub infos: Infos,
+    pub wins: Wins,
 }
 
 impl Objects {
@@ -37,6 +40,7 @@ impl Objects {
             groups: Groups::default(),
             attrs: Attrs::default(),
             infos: Infos::new(world_size),
+            wins: Wins::default(),
         }
     }
 }

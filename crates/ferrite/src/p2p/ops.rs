@@ -15,7 +15,7 @@
 //! match user point-to-point traffic; ranks are ranks in the communicator; any tag value is
 //! allowed (collectives may use their own tag space).
 
-use super::request::{Mode, Op, Ptr, Source, Spec, Target};
+use super::request::{Mode, Op, Ptr, RecvOp, RecvStage, Source, Spec, Target};
 use super::status::Status;
 use crate::abi::consts::*;
 use crate::error::{ErrObj, MpiError, MpiResult};
@@ -345,6 +345,33 @@ impl Ferrite {
             }
         }
         res
+    }
+
+    /// Receives posted for a peer found dead (by rank, not MPI_ANY_SOURCE) complete with
+    /// MPI_ERR_PROC_ABORTED naming it; a message it sent before dying would have matched
+    /// already, since packets are delivered before failures are reported.
+    pub fn fail_receives_from_dead(&mut self) {
+        let Ferrite { p2p, objects, .. } = self;
+        let mut victims = Vec::new();
+        for (h, r) in p2p.reqs.iter() {
+            let Op::Recv(RecvOp {
+                src,
+                stage: RecvStage::Posted,
+                ..
+            }) = &r.op
+            else {
+                continue;
+            };
+            let world = usize::try_from(*src)
+                .ok()
+                .and_then(|s| Some(*objects.comms.get(r.comm).ok()?.peers().get(s)?));
+            if let Some(why) = world.and_then(|w| p2p.dead.get(&w)) {
+                victims.push((h, *src, why.clone()));
+            }
+        }
+        for (h, src, why) in victims {
+            p2p.fail_posted(h, src, &format!("receive from rank {src}: {why}"));
+        }
     }
 
     /// A network failure found while progressing, raised on `comm`.

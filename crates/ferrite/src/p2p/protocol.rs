@@ -44,6 +44,11 @@ pub struct P2p {
     pub attached: Option<Attached>,
     /// A network failure found while progressing, reported by the next completion call.
     pub error: Option<MpiError>,
+    /// Peers (world ranks) a transport found dead, with the reason: receives posted for them
+    /// fail with MPI_ERR_PROC_ABORTED (`Ferrite::fail_receives_from_dead`).
+    pub dead: FxHashMap<Proc, String>,
+    /// A peer died or a receive was posted since the last sweep of posted receives.
+    pub dead_news: bool,
 }
 
 impl Default for P2p {
@@ -91,7 +96,21 @@ impl P2p {
             eager_limit: config::get("FERRITE_EAGER_LIMIT"),
             attached: None,
             error: None,
+            dead: FxHashMap::default(),
+            dead_news: false,
         }
+    }
+
+    /// Fails the posted receive `h` from comm rank `src`, whose process is dead.
+    pub fn fail_posted(&mut self, h: MPI_Request, src: i32, why: &str) {
+        if self.matching.cancel_posted(|&x| x == h).is_none() {
+            return; // not posted (any more)
+        }
+        if let Some(r) = self.reqs.get_mut(h) {
+            r.status.source = src;
+            r.status.error = make_code(MPI_ERR_PROC_ABORTED, why.to_string());
+        }
+        self.complete(h);
     }
 
     /// True when packets or fragments wait for credits or reads wait for `flush`: the
@@ -452,7 +471,11 @@ impl P2p {
     fn match_or_post(&mut self, h: MPI_Request, ctx: u32, src: i32, tag: i32) {
         match self.matching.take_unexpected(ctx, src, tag) {
             Some((s, t, u)) => self.match_unexpected(h, s, t, u),
-            None => self.matching.post(ctx, src, tag, h),
+            None => {
+                self.matching.post(ctx, src, tag, h);
+                // Check it against the dead peers at the next progress.
+                self.dead_news |= !self.dead.is_empty();
+            }
         }
     }
 

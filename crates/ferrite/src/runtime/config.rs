@@ -110,7 +110,27 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_CONN",
         default: "ondemand",
-        doc: "tcp connection policy: static (all at MPI_Init), ondemand, partial (±2^k at init).",
+        doc: "tcp connection policy: static (all at MPI_Init), ondemand, partial (±2^k at init), adaptive (udp datagrams first).",
+    },
+    Knob {
+        name: "FERRITE_CONN_MAX",
+        default: "0",
+        doc: "Most tcp connections open at once (LRU eviction beyond); 0: half the open-file limit.",
+    },
+    Knob {
+        name: "FERRITE_CONN_SETUP",
+        default: "cm",
+        doc: "tcp connection set-up: cm (connect/accept with a hello), ud (attempt settled over udp first).",
+    },
+    Knob {
+        name: "FERRITE_CONN_THRESHOLD",
+        default: "16",
+        doc: "FERRITE_CONN=adaptive: messages to a peer over datagrams before its connection.",
+    },
+    Knob {
+        name: "FERRITE_CONN_IDLE_MS",
+        default: "30000",
+        doc: "FERRITE_CONN=adaptive: close a connection unused this many ms; 0: never.",
     },
     Knob {
         name: "FERRITE_REPORT",

@@ -33,6 +33,10 @@ pub struct Record {
     pub opened: [u64; 4],
     pub closed: [u64; 3],
     pub failed: u64,
+    /// The connection budget (FERRITE_CONN_MAX; 0: no connection-oriented transport).
+    pub max: u64,
+    /// Connections peers opened that took us over the budget.
+    pub over_budget: u64,
     pub handshake_retries: u64,
     pub race_losers: u64,
     /// Connections that carried at least one packet.
@@ -80,6 +84,8 @@ impl Record {
             self.closed[i] += c.closed[i];
         }
         self.failed += c.failed;
+        self.max += c.max_open;
+        self.over_budget += c.over_budget;
         self.handshake_retries += t.handshake_retries;
         self.race_losers += t.race_losers;
         self.used += t.peers_used;
@@ -99,6 +105,8 @@ impl Record {
         v.extend(self.closed);
         v.extend([
             self.failed,
+            self.max,
+            self.over_budget,
             self.handshake_retries,
             self.race_losers,
             self.used,
@@ -136,6 +144,8 @@ impl Record {
             *x = next()?;
         }
         r.failed = next()?;
+        r.max = next()?;
+        r.over_budget = next()?;
         r.handshake_retries = next()?;
         r.race_losers = next()?;
         r.used = next()?;
@@ -155,8 +165,12 @@ impl Record {
     }
 
     fn text(&self) -> String {
+        let max = match self.max {
+            0 => "unlimited".to_string(),
+            m => format!("{m}, over it {}", self.over_budget),
+        };
         let mut s = format!(
-            "ferrite report: rank {}: connections open {} (peak {}, max unlimited); opened",
+            "ferrite report: rank {}: connections open {} (peak {}, max {max}); opened",
             self.rank, self.open, self.peak
         );
         for (n, v) in OPEN_CAUSES.iter().zip(self.opened) {
@@ -185,8 +199,15 @@ impl Record {
 
     fn json(&self) -> String {
         let mut s = format!(
-            "{{\"rank\":{},\"connections\":{{\"open\":{},\"peak\":{},\"max\":null}},\"opened\":{{",
-            self.rank, self.open, self.peak
+            "{{\"rank\":{},\"connections\":{{\"open\":{},\"peak\":{},\"max\":{}}},\"over_budget\":{},\"opened\":{{",
+            self.rank,
+            self.open,
+            self.peak,
+            match self.max {
+                0 => "null".to_string(),
+                m => m.to_string(),
+            },
+            self.over_budget
         );
         join_obj(&mut s, OPEN_CAUSES.iter().copied().zip(self.opened));
         s.push_str("},\"closed\":{");

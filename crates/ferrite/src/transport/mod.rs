@@ -67,6 +67,12 @@ pub trait Transport {
         false
     }
 
+    /// Peers found dead since the last call (a connection lost without the peer's clean
+    /// close), with the reason naming the rank.
+    fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        Vec::new()
+    }
+
     /// MPI_Finalize: release what peers can find by name (e.g. unlink a segment), and let
     /// peers take the last bytes of connections before they close.
     fn shutdown(&mut self) {}
@@ -272,9 +278,23 @@ impl Net {
                 cfg.ip = tcp::listener::reachable_ip();
             }
             net.tcp_route = Some(net.transports.len());
+            // FERRITE_CONN=adaptive (datagrams first) and FERRITE_CONN_SETUP=ud (handshakes
+            // over datagrams) run a udp channel of their own.
+            let chan = if cfg.policy == crate::conn::policy::Kind::Adaptive
+                || cfg.setup == crate::conn::policy::Mechanism::Ud
+            {
+                Some(udp::Channel::new(
+                    rank,
+                    udp::channel_config(size, net.nodes.is_some())?,
+                    tcp::card::board_for(kvsname),
+                )?)
+            } else {
+                None
+            };
             let board = tcp::card::board_for(kvsname);
-            net.transports
-                .push(Box::new(tcp::Tcp::new(rank, size, cfg, board)?));
+            net.transports.push(Box::new(
+                tcp::Tcp::new(rank, size, cfg, board)?.with_channel(chan)?,
+            ));
         }
         // The same rule for udp: every rank of a job across hosts has a datagram socket.
         if names.contains(&"udp") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
@@ -379,6 +399,14 @@ impl Net {
     /// Delivers every arrived packet, whole, once, in order per sender; returns how many.
     pub fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
         self.transports.iter_mut().map(|t| t.poll(deliver)).sum()
+    }
+
+    /// Peers the transports found dead since the last call, with the reason.
+    pub fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        self.transports
+            .iter_mut()
+            .flat_map(|t| t.take_failures())
+            .collect()
     }
 
     /// Single-copy read of `dst.len()` bytes at `addr` in `from`'s memory. `Ok(false)` when

@@ -284,6 +284,62 @@ fn a_thousand_processes_connect_with_cm_in_random_patterns() {
     assert!(races > 50, "races {races}");
 }
 
+#[test]
+fn cm_connections_closed_by_both_ends_reopen_from_either_side_as_one() {
+    const N: u32 = 8;
+    let mut cfg = handshake::Config::new(N);
+    cfg.rto_initial = 10_000;
+    cfg.rto_max = 200_000;
+    cfg.hello_wait = 200_000;
+    cfg.max_retries = 30;
+    for seed in 0..40 {
+        let mut w = CmWorld::new(N, seed, cfg.clone());
+        let mut rng = Rng::new(seed * 7 + 1);
+        let mut pairs = BTreeSet::new();
+        for a in 0..N {
+            let b = (a + 1 + rng.below(N as u64 - 1) as u32) % N;
+            pairs.insert((a.min(b), a.max(b)));
+            w.starts.insert((rng.below(5_000), a as usize, b));
+        }
+        let mut t = 0;
+        for round in 0..4 {
+            t += 1_000_000;
+            w.run(t);
+            check_cm(&w, &pairs);
+            if round == 3 {
+                break;
+            }
+            // Every pair closes: one end lets go, the other a little later (its CLOSE came),
+            // then either end or both (a race) dial again once both have let go.
+            for &(a, b) in &pairs {
+                let (first, second) = if rng.chance(0.5) { (a, b) } else { (b, a) };
+                w.detach(first as usize, second);
+                w.detach(second as usize, first);
+                let at = t + rng.below(3_000);
+                match rng.below(3) {
+                    0 => {
+                        w.starts.insert((at, a as usize, b));
+                    }
+                    1 => {
+                        w.starts.insert((at, b as usize, a));
+                    }
+                    _ => {
+                        w.starts.insert((at, a as usize, b));
+                        w.starts.insert((at + rng.below(2), b as usize, a));
+                    }
+                }
+            }
+        }
+        // Every reopening was newer than what it replaced.
+        for &(a, b) in &pairs {
+            let PeerState::Connected(id) = w.cms[a as usize].state(b) else {
+                unreachable!("checked")
+            };
+            assert!(id.gen >= 4, "{a}-{b}: {id:?}");
+        }
+    }
+}
+
 use crate::conn::policy::{CloseCause, Config as PConfig, Counters, Kind as PKind, OpenCause};
 
 /// Runs `n` managed processes with a budget of `budget` connections each and random traffic

@@ -162,25 +162,111 @@ fn external32_is_big_endian_per_basic_element() {
     src.extend_from_slice(&1.0f64.to_le_bytes());
     src.extend_from_slice(&0x0a0bi16.to_le_bytes());
     src.extend_from_slice(&[0; 6]);
-    let mut p = pack_all(&s, &src, 1);
-    s.swap_external32(&mut p, 1);
     assert_eq!(
-        p,
+        ext32(&s, &src, 1).unwrap(),
         vec![1, 2, 3, 4, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x0a, 0x0b],
         "hand-computed external32 bytes"
     );
     // A complex float swaps each 4-byte component.
     let c = t.get(MPI_C_FLOAT_COMPLEX).unwrap();
-    let mut z = [1u8, 2, 3, 4, 5, 6, 7, 8];
-    c.swap_external32(&mut z, 1);
-    assert_eq!(z, [4, 3, 2, 1, 8, 7, 6, 5]);
+    assert_eq!(
+        ext32(&c, &[1, 2, 3, 4, 5, 6, 7, 8], 1).unwrap(),
+        [4, 3, 2, 1, 8, 7, 6, 5]
+    );
     assert_eq!(c.elements_in(16), Some(2));
+}
+
+/// `count` elements of `t` at the start of `src` in external32.
+fn ext32(t: &Datatype, src: &[u8], count: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    // SAFETY: the tests pass a `src` covering `count` elements at its start.
+    unsafe { t.pack_external(src.as_ptr(), count, &mut out) }?;
+    assert_eq!(out.len(), t.external_size() * count);
+    Ok(out)
+}
+
+/// Unpacks external32 `data` into a fresh buffer of `len` bytes.
+fn from_ext32(t: &Datatype, data: &[u8], count: usize, len: usize) -> Vec<u8> {
+    let mut dst = vec![0u8; len];
+    // SAFETY: `dst` covers `count` elements at its start in these tests.
+    unsafe { t.unpack_external(data, dst.as_mut_ptr(), count) };
+    dst
+}
+
+#[test]
+fn external32_uses_the_standards_sizes() {
+    let mut t = Datatypes::new();
+    let mut ty = |h| t.get(h).unwrap();
+    // MPI 4.1 15.5.2: long and unsigned long are 4 bytes, wchar 2, long double 16
+    // (binary128), C bool 1, MPI_AINT/OFFSET/COUNT 8.
+    let sizes = [
+        (MPI_LONG, 4),
+        (MPI_UNSIGNED_LONG, 4),
+        (MPI_WCHAR, 2),
+        (MPI_LONG_DOUBLE, 16),
+        (MPI_C_BOOL, 1),
+        (MPI_AINT, 8),
+        (MPI_OFFSET, 8),
+        (MPI_COUNT, 8),
+        (MPI_LONG_LONG, 8),
+        (MPI_C_LONG_DOUBLE_COMPLEX, 32),
+        (MPI_LONG_INT, 8),
+        (MPI_LONG_DOUBLE_INT, 20),
+    ];
+    for (h, n) in sizes {
+        assert_eq!(
+            ty(h).external_size(),
+            n,
+            "external32 size of {:#x}",
+            h as u32
+        );
+    }
+    // Hand-computed vectors.
+    let long = ty(MPI_LONG);
+    let e = ext32(&long, &(-2i64).to_le_bytes(), 1).unwrap();
+    assert_eq!(e, [0xff, 0xff, 0xff, 0xfe]);
+    assert_eq!(from_ext32(&long, &e, 1, 8), (-2i64).to_le_bytes());
+    let ul = ty(MPI_UNSIGNED_LONG);
+    let e = ext32(&ul, &0xdead_beefu64.to_le_bytes(), 1).unwrap();
+    assert_eq!(e, [0xde, 0xad, 0xbe, 0xef]);
+    assert_eq!(from_ext32(&ul, &e, 1, 8), 0xdead_beefu64.to_le_bytes());
+    let wc = ty(MPI_WCHAR);
+    let e = ext32(&wc, &0x20acu32.to_le_bytes(), 1).unwrap();
+    assert_eq!(e, [0x20, 0xac]);
+    assert_eq!(from_ext32(&wc, &e, 1, 4), 0x20acu32.to_le_bytes());
+    // long double 1.0 (x87: significand 0x8000000000000000, exponent 0x3fff) and -0.75.
+    let ld = ty(MPI_LONG_DOUBLE);
+    let mut one = [0u8; 16];
+    one[7] = 0x80;
+    one[8..10].copy_from_slice(&0x3fffu16.to_le_bytes());
+    let e = ext32(&ld, &one, 1).unwrap();
+    assert_eq!(e, [0x3f, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(from_ext32(&ld, &e, 1, 16), one);
+    let mut m = [0u8; 16];
+    m[..8].copy_from_slice(&0xc000_0000_0000_0000u64.to_le_bytes());
+    m[8..10].copy_from_slice(&0xbffeu16.to_le_bytes());
+    let e = ext32(&ld, &m, 1).unwrap();
+    assert_eq!(&e[..3], [0xbf, 0xfe, 0x80]);
+    assert!(e[3..].iter().all(|&b| b == 0));
+    // MPI_LONG_INT {long 5; int 7}: 4 + 4 bytes.
+    let li = ty(MPI_LONG_INT);
+    let mut src = [0u8; 16];
+    src[..8].copy_from_slice(&5i64.to_le_bytes());
+    src[8..12].copy_from_slice(&7i32.to_le_bytes());
+    assert_eq!(ext32(&li, &src, 1).unwrap(), [0, 0, 0, 5, 0, 0, 0, 7]);
+    // Values the 4-byte types cannot hold are conversion errors.
+    assert!(ext32(&long, &(1i64 << 31).to_le_bytes(), 1).is_err());
+    assert!(ext32(&long, &(-(1i64 << 31)).to_le_bytes(), 1).is_ok());
+    assert!(ext32(&ul, &(1u64 << 32).to_le_bytes(), 1).is_err());
+    assert!(ext32(&wc, &0x1f600u32.to_le_bytes(), 1).is_err());
 }
 
 /// A random type description, built both by the engine and by the naive reference.
 #[derive(Clone, Debug)]
 enum Spec {
     Basic(usize),
+    /// A C long: 8 bytes here, 4 in external32.
+    Long,
     Contig(usize, Box<Spec>),
     Vector(usize, usize, isize, Box<Spec>),
     Hindexed(Vec<(isize, usize)>, Box<Spec>),
@@ -188,33 +274,44 @@ enum Spec {
     Resized(isize, isize, Box<Spec>),
 }
 
-/// The naive type map: every basic element as (offset, size), plus lb and ub.
+/// The naive type map: every basic element as (offset, size), plus lb and ub; `long[i]`
+/// says whether element i is a C long.
 struct Flat {
     map: Vec<(isize, usize)>,
+    long: Vec<bool>,
     lb: isize,
     ub: isize,
 }
 
 fn copies(parts: Vec<(isize, &Flat)>) -> Flat {
     let mut map = Vec::new();
+    let mut long = Vec::new();
     let (mut lb, mut ub) = (isize::MAX, isize::MIN);
     for (d, f) in &parts {
         map.extend(f.map.iter().map(|&(o, s)| (o + d, s)));
+        long.extend_from_slice(&f.long);
         lb = lb.min(d + f.lb);
         ub = ub.max(d + f.ub);
     }
     if parts.is_empty() {
         (lb, ub) = (0, 0);
     }
-    Flat { map, lb, ub }
+    Flat { map, long, lb, ub }
 }
 
 fn flatten(s: &Spec) -> Flat {
     match s {
         Spec::Basic(n) => Flat {
             map: vec![(0, *n)],
+            long: vec![false],
             lb: 0,
             ub: *n as isize,
+        },
+        Spec::Long => Flat {
+            map: vec![(0, 8)],
+            long: vec![true],
+            lb: 0,
+            ub: 8,
         },
         Spec::Contig(n, t) => {
             let f = flatten(t);
@@ -261,6 +358,7 @@ fn flatten(s: &Spec) -> Flat {
             let f = flatten(t);
             Flat {
                 map: f.map,
+                long: f.long,
                 lb: *lb,
                 ub: lb + ext,
             }
@@ -271,6 +369,11 @@ fn flatten(s: &Spec) -> Flat {
 fn build(s: &Spec) -> Datatype {
     match s {
         Spec::Basic(n) => Datatype::basic(*n),
+        Spec::Long => Datatype::basic_of(Basic {
+            size: 8,
+            swap: 8,
+            ext: Ext::Long,
+        }),
         Spec::Contig(n, t) => Datatype::hvector(1, *n, 0, &build(t)),
         Spec::Vector(count, bl, stride, t) => {
             let o = build(t);
@@ -289,7 +392,10 @@ fn build(s: &Spec) -> Datatype {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    let leaf = prop_oneof![Just(1usize), Just(2), Just(4), Just(8)].prop_map(Spec::Basic);
+    let leaf = prop_oneof![
+        prop_oneof![Just(1usize), Just(2), Just(4), Just(8)].prop_map(Spec::Basic),
+        Just(Spec::Long),
+    ];
     leaf.prop_recursive(3, 24, 4, |inner| {
         prop_oneof![
             (0usize..4, inner.clone()).prop_map(|(n, t)| Spec::Contig(n, Box::new(t))),
@@ -380,15 +486,100 @@ proptest! {
             }
         }
 
-        // external32: each basic element reversed.
-        let mut ext32 = got.clone();
-        t.swap_external32(&mut ext32, count);
-        let mut naive32 = Vec::new();
-        let mut at = 0;
-        for &(_, s) in &offs {
-            naive32.extend(got[at..at + s].iter().rev());
-            at += s;
+        // external32: each basic element reversed, C longs as 4 bytes. Longs get values
+        // that fit 4 bytes (or, where overlapping elements spoil that, must be refused).
+        let mut src = src;
+        let long: Vec<bool> = (0..count).flat_map(|_| f.long.iter().copied()).collect();
+        for (k, &(o, _)) in offs.iter().enumerate().filter(|(k, _)| long[*k]) {
+            let at = (base as isize + o) as usize;
+            src[at..at + 8].copy_from_slice(&(k as i64 * 977 - 3000).to_le_bytes());
         }
-        prop_assert_eq!(ext32, naive32);
+        let mut naive32: Result<Vec<u8>, ()> = Ok(Vec::new());
+        for (k, &(o, s)) in offs.iter().enumerate() {
+            let at = (base as isize + o) as usize;
+            let bytes = &src[at..at + s];
+            let Ok(v) = naive32.as_mut() else { break };
+            if long[k] {
+                match i32::try_from(i64::from_le_bytes(bytes.try_into().unwrap())) {
+                    Ok(x) => v.extend(x.to_be_bytes()),
+                    Err(_) => naive32 = Err(()),
+                }
+            } else {
+                v.extend(bytes.iter().rev());
+            }
+        }
+        let mut got32 = Vec::new();
+        // SAFETY: as for `pack` above.
+        let r = unsafe { t.pack_external(src.as_ptr().add(base), count, &mut got32) };
+        match naive32 {
+            Ok(want32) => {
+                prop_assert!(r.is_ok(), "{:?}", r);
+                prop_assert_eq!(&got32, &want32);
+                prop_assert_eq!(got32.len(), t.external_size() * count);
+                // Back from external32 equals unpacking the native bytes.
+                let mut native = Vec::new();
+                // SAFETY: as for `pack` above.
+                unsafe { t.pack(src.as_ptr().add(base), count, &mut native) };
+                let mut a = vec![0u8; len];
+                let mut b = vec![0u8; len];
+                // SAFETY: both buffers cover `count` elements at `base`.
+                unsafe {
+                    t.unpack_external(&got32, a.as_mut_ptr().add(base), count);
+                    t.unpack(&native, b.as_mut_ptr().add(base), count);
+                }
+                prop_assert_eq!(a, b);
+            }
+            Err(()) => prop_assert!(r.is_err()),
+        }
     }
+}
+
+#[test]
+fn counts_beyond_an_int_are_computed_not_expanded() {
+    let g = 1usize << 30;
+    let int = Datatype::basic(4);
+    // 2^31 + 1 blocks of 2 ints, stride 3 ints.
+    let v = Datatype::hvector(2 * g + 1, 2, 12, &int);
+    assert_eq!(v.size, (2 * g + 1) * 8);
+    assert_eq!(v.extent as usize, (2 * g * 3 + 2) * 4);
+    assert_eq!(v.elements, (2 * g as u64 + 1) * 2);
+    assert!(v.node_count() <= 2, "{} nodes", v.node_count());
+    // 2^32 + 3 contiguous bytes stay one run; elements in a prefix are counted arithmetically.
+    let c = Datatype::hvector(1, 4 * g + 3, 0, &Datatype::basic(1));
+    assert!(c.is_contiguous() && c.node_count() == 1);
+    assert_eq!(c.elements_in(4 * g as u64 + 3), Some(4 * g as u64 + 3));
+    // 2^30 copies of that: 2^62-ish sizes and extents are still exact (the engine's limit is
+    // isize::MAX; the ABI refuses far earlier, see abi/datatype.rs LIMIT).
+    let big = Datatype::hvector(g, 1, c.extent, &c);
+    assert_eq!(big.size as u64, g as u64 * (4 * g as u64 + 3));
+    assert_eq!(big.extent as u64, g as u64 * (4 * g as u64 + 3));
+    assert_eq!(
+        big.elements_in(3 * (4 * g as u64 + 3) + 1),
+        Some(3 * (4 * g as u64 + 3) + 1)
+    );
+    assert_eq!(big.bytes_for_elements(5 * g as u64), 5 * g as u64);
+    // A struct with a block 2^33 bytes away keeps exact bounds.
+    let s = Datatype::structure(&[(0, 1, &int), (8 << 30, 3, &int)]);
+    assert_eq!((s.lb, s.extent, s.size), (0, (8 << 30) + 12, 16));
+}
+
+#[test]
+fn cyclic_darray_of_a_huge_dimension_is_a_few_nodes() {
+    // 2^33 bytes dealt cyclic(3) over 4 processes: the ranks' sizes add up to the array,
+    // and each type is a vector plus a tail, not 2^31 blocks.
+    let g = 1usize << 33;
+    let byte = Datatype::basic(1);
+    let mut total = 0;
+    for rank in 0..4 {
+        let t =
+            Datatype::darray(rank, &[g], &[(MPI_DISTRIBUTE_CYCLIC, 3)], &[4], true, &byte).unwrap();
+        assert_eq!((t.lb, t.extent), (0, g as isize));
+        assert!(t.node_count() <= 4, "{} nodes", t.node_count());
+        total += t.size;
+    }
+    assert_eq!(total, g);
+    // Small case against the direct enumeration: 10 elements cyclic(3) over 2 processes.
+    let t = Datatype::darray(1, &[10], &[(MPI_DISTRIBUTE_CYCLIC, 3)], &[2], true, &byte).unwrap();
+    let src: Vec<u8> = (0..10).collect();
+    assert_eq!(pack_all(&t, &src, 1), vec![3, 4, 5, 9]);
 }

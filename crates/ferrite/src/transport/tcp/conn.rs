@@ -1,5 +1,5 @@
-//! One stream's bytes: framing (a 4-byte little-endian length before each packet; the length
-//! `BYE` marks a clean close), the per-peer queue of pending frames written with vectored
+//! One stream's bytes: framing (a 4-byte little-endian length before each packet; the lengths
+//! `BYE`, `CLOSE` and `CLOSE_ACK` are control frames), the per-peer queue of pending frames written with vectored
 //! `sendmsg` (never blocking, never raising SIGPIPE), and reassembly of received frames.
 
 use std::collections::VecDeque;
@@ -9,6 +9,12 @@ use std::os::unix::io::RawFd;
 pub const HEADER: usize = 4;
 /// A frame length that is no packet: the peer is closing cleanly (MPI_Finalize).
 pub const BYE: u32 = u32::MAX;
+/// A frame length that is no packet: the sender sends nothing more on this connection (it is
+/// closed to make room or for idleness; a new one may follow).
+pub const CLOSE: u32 = u32::MAX - 1;
+/// A frame length that is no packet: the sender has read the peer's `CLOSE`, so everything
+/// the peer sent on this connection.
+pub const CLOSE_ACK: u32 = u32::MAX - 2;
 /// Most slices handed to one sendmsg.
 const MAX_IOV: usize = 64;
 
@@ -66,6 +72,14 @@ impl SendQueue {
         self.frames.clear();
         self.head_off = 0;
         self.bytes = 0;
+    }
+
+    /// Takes every frame out, whole (none may be partly written: only a connection's queue
+    /// is ever written, and it moves to the closing socket before anything else could).
+    pub fn take_frames(&mut self) -> Vec<Vec<u8>> {
+        assert_eq!(self.head_off, 0, "a partly written queue cannot move");
+        self.bytes = 0;
+        self.frames.drain(..).collect()
     }
 
     /// Writes as much as the socket takes now; returns the bytes written.
@@ -126,6 +140,8 @@ pub struct RecvBuf {
 pub enum Frame<'a> {
     Packet(&'a [u8]),
     Bye,
+    Close,
+    CloseAck,
 }
 
 impl RecvBuf {
@@ -176,6 +192,11 @@ impl RecvBuf {
         }
     }
 
+    /// The first `n` bytes, left in place, if they have all arrived.
+    pub fn peek(&self, n: usize) -> Option<&[u8]> {
+        (self.buffered() >= n).then(|| &self.buf[self.start..self.start + n])
+    }
+
     /// The first `n` bytes, consumed, if they have all arrived.
     pub fn take(&mut self, n: usize) -> Option<&[u8]> {
         if self.buffered() < n {
@@ -202,9 +223,15 @@ impl RecvBuf {
                 .try_into()
                 .unwrap(),
         );
-        if len == BYE {
+        let control = match len {
+            BYE => Some(Frame::Bye),
+            CLOSE => Some(Frame::Close),
+            CLOSE_ACK => Some(Frame::CloseAck),
+            _ => None,
+        };
+        if let Some(f) = control {
             self.start += HEADER;
-            return Ok(Some(Frame::Bye));
+            return Ok(Some(f));
         }
         if len as usize > max {
             return Err(len);
@@ -228,7 +255,7 @@ impl RecvBuf {
                 .try_into()
                 .unwrap(),
         );
-        if len == BYE {
+        if matches!(len, BYE | CLOSE | CLOSE_ACK) {
             HEADER
         } else {
             HEADER + len as usize

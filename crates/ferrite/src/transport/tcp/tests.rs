@@ -1,5 +1,6 @@
 use super::card::test_board::{secret_of, TestBoard};
 use super::*;
+use crate::conn::policy::CloseCause;
 use crate::conn::wire::{self, Kind};
 use crate::transport::Net;
 use std::io::{Read, Write};
@@ -23,6 +24,10 @@ fn cfg(sendq: usize) -> TcpConfig {
         linger_ms: 5000,
         connect_retries: 3,
         policy: crate::conn::policy::Kind::OnDemand,
+        max_conns: 1000,
+        threshold: 16,
+        idle_ms: 0,
+        setup: crate::conn::policy::Mechanism::Cm,
     }
 }
 
@@ -250,8 +255,15 @@ fn a_peer_gone_without_closing_fails_later_sends_naming_it() {
     drop(gone); // no shutdown: no BYE, just EOF
                 // Rank 0 notices when it next reads; sends to rank 2 then fail, others still work.
     pump(&mut eps, &mut got, |_| false);
+    let dead = eps[0].take_failures();
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].0 == 2 && dead[0].1.contains("rank 2 is gone"),
+        "{dead:?}"
+    );
+    assert!(eps[0].take_failures().is_empty(), "reported once");
     let err = eps[0].try_send(2, &[b"x"]).unwrap_err();
-    assert_eq!(err.class, MPI_ERR_OTHER);
+    assert_eq!(err.class, MPI_ERR_PROC_ABORTED);
     assert!(
         err.msg.contains("rank 2") && err.msg.contains("lost"),
         "{}",
@@ -291,6 +303,7 @@ fn a_reset_connection_fails_the_peer_too() {
     drop(gone);
     pump(&mut eps, &mut got, |_| false);
     let err = eps[0].try_send(1, &[b"x"]).unwrap_err();
+    assert_eq!(err.class, MPI_ERR_PROC_ABORTED);
     assert!(
         err.msg.contains("rank 1") && err.msg.contains("lost"),
         "{}",
@@ -364,8 +377,11 @@ fn clean_shutdown_is_not_a_failure_and_delivers_the_last_bytes() {
     assert_eq!(a.stats().conns_closed, 1);
     // Neither saw a loss; later sends would name the peer as finalized.
     for p in a.peers.values() {
-        let why = p.failed.as_deref().unwrap_or("");
-        assert!(why.contains("MPI_Finalize"), "{why}");
+        let (class, why) = p.failed.clone().unwrap_or_default();
+        assert!(
+            why.contains("MPI_Finalize") && class == MPI_ERR_OTHER,
+            "{why}"
+        );
     }
 }
 
@@ -404,9 +420,11 @@ fn frames_reassemble_across_any_split_and_oversize_lengths_are_refused() {
         wire.extend_from_slice(&conn::header(len));
         wire.extend((0..len).map(|i| (i * 7 + len) as u8));
     }
-    wire.extend_from_slice(&conn::BYE.to_le_bytes());
+    for c in [conn::CLOSE, conn::CLOSE_ACK, conn::BYE] {
+        wire.extend_from_slice(&c.to_le_bytes());
+    }
     let mut rb = RecvBuf::new(16);
-    let mut frames: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut frames: Vec<Result<Vec<u8>, &str>> = Vec::new();
     // Odd-sized chunks, so headers and bodies are split everywhere.
     for chunk in wire.chunks(13) {
         tx.write_all(chunk).unwrap();
@@ -414,16 +432,18 @@ fn frames_reassemble_across_any_split_and_oversize_lengths_are_refused() {
         while let Filled::Bytes(_) = rb.fill(rx.as_raw_fd(), need).unwrap() {}
         while let Some(f) = rb.next_frame(10_000).unwrap() {
             frames.push(match f {
-                Frame::Packet(p) => Some(p.to_vec()),
-                Frame::Bye => None,
+                Frame::Packet(p) => Ok(p.to_vec()),
+                Frame::Bye => Err("bye"),
+                Frame::Close => Err("close"),
+                Frame::CloseAck => Err("ack"),
             });
         }
         rb.compact();
     }
-    let want: Vec<Option<Vec<u8>>> = [0usize, 1, 5, 9000, 3]
+    let want: Vec<Result<Vec<u8>, &str>> = [0usize, 1, 5, 9000, 3]
         .iter()
-        .map(|&len| Some((0..len).map(|i| (i * 7 + len) as u8).collect()))
-        .chain(std::iter::once(None))
+        .map(|&len| Ok((0..len).map(|i| (i * 7 + len) as u8).collect()))
+        .chain([Err("close"), Err("ack"), Err("bye")])
         .collect();
     assert_eq!(frames, want);
     tx.write_all(&conn::header(10_001)).unwrap();
@@ -496,4 +516,529 @@ fn a_ring_opens_two_connections_per_rank_and_nothing_else() {
         // State exists for the two neighbours only (one card fetched: the right one).
         assert_eq!(ep.peers.len(), 2, "rank {r}");
     }
+}
+
+/// `n` endpoints with a connection budget of `max` each.
+fn budget_endpoints(tag: &str, n: u32, max: usize) -> (String, Vec<Tcp>) {
+    let j = job(tag);
+    let eps = (0..n)
+        .map(|r| {
+            let c = TcpConfig {
+                max_conns: max,
+                ..cfg(1 << 20)
+            };
+            Tcp::new(r, n, c, Box::new(TestBoard(j.clone()))).unwrap()
+        })
+        .collect();
+    (j, eps)
+}
+
+/// Every (from, to) stream in `got` is exactly messages 0..per, in order.
+fn check_streams(got: &Got, n: u32, per: u32) {
+    for (me, v) in got.iter().enumerate() {
+        for from in (0..n).filter(|&f| f != me as u32) {
+            let seq: Vec<u32> = v
+                .iter()
+                .filter(|(f, _)| *f == from)
+                .map(|(_, p)| {
+                    assert_eq!(p[..8], [from, me as u32].map(u32::to_le_bytes).concat()[..]);
+                    let k = u32::from_le_bytes(p[8..12].try_into().unwrap());
+                    assert!(
+                        p[12..].iter().all(|&b| b == k as u8),
+                        "{from} -> {me}: body"
+                    );
+                    k
+                })
+                .collect();
+            assert_eq!(seq, (0..per).collect::<Vec<_>>(), "{from} -> {me}");
+        }
+    }
+}
+
+fn msg(from: u32, to: u32, k: u32) -> Vec<u8> {
+    let mut b = [from, to, k].map(u32::to_le_bytes).concat();
+    // Some large enough to be split by the socket, so closes meet partly written frames.
+    b.resize(12 + (k as usize * 7919) % 40_000, k as u8);
+    b
+}
+
+#[test]
+fn a_budget_of_two_evicts_and_reopens_without_losing_or_reordering() {
+    let (n, per, max) = (6u32, 40u32, 2usize);
+    let (_j, mut eps) = budget_endpoints("budget", n, max);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    // Every endpoint talks to every other in turn while traffic flows both ways, so
+    // connections are evicted with frames in flight in either direction, closes cross, and
+    // peers dial back while an old connection still drains.
+    for k in 0..per {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            for d in 1..n {
+                // Every peer once per round, starting somewhere else each time.
+                let to = (r as u32 + 1 + (d - 1 + k) % (n - 1)) % n;
+                assert!(ep.try_send(to, &[&msg(r as u32, to, k)]).unwrap());
+            }
+        }
+        for _ in 0..(k % 4) * 5 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    let want = (per * (n - 1)) as usize;
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    check_streams(&got, n, per);
+    for (r, ep) in eps.iter().enumerate() {
+        let c = ep.stats().conn;
+        assert_eq!(c.failed, 0, "rank {r}");
+        assert!(
+            c.closed(CloseCause::Eviction) > 0,
+            "rank {r}: no eviction: {c:?}"
+        );
+        assert!(
+            c.open_peak <= (max as u64) + c.over_budget,
+            "rank {r}: peak {} over budget {max} (+{})",
+            c.open_peak,
+            c.over_budget
+        );
+        assert!(!ep.pending(), "rank {r}");
+    }
+    // The budget holds at rest: every endpoint ends with at most `max` sockets (plus any
+    // taken over budget), none half-closed.
+    pump(&mut eps, &mut got, |_| false);
+    for (r, ep) in eps.iter().enumerate() {
+        assert!(ep.peers.values().all(|p| p.closing.is_none()), "rank {r}");
+        assert!(
+            open_socks(ep) <= max + ep.stats().conn.over_budget as usize,
+            "rank {r}"
+        );
+    }
+    // Shutting down after all that is clean.
+    for ep in eps.iter_mut() {
+        ep.cfg.linger_ms = 200;
+    }
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for ep in eps.iter_mut() {
+            s.spawn(move || ep.shutdown());
+        }
+    });
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn closes_from_both_sides_at_once_and_a_dial_back_keep_order() {
+    // Budget 1 among 3: each new peer evicts the other, from both ends at once.
+    let (n, per) = (3u32, 30u32);
+    let (_j, mut eps) = budget_endpoints("cross", n, 1);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    let mut sent = vec![vec![0u32; n as usize]; n as usize];
+    for round in 0..per * 2 {
+        // 0 and 1 alternate between each other and 2; 2 answers whoever spoke last.
+        for r in 0..n {
+            let to = match r {
+                0 => [1, 2][(round % 2) as usize],
+                1 => [0, 2][(round % 2) as usize],
+                _ => round % 2,
+            };
+            let k = sent[r as usize][to as usize];
+            if k < per {
+                sent[r as usize][to as usize] += 1;
+                assert!(eps[r as usize].try_send(to, &[&msg(r, to, k)]).unwrap());
+            }
+        }
+        for _ in 0..round % 3 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    assert!(sent
+        .iter()
+        .enumerate()
+        .all(|(r, v)| v.iter().enumerate().all(|(t, &k)| r == t || k == per)));
+    let want = (per * (n - 1)) as usize;
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    check_streams(&got, n, per);
+    let evicted: u64 = eps
+        .iter()
+        .map(|e| e.stats().conn.closed(CloseCause::Eviction))
+        .sum();
+    assert!(evicted >= 3, "{evicted}");
+    for ep in &eps {
+        assert_eq!(ep.stats().conn.failed, 0);
+    }
+}
+
+#[test]
+fn a_new_connection_waits_until_the_old_one_has_drained() {
+    let (_j, mut eps) = endpoints("handoff", 2, 1 << 20);
+    let mut got: Got = Vec::new();
+    for k in 0..5 {
+        assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+        assert!(eps[1].try_send(0, &[&msg(1, 0, k)]).unwrap());
+    }
+    pump(&mut eps, &mut got, |g| g[0].len() == 5 && g[1].len() == 5);
+    // 0 closes (as the policy would for eviction); 1 reads the CLOSE and answers, sending
+    // more on the old connection first; 0 reads everything and is done.
+    eps[0].start_close(1, false);
+    assert!(eps[1].try_send(0, &[&msg(1, 0, 5)]).unwrap());
+    let old1 = eps[1].peers[&0].sock.expect("1 is still connected");
+    for _ in 0..100 {
+        eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
+        if eps[1].peers[&0].closing.is_some() {
+            break;
+        }
+    }
+    assert_eq!(eps[1].peers[&0].closing, Some(old1));
+    // 1 will not see 0's CLOSE_ACK before the new connection: hide the old socket from epoll.
+    let fd1 = eps[1].socks[&old1].stream.as_raw_fd();
+    eps[1].epoll_ctl(libc::EPOLL_CTL_DEL, fd1, 0, 0).unwrap();
+    for _ in 0..100 {
+        eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
+        if eps[0].peers[&1].closing.is_none() {
+            break;
+        }
+    }
+    assert!(eps[0].peers[&1].closing.is_none() && eps[0].peers[&1].sock.is_none());
+    assert_eq!(
+        got[0].len(),
+        6,
+        "what 1 sent before its close arrived first"
+    );
+    // 0 dials again; 1 (still closing) sends too: its packets wait for the close.
+    for k in 5..10 {
+        assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+    }
+    for k in 6..10 {
+        assert!(eps[1].try_send(0, &[&msg(1, 0, k)]).unwrap());
+    }
+    for _ in 0..2000 {
+        eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
+        eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
+        if eps[1].peers[&0].sock.is_some() {
+            break;
+        }
+    }
+    let new1 = eps[1].peers[&0]
+        .sock
+        .expect("the new connection is accepted");
+    assert_ne!(new1, old1);
+    for _ in 0..200 {
+        eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
+        eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
+    }
+    assert_eq!(
+        got[1].len(),
+        5,
+        "nothing from the new connection before the old one's end"
+    );
+    assert_eq!(got[0].len(), 6);
+    // The old socket's CLOSE_ACK arrives: the old connection ends and the new one takes over.
+    let ev = eps[1].socks[&old1].events;
+    eps[1]
+        .epoll_ctl(libc::EPOLL_CTL_ADD, fd1, ev, old1.0)
+        .unwrap();
+    pump(&mut eps, &mut got, |g| g[0].len() == 10 && g[1].len() == 10);
+    check_streams(&got, 2, 10);
+    for ep in &eps {
+        let s = ep.stats();
+        assert_eq!((s.conns_closed, s.conn.failed, open_socks(ep)), (1, 0, 1));
+    }
+}
+
+#[test]
+fn a_ring_under_a_budget_of_one_completes_lap_after_lap() {
+    let (n, laps) = (3u32, 4u32);
+    let (_j, mut eps) = budget_endpoints("ring1", n, 1);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    for lap in 0..laps {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            let to = (r as u32 + 1) % n;
+            assert!(ep.try_send(to, &[&msg(r as u32, to, lap)]).unwrap());
+        }
+        let want = lap as usize + 1;
+        pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+        assert!(
+            got.iter().all(|v| v.len() == want),
+            "lap {lap}: {:?}",
+            got.iter().map(|v| v.len()).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// `n` adaptive endpoints (datagrams first, a connection after `threshold` messages, closed
+/// after `idle_ms` unused), each with its own udp channel.
+fn adaptive_endpoints(tag: &str, n: u32, threshold: u64, idle_ms: u64) -> (String, Vec<Tcp>) {
+    let c = TcpConfig {
+        policy: crate::conn::policy::Kind::Adaptive,
+        threshold,
+        idle_ms,
+        ..cfg(1 << 20)
+    };
+    channel_endpoints(tag, n, c)
+}
+
+/// `n` endpoints with configuration `c`, each with its own udp channel.
+fn channel_endpoints(tag: &str, n: u32, c: TcpConfig) -> (String, Vec<Tcp>) {
+    use crate::conn::reliable;
+    use crate::transport::udp::{Channel, ChannelConfig, Inject};
+    let j = job(tag);
+    let eps = (0..n)
+        .map(|r| {
+            let c = c.clone();
+            let chan = Channel::new(
+                r,
+                ChannelConfig {
+                    ip: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+                    rel: reliable::Config {
+                        max_datagram: 8192,
+                        window: 64,
+                        rto_initial: 5_000,
+                        ..reliable::Config::new(n)
+                    },
+                    rcvbuf: 4 << 20,
+                    inject: Inject::default(),
+                },
+                Box::new(TestBoard(j.clone())),
+            )
+            .unwrap();
+            Tcp::new(r, n, c, Box::new(TestBoard(j.clone())))
+                .unwrap()
+                .with_channel(Some(chan))
+                .unwrap()
+        })
+        .collect();
+    (j, eps)
+}
+
+#[test]
+fn adaptive_sends_datagrams_first_then_moves_to_a_connection_in_order() {
+    let (n, threshold) = (3u32, 8u64);
+    let (_j, mut eps) = adaptive_endpoints("adaptive", n, threshold, 0);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    // Light traffic (below the threshold): datagrams only, no socket at all.
+    for k in 0..5 {
+        for r in 0..n {
+            for to in (0..n).filter(|&t| t != r) {
+                assert!(eps[r as usize].try_send(to, &[&msg(r, to, k)]).unwrap());
+            }
+        }
+    }
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == 10));
+    check_streams(&got, n, 5);
+    for ep in &eps {
+        assert_eq!(open_socks(ep), 0);
+        assert_eq!(ep.stats().conn.datagram_msgs, 10);
+    }
+    // 0 -> 1 gets heavy while messages still flow: a connection opens at the threshold, and
+    // what follows waits until every datagram is acknowledged, then goes over it.
+    let per = 200u32;
+    for k in 5..per {
+        assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+        // Poll now and then, so the connection comes up while traffic flows.
+        for _ in 0..(k % 3) * 20 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    pump(&mut eps, &mut got, |g| {
+        g[1].iter().filter(|(f, _)| *f == 0).count() == per as usize
+    });
+    let seq: Vec<u32> = got[1]
+        .iter()
+        .filter(|(f, _)| *f == 0)
+        .map(|(_, p)| u32::from_le_bytes(p[8..12].try_into().unwrap()))
+        .collect();
+    assert_eq!(seq, (0..per).collect::<Vec<_>>());
+    let c = eps[0].stats().conn;
+    assert_eq!(
+        c.opened(crate::conn::policy::OpenCause::Threshold),
+        1,
+        "{c:?}"
+    );
+    // 5 to each peer, then to 1 until the threshold (and while its connection opens).
+    assert!(
+        c.connection_msgs > 0 && c.datagram_msgs >= 10 + threshold - 5,
+        "{c:?}"
+    );
+    assert_eq!(
+        eps[1]
+            .stats()
+            .conn
+            .opened(crate::conn::policy::OpenCause::Peer),
+        1
+    );
+    assert_eq!(open_socks(&eps[2]), 0, "rank 2 never needed a connection");
+    // The answer from 1 takes the connection at once (nothing of 1's is in flight).
+    assert!(eps[1].try_send(0, &[&msg(1, 0, 5)]).unwrap());
+    pump(&mut eps, &mut got, |g| g[0].len() == 11);
+    assert_eq!(got[0].last().unwrap().0, 1);
+    assert!(eps[1].stats().conn.connection_msgs >= 1);
+}
+
+#[test]
+fn adaptive_closes_idle_connections_and_goes_back_to_datagrams_in_order() {
+    let (_j, mut eps) = adaptive_endpoints("idle", 2, 2, 30);
+    let mut got: Got = Vec::new();
+    got.resize(2, Vec::new());
+    let mut k = 0;
+    for _ in 0..3 {
+        // A burst opens the connection; a pause closes it for idleness.
+        for _ in 0..10 {
+            assert!(eps[0].try_send(1, &[&msg(0, 1, k)]).unwrap());
+            k += 1;
+        }
+        let want = k as usize;
+        pump(&mut eps, &mut got, |g| g[1].len() == want);
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(150) {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    let seq: Vec<u32> = got[1]
+        .iter()
+        .map(|(f, p)| {
+            assert_eq!(*f, 0);
+            u32::from_le_bytes(p[8..12].try_into().unwrap())
+        })
+        .collect();
+    assert_eq!(seq, (0..k).collect::<Vec<_>>());
+    assert!(got[0].is_empty());
+    let c = eps[0].stats().conn;
+    assert!(c.closed(CloseCause::Idle) >= 2, "{c:?}");
+    assert!(
+        c.opened(crate::conn::policy::OpenCause::Threshold) >= 2,
+        "{c:?}"
+    );
+    assert_eq!(c.failed, 0);
+    for ep in &eps {
+        assert_eq!(open_socks(ep), 0, "every connection closed for idleness");
+    }
+}
+
+#[test]
+fn a_blocked_endpoint_is_woken_by_its_redial_timer() {
+    // Rank 1 of 2 publishes a card but nobody listens there: every dial is refused.
+    let j = job("timer");
+    let mut ep = Tcp::new(0, 2, cfg(1 << 20), Box::new(TestBoard(j.clone()))).unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    TestBoard(j.clone())
+        .put(1, dead.local_addr().unwrap())
+        .unwrap();
+    drop(dead);
+    assert!(ep.try_send(1, &[b"x"]).unwrap());
+    // Until the refusal is seen, then until the backoff's redial: only the timerfd can wake a
+    // process that sleeps on the wake fd with nothing else to wait for.
+    for _ in 0..100_000 {
+        ep.poll(&mut |_, _| {});
+        if ep.socks.is_empty() && ep.timer_at.is_some() {
+            break; // refused; the redial waits for the backoff
+        }
+    }
+    assert!(ep.socks.is_empty() && ep.timer_at.is_some());
+    let before = ep.stats().handshake_retries;
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+    // SAFETY: ev is valid for one event; the wake fd is the endpoint's epoll fd.
+    let k = unsafe { libc::epoll_wait(ep.wake_fd().unwrap(), ev.as_mut_ptr(), 1, 10_000) };
+    assert_eq!(k, 1, "the wake fd never became readable");
+    ep.poll(&mut |_, _| {});
+    assert!(
+        ep.stats().handshake_retries > before,
+        "no redial after the wake-up"
+    );
+}
+
+#[test]
+fn ud_set_up_settles_the_attempt_over_datagrams_and_the_initiator_dials() {
+    let n = 5u32;
+    let c = TcpConfig {
+        setup: crate::conn::policy::Mechanism::Ud,
+        max_conns: 2,
+        ..cfg(1 << 20)
+    };
+    let (_j, mut eps) = channel_endpoints("ud", n, c);
+    let mut got: Got = Vec::new();
+    got.resize(n as usize, Vec::new());
+    // Everyone to everyone under a budget of 2: attempts race, connections close and reopen.
+    let per = 12u32;
+    for k in 0..per {
+        for (r, ep) in eps.iter_mut().enumerate() {
+            for d in 1..n {
+                let to = (r as u32 + 1 + (d - 1 + k) % (n - 1)) % n;
+                assert!(ep.try_send(to, &[&msg(r as u32, to, k)]).unwrap());
+            }
+        }
+        for _ in 0..(k % 3) * 10 {
+            for (i, ep) in eps.iter_mut().enumerate() {
+                ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+            }
+        }
+    }
+    let want = (per * (n - 1)) as usize;
+    pump(&mut eps, &mut got, |g| g.iter().all(|v| v.len() == want));
+    check_streams(&got, n, per);
+    for (r, ep) in eps.iter().enumerate() {
+        let c = ep.stats().conn;
+        assert_eq!(c.failed, 0, "rank {r}");
+        assert!(
+            c.closed(CloseCause::Eviction) + c.closed(CloseCause::Peer) > 0,
+            "rank {r}"
+        );
+        let ud = ep.ud.as_ref().expect("ud runs").stats();
+        assert!(
+            ud.connected > 0,
+            "rank {r}: no ud handshake completed: {ud:?}"
+        );
+        // No card lookups: every address came in a handshake.
+        assert!(!ep.ud_addrs.is_empty(), "rank {r}");
+    }
+}
+
+#[test]
+fn ud_set_up_answers_a_peer_that_never_sent_anything() {
+    let c = TcpConfig {
+        setup: crate::conn::policy::Mechanism::Ud,
+        ..cfg(1 << 20)
+    };
+    let (_j, mut eps) = channel_endpoints("udquiet", 2, c);
+    let mut got: Got = Vec::new();
+    // Rank 1 has made no machine yet (it only polls) when rank 0's request arrives.
+    assert!(eps[0].try_send(1, &[b"first"]).unwrap());
+    pump(&mut eps, &mut got, |g| g[1].len() == 1);
+    assert_eq!(got[1], vec![(0, b"first".to_vec())]);
+    assert_eq!(eps[1].stats().conns_accepted, 1);
+}
+
+#[test]
+fn a_stranger_that_connects_and_stays_silent_counts_as_a_stranger() {
+    let (_j, mut eps) = endpoints("silent", 2, 1 << 20);
+    let s = std::net::TcpStream::connect(eps[0].addr()).unwrap();
+    // Accepted (which makes the cm machine and its deadline for the hello)...
+    for _ in 0..1000 {
+        eps[0].poll(&mut |_, _| {});
+        if open_socks(&eps[0]) == 1 {
+            break;
+        }
+    }
+    assert_eq!(open_socks(&eps[0]), 1);
+    // ...then closed when the deadline passes, woken by the timerfd.
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+    for _ in 0..3 {
+        // SAFETY: ev is valid for one event; the wake fd is the endpoint's epoll fd.
+        unsafe { libc::epoll_wait(eps[0].wake_fd().unwrap(), ev.as_mut_ptr(), 1, 5_000) };
+        eps[0].poll(&mut |_, _| {});
+        if open_socks(&eps[0]) == 0 {
+            break;
+        }
+    }
+    assert_eq!(open_socks(&eps[0]), 0);
+    assert_eq!(eps[0].stats().strangers_dropped, 1);
+    drop(s);
 }

@@ -1,0 +1,71 @@
+//! Windows (MPI 4.1 chapter 12) as objects: group, memory, name, info, error handler and
+//! attributes. Ferrite has no RMA yet: every communication or synchronization call on a
+//! window is a generated stub that raises MPI_ERR_UNSUPPORTED_OPERATION on the window's
+//! error handler.
+
+use super::handles::{kind, HandleTable};
+use super::info::Info;
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+use std::os::raw::c_int;
+use std::sync::Arc;
+
+/// The values MPI_Win_get_attr returns pointers to (MPI_WIN_SIZE, ...): boxed so the
+/// pointers stay valid while the window lives, wherever the table moves it.
+#[derive(Debug)]
+pub struct Predefined {
+    pub size: MPI_Aint,
+    pub disp_unit: c_int,
+    pub flavor: c_int,
+    pub model: c_int,
+}
+
+pub struct Win {
+    /// A private duplicate of the communicator the window was made over: the window's
+    /// group, and the context of its collective MPI_Win_free.
+    pub comm: MPI_Comm,
+    /// World rank of each window rank.
+    pub group: Arc<[u32]>,
+    /// MPI_WIN_BASE: the local memory (MPI_BOTTOM for a dynamic window).
+    pub base: usize,
+    pub attrs: Box<Predefined>,
+    pub name: String,
+    pub errhandler: MPI_Errhandler,
+    pub info: Info,
+    /// Memory MPI_Win_allocate made for this window (8-byte aligned), freed with it.
+    pub memory: Option<Box<[u64]>>,
+    /// Regions MPI_Win_attach added to a dynamic window: (base, size).
+    pub attached: Vec<(usize, MPI_Aint)>,
+    /// This process's rank in the window's group.
+    pub rank: u32,
+}
+
+pub struct Wins {
+    pub user: HandleTable<Win>,
+}
+
+impl Default for Wins {
+    fn default() -> Self {
+        Wins {
+            user: HandleTable::new(kind::WIN),
+        }
+    }
+}
+
+impl Wins {
+    pub fn get(&self, h: MPI_Win) -> MpiResult<&Win> {
+        self.user.get(h).ok_or_else(|| invalid(h))
+    }
+
+    pub fn get_mut(&mut self, h: MPI_Win) -> MpiResult<&mut Win> {
+        self.user.get_mut(h).ok_or_else(|| invalid(h))
+    }
+}
+
+fn invalid(h: MPI_Win) -> MpiError {
+    if h == MPI_WIN_NULL {
+        MpiError::new(MPI_ERR_WIN, "null window (MPI_WIN_NULL)")
+    } else {
+        crate::mpi_err!(MPI_ERR_WIN, "invalid window handle {:#x}", h as u32)
+    }
+}
