@@ -1,6 +1,7 @@
 /* Streaming bandwidth from rank 0 to rank 1: per iteration a window of 64 Isend (rank 0)
  * and 64 Irecv (rank 1), Waitall, then a 4-byte ack back. Sizes 1 B .. 4 MiB, a warm-up,
- * iterations scaled with size; prints `size MB/s` (10^6 bytes per second) on rank 0. */
+ * iterations scaled with size; prints `size MB/s` (10^6 bytes per second) on rank 0.
+ * `bw SIZE [ITERS]` measures that one size only (for short alternating runs). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,18 @@ int main(int argc, char **argv)
     MPI_Request rq[WINDOW];
     int ack = 0;
     if (rank == 0) printf("# bw: streaming bandwidth, window %d\n# size MB/s\n", WINDOW);
-    for (long n = 1; n <= MAX; n *= 2) {
+    long first = 1, last = MAX;
+    if (argc > 1) first = last = atol(argv[1]);
+    if (first < 1 || first > MAX) {
+        if (rank == 0) fprintf(stderr, "bw: size must be in 1..%d\n", MAX);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (long n = first; n <= last; n *= 2) {
         long target = 256L << 20; /* bytes per size */
         int iters = (int)(target / (n * WINDOW));
         if (iters > 1000) iters = 1000;
         if (iters < 10) iters = 10;
+        if (argc > 2) iters = atoi(argv[2]) > 0 ? atoi(argv[2]) : iters;
         int warm = iters / 10 < 2 ? 2 : iters / 10;
         double t0 = 0;
         if (rank < 2) {

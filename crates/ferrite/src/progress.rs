@@ -94,8 +94,8 @@ impl Ferrite {
     }
 
     /// Makes progress until `done` holds: spins, yields, then blocks (see the module
-    /// comment). With a send backlog (waiting for credits) it sleeps only briefly, since
-    /// credits come back without a doorbell.
+    /// comment). With a send backlog (waiting for credits) it sleeps at most 1 ms: shm
+    /// rings a sender asleep for its credits when it frees cells, but a transport need not.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
         if done(self) {
             return Ok(());

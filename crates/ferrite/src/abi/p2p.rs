@@ -47,9 +47,15 @@ fn send(
     request: Option<*mut MPI_Request>,
 ) -> MpiResult<()> {
     let h = state::with(|st| {
-        let blocking_standard = request.is_none() && matches!(mode, Mode::Standard | Mode::Ready);
-        if blocking_standard && st.send_eager_now(buf.cast(), count, dt, dest, tag, comm)? {
-            return Ok(0);
+        // Standard and ready sends that go out eagerly at once need no protocol state: a
+        // blocking one is done, a nonblocking one gets a request that is already complete.
+        if matches!(mode, Mode::Standard | Mode::Ready)
+            && st.send_eager_now(buf.cast(), count, dt, dest, tag, comm)?
+        {
+            return Ok(match request {
+                Some(_) => st.p2p.new_done_send(comm),
+                None => 0,
+            });
         }
         let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
         let h = st.start_new(comm, &spec)?;

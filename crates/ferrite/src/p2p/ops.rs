@@ -172,18 +172,25 @@ impl Ferrite {
     ) -> MpiResult<Spec> {
         let c = self.objects.comms.get(comm)?;
         let (ctx, size) = (c.context_id, c.peers().len());
-        let d = self.check_buffer(buf, count, dt)?;
+        // Predefined basic types need no datatype object (the checks are check_buffer's).
+        let bytes = builtin_size(dt)
+            .filter(|_| count >= 0 && !(buf.is_null() && count > 0))
+            .and_then(|size| size.checked_mul(usize::try_from(count).ok()?));
+        let target = match bytes {
+            Some(len) => Target::Bytes { buf: Ptr(buf), len },
+            None => Target::User {
+                buf: Ptr(buf),
+                count: count as usize,
+                dt: self.check_buffer(buf, count, dt)?,
+            },
+        };
         check_recv_tag(tag)?;
         check_recv_rank(src, size)?;
         Ok(Spec::Recv {
             ctx,
             src,
             tag,
-            target: Target::User {
-                buf: Ptr(buf),
-                count: count as usize,
-                dt: d,
-            },
+            target,
         })
     }
 
@@ -266,8 +273,7 @@ impl Ferrite {
         else {
             return self.start_new(comm, &spec);
         };
-        let h = self.p2p.new_request(comm, true);
-        self.p2p.start_recv(h, ctx, src, tag, target);
+        let h = self.p2p.new_recv(comm, ctx, src, tag, target);
         self.p2p.flush(&mut self.net);
         Ok(h)
     }

@@ -195,6 +195,14 @@ impl P2p {
         self.reqs.insert(Request::new(comm, is_recv))
     }
 
+    /// A send request that is already complete (a nonblocking eager send that went out at
+    /// once): what `start_send` followed by `complete` leaves, without the protocol.
+    pub fn new_done_send(&mut self, comm: MPI_Comm) -> MPI_Request {
+        let mut r = Request::new(comm, false);
+        r.done = true;
+        self.reqs.insert(r)
+    }
+
     pub fn is_done(&self, h: MPI_Request) -> bool {
         self.reqs.get(h).is_none_or(|r| r.done)
     }
@@ -206,6 +214,17 @@ impl P2p {
             return;
         };
         r.done = true;
+        // The common case (a user's receive into its buffer, a plain send) keeps nothing
+        // of its protocol state: drop it in place.
+        let keeps = match &r.op {
+            Op::Recv(op) => matches!(op.target, Target::Owned(_)),
+            Op::Send(op) => op.bsend_block.is_some(),
+            _ => false,
+        };
+        if !keeps && !r.freed && !r.background && r.parent.is_none() {
+            r.op = Op::Idle;
+            return;
+        }
         let op = std::mem::replace(&mut r.op, Op::Idle);
         let gone = r.freed || r.background;
         let op = match op {
@@ -416,6 +435,40 @@ impl P2p {
                 stage: RecvStage::Posted,
             });
         }
+        self.match_or_post(h, ctx, src, tag);
+    }
+
+    /// A new receive request, started: [`Self::new_request`] and [`Self::start_recv`] in
+    /// one, with the request built whole before it enters the table.
+    pub fn new_recv(
+        &mut self,
+        comm: MPI_Comm,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        target: Target,
+    ) -> MPI_Request {
+        if src == MPI_PROC_NULL {
+            let h = self.new_request(comm, true);
+            self.complete_with(h, proc_null_status());
+            return h;
+        }
+        let mut r = Request::new(comm, true);
+        r.op = Op::Recv(RecvOp {
+            ctx,
+            src,
+            tag,
+            target,
+            stage: RecvStage::Posted,
+        });
+        let h = self.reqs.insert(r);
+        self.match_or_post(h, ctx, src, tag);
+        h
+    }
+
+    /// Receive `h` (holding its posted `RecvOp`) takes the earliest unexpected message it
+    /// accepts, or joins the posted queue.
+    fn match_or_post(&mut self, h: MPI_Request, ctx: u32, src: i32, tag: i32) {
         match self.matching.take_unexpected(ctx, src, tag) {
             Some((s, t, u)) => self.match_unexpected(h, s, t, u),
             None => {
@@ -466,13 +519,16 @@ impl P2p {
 
     /// Stores a whole eager message into receive `h`.
     fn deliver(&mut self, h: MPI_Request, s: i32, t: i32, data: &[u8], len: u64) {
-        self.set_source(h, s, t);
         let Some(Request {
-            op: Op::Recv(r), ..
+            op: Op::Recv(r),
+            status,
+            ..
         }) = self.reqs.get_mut(h)
         else {
             return;
         };
+        status.source = s;
+        status.tag = t;
         let cap = r.target.capacity();
         let n = (len.min(cap) as usize).min(data.len());
         r.target.store(&data[..n]);

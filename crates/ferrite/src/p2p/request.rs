@@ -52,6 +52,9 @@ pub enum Target {
         count: usize,
         dt: Arc<Datatype>,
     },
+    /// At most `len` bytes at `buf` (user memory): `count` elements of a predefined basic
+    /// type, which is contiguous from offset 0 and needs no datatype object.
+    Bytes { buf: Ptr, len: usize },
     /// A library-owned vector that takes the whole message, whatever its length.
     Owned(Vec<u8>),
 }
@@ -61,6 +64,7 @@ impl Target {
     pub fn capacity(&self) -> u64 {
         match self {
             Target::User { count, dt, .. } => (dt.size() as u64).saturating_mul(*count as u64),
+            Target::Bytes { len, .. } => *len as u64,
             Target::Owned(_) => u64::MAX,
         }
     }
@@ -71,6 +75,7 @@ impl Target {
             Target::User { buf, dt, .. } if dt.is_contiguous() => {
                 Some(buf.0.wrapping_offset(dt.true_lb()))
             }
+            Target::Bytes { buf, .. } => Some(buf.0),
             _ => None,
         }
     }
@@ -85,6 +90,14 @@ impl Target {
                 // SAFETY: `buf` holds `count` elements of `dt` (MPI's contract for the active
                 // receive), and `data` is at most that long; unpack writes nowhere else.
                 unsafe { dt.unpack(data, buf.0, *count) }
+            }
+            Target::Bytes { buf, len } => {
+                let n = data.len().min(*len);
+                if n > 0 {
+                    // SAFETY: `buf` holds `len` bytes (MPI's contract for the active
+                    // receive); at most that many are written.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf.0, n) }
+                }
             }
             Target::Owned(v) => *v = data.to_vec(),
         }

@@ -250,19 +250,30 @@ fn eager_send_completes_at_once_rendezvous_after_the_receiver_has_it() {
     assert_eq!((b1, b2), ([7; 100], [8; 101]));
 }
 
-fn truncation(can_read: bool, n: usize, cap: usize, eager_limit: usize) {
+/// `bytes`: the receive takes a `Target::Bytes` through `new_recv` (MPI_Recv/Irecv of a
+/// predefined type) instead of a datatype target through `start_recv`.
+fn truncation(can_read: bool, n: usize, cap: usize, eager_limit: usize, bytes: bool) {
     let mut sim = Sim::new(2, 8, can_read, eager_limit);
     let data = pattern(n, 3);
     let mut buf = vec![0xEEu8; cap + 64];
     let s = sim.send(0, 1, 5, &data, Mode::Standard);
     let p = &mut sim.procs[1];
-    let r = p.new_request(MPI_COMM_WORLD, true);
-    let target = Target::User {
-        buf: Ptr(buf.as_mut_ptr()),
-        count: cap,
-        dt: byte(),
+    let r = if bytes {
+        let target = Target::Bytes {
+            buf: Ptr(buf.as_mut_ptr()),
+            len: cap,
+        };
+        p.new_recv(MPI_COMM_WORLD, 0, 0, 5, target)
+    } else {
+        let r = p.new_request(MPI_COMM_WORLD, true);
+        let target = Target::User {
+            buf: Ptr(buf.as_mut_ptr()),
+            count: cap,
+            dt: byte(),
+        };
+        p.start_recv(r, 0, 0, 5, target);
+        r
     };
-    p.start_recv(r, 0, 0, 5, target);
     sim.run_until(|s2| s2.done(0, s) && s2.done(1, r));
     let st = sim.status(1, r);
     assert_eq!(class_of(st.error), MPI_ERR_TRUNCATE);
@@ -277,10 +288,12 @@ fn truncation(can_read: bool, n: usize, cap: usize, eager_limit: usize) {
 
 #[test]
 fn truncation_eager_read_and_fragments() {
-    truncation(true, 500, 300, 0);
-    truncation(true, 5000, 3001, 0);
-    truncation(false, 5000, 3001, 0);
-    truncation(false, 5000, 0, 0);
+    for bytes in [false, true] {
+        truncation(true, 500, 300, 0, bytes);
+        truncation(true, 5000, 3001, 0, bytes);
+        truncation(false, 5000, 3001, 0, bytes);
+        truncation(false, 5000, 0, 0, bytes);
+    }
 }
 
 #[test]

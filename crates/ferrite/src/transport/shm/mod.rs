@@ -67,6 +67,9 @@ pub struct Shm {
     last: (Proc, usize),
     /// Own cells waiting to go back on the free ring (see queue.rs).
     unfreed: Vec<u64>,
+    /// Peers (indices in `peers`) that answered "no room" since we last slept or sent to
+    /// them: before sleeping we ask them to ring us when they free cells.
+    starved: Vec<usize>,
     stats: TransportStats,
 }
 
@@ -117,6 +120,7 @@ impl Shm {
             peer_index: FxHashMap::default(),
             last: (Proc::MAX, 0),
             unfreed: Vec::new(),
+            starved: Vec::new(),
             stats: TransportStats::default(),
         })
     }
@@ -190,6 +194,25 @@ impl Shm {
         Ok(self.peers.len() - 1)
     }
 
+    /// Rings the senders that went to sleep waiting for our credits (called after freeing
+    /// cells). A bit stands for every rank equal to it modulo 64: in a larger job a few
+    /// ranks get a spurious wake-up, never a missed one.
+    fn ring_credit_waiters(&mut self) {
+        let mask = self.own_q.take_credit_waiters();
+        if mask == 0 {
+            return;
+        }
+        let me = self.rank;
+        for r in (0..self.size).filter(|&r| mask & (1 << (r % 64)) != 0 && r != me) {
+            // A rank we cannot map has exited: nobody to wake.
+            if let Ok(p) = self.peer(r) {
+                let (addr, token) = (p.bell, p.seg.token);
+                self.bell.ring(&addr, token);
+                self.stats.doorbells_rung += 1;
+            }
+        }
+    }
+
     /// Removes this process's segment name (peers keep their mappings).
     pub fn unlink(&mut self) {
         self.own.unlink();
@@ -219,6 +242,10 @@ impl Transport for Shm {
         match peer.q.send(from, parts) {
             Sent::NoRoom => {
                 self.stats.no_room += 1;
+                let i = self.last.1;
+                if !self.starved.contains(&i) {
+                    self.starved.push(i);
+                }
                 Ok(false)
             }
             Sent::Published { ring } => {
@@ -226,6 +253,10 @@ impl Transport for Shm {
                     let (addr, token) = (peer.bell, peer.seg.token);
                     self.bell.ring(&addr, token);
                     self.stats.doorbells_rung += 1;
+                }
+                if !self.starved.is_empty() {
+                    let i = self.last.1;
+                    self.starved.retain(|&s| s != i);
                 }
                 self.stats.packets_sent += 1;
                 self.stats.bytes_sent += len as u64;
@@ -252,6 +283,9 @@ impl Transport for Shm {
         }
         self.stats.packets_received += n as u64;
         self.stats.bytes_received += bytes;
+        if n > 0 {
+            self.ring_credit_waiters();
+        }
         n
     }
 
@@ -288,14 +322,28 @@ impl Transport for Shm {
     }
 
     fn arm(&mut self) -> bool {
-        let q = &self.own_q;
-        q.retry_free(&mut self.unfreed);
-        q.arm()
+        if !self.unfreed.is_empty() {
+            self.own_q.retry_free(&mut self.unfreed);
+            self.ring_credit_waiters();
+        }
+        // Peers we wait for credits from ring us when they free a cell (or one is free
+        // already, and we must not sleep).
+        let rank = self.rank;
+        if !self
+            .starved
+            .iter()
+            .all(|&i| self.peers[i].q.want_credit(rank))
+        {
+            return false;
+        }
+        self.own_q.arm()
     }
 
     fn disarm(&mut self) {
         self.own_queue().disarm();
         self.bell.drain();
+        // Whoever is still out of credits finds out again on its next send.
+        self.starved.clear();
     }
 
     fn shutdown(&mut self) {

@@ -153,7 +153,8 @@ impl Ring {
         }
     }
 
-    /// True if a published value is waiting (receiver side).
+    /// True if a published value is waiting (for the free ring: a credit, seen by a
+    /// sender; for the ready ring: a packet, seen by the receiver).
     pub fn has_ready(&self) -> bool {
         let pos = self.pos().dequeue.load(Ordering::Relaxed);
         self.slot(pos).seq.load(Ordering::Acquire) == pos.wrapping_add(1)
@@ -299,6 +300,31 @@ impl Queue {
             Received::Delivered
         } else {
             Received::Corrupt
+        }
+    }
+
+    /// Sender side, about to sleep after `NoRoom`: asks the receiver to ring sender `from`
+    /// when it frees cells, then re-checks. Returns false when a cell is free already (the
+    /// caller must not sleep; the request stays, costing at most one spurious ring).
+    pub fn want_credit(&self, from: u32) -> bool {
+        self.header()
+            .credit_waiters
+            .fetch_or(1 << (from % 64), Ordering::SeqCst);
+        // Pairs with the fence in `take_credit_waiters`: either the receiver sees our bit,
+        // or we see the cell it freed before looking.
+        fence(Ordering::SeqCst);
+        !self.free.has_ready()
+    }
+
+    /// Receiver side, after freeing cells: the senders asleep for want of credits, as a
+    /// mask of `rank % 64` bits (cleared), or 0.
+    pub fn take_credit_waiters(&self) -> u64 {
+        fence(Ordering::SeqCst);
+        let w = &self.header().credit_waiters;
+        if w.load(Ordering::Relaxed) == 0 {
+            0
+        } else {
+            w.swap(0, Ordering::SeqCst)
         }
     }
 

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! 0      Header: magic, version, owner's rank and pid, geometry, doorbell token
-//! 64     `sleeping` flag (own cache line: written by the owner, read by every sender)
+//! 64     `sleeping` flag (own cache line: written by the owner, read by every sender),
+//!        `credit_waiters` at 72 (set by senders about to sleep for lack of credits)
 //! 128    free ring positions (enqueue, dequeue on separate cache lines)
 //! 256    ready ring positions
 //! 384    free ring slots, ring_cap * 16 bytes
@@ -28,8 +29,9 @@ pub const SLOT_BYTES: usize = 16;
 /// Smallest cell accepted (cell header plus a useful payload).
 pub const MIN_CELL: usize = 64;
 
-/// The fixed part at offset 0. Fields other than `magic` and `sleeping` are written once by
-/// the owner before `magic` is published (release), and peers copy and validate them once.
+/// The fixed part at offset 0. Fields other than `magic`, `sleeping` and `credit_waiters`
+/// are written once by the owner before `magic` is published (release), and peers copy and
+/// validate them once.
 #[repr(C)]
 pub struct Header {
     pub magic: AtomicU64,
@@ -43,7 +45,11 @@ pub struct Header {
     _pad0: [u8; 24],
     /// Non-zero while the owner is (about to be) asleep on its doorbell.
     pub sleeping: AtomicU32,
-    _pad1: [u8; 60],
+    _pad1: u32,
+    /// Senders that found no free cell and are (about to be) asleep: bit `rank % 64` of
+    /// each. The owner clears it and rings their doorbells when it frees cells.
+    pub credit_waiters: AtomicU64,
+    _pad2: [u8; 48],
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() == 128);

@@ -334,6 +334,62 @@ fn segments_are_mapped_on_first_contact_only() {
     assert!(err.msg.contains("exceeds"), "{}", err.msg);
 }
 
+/// True when `fd` has something to read (a doorbell was rung), without waiting.
+fn rung(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn freeing_cells_rings_a_sender_asleep_for_credits() {
+    let job = unique_job("credit");
+    let _files = ShmFiles(job.clone());
+    let mut rx = Shm::new(0, 2, &job, cfg(4, 128, false)).unwrap();
+    let mut tx = Shm::new(1, 2, &job, cfg(4, 128, false)).unwrap();
+    let fd = tx.wake_fd().unwrap();
+    let mut sent = 0;
+    while tx.try_send(0, &[b"fill"]).unwrap() {
+        sent += 1;
+    }
+    assert_eq!(sent, 4);
+    // Out of credits and nothing to read: the sender may sleep, asking to be rung.
+    assert!(tx.arm());
+    assert!(!rung(fd));
+    let mut got = 0;
+    assert_eq!(rx.poll(&mut |_, _| got += 1), 4);
+    assert_eq!(got, 4);
+    assert!(
+        rung(fd),
+        "freeing cells did not ring the sender waiting for them"
+    );
+    assert_eq!(rx.stats().doorbells_rung, 1);
+    tx.disarm();
+    assert!(!rung(fd));
+    // Credits that come back before the sender arms: it must not sleep. (Its request
+    // stays and costs one spurious ring later.)
+    while tx.try_send(0, &[b"fill"]).unwrap() {}
+    assert_eq!(rx.poll(&mut |_, _| {}), 4);
+    assert!(!tx.arm(), "armed to sleep although a cell was free");
+    tx.disarm();
+    assert!(tx.try_send(0, &[b"x"]).unwrap());
+    assert_eq!(rx.poll(&mut |_, _| {}), 1);
+    assert!(rung(fd));
+    tx.disarm();
+    assert!(!rung(fd));
+    // A sender that is not short of credits asks for nothing.
+    assert!(tx.arm());
+    tx.disarm();
+    assert!(tx.try_send(0, &[b"y"]).unwrap());
+    assert_eq!(rx.poll(&mut |_, _| {}), 1);
+    assert!(!rung(fd));
+    assert_eq!(rx.stats().doorbells_rung, 2);
+}
+
 // ---- two real processes: this test binary re-runs itself as rank 1 ----
 
 const CHILD_ENV: &str = "FERRITE_TEST_SHM_CHILD_JOB";
