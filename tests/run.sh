@@ -72,6 +72,13 @@ run_suite c-udp env FERRITE_TRANSPORTS=udp,self tests/c/run.sh
 run_suite c-udp-loss env FERRITE_TRANSPORTS=udp,self FERRITE_UDP_DROP_PERMILLE=20 \
     TEST_NP="2 4" tests/c/run.sh ring anysource sizes
 
+# The whole C suite over tcp under the other policies and the ud set-up (ondemand with cm
+# is c-tcp above): connections at init, datagrams first then connections, ud handshakes.
+for conn in static partial adaptive; do
+    run_suite "c-tcp-$conn" env FERRITE_TRANSPORTS=tcp,self FERRITE_CONN=$conn tests/c/run.sh
+done
+run_suite c-tcp-ud env FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud tests/c/run.sh
+
 # Connection policies over tcp: counts from FERRITE_REPORT's JSON, static/partial conformance.
 run_suite conn tests/conn/run.sh
 

@@ -23,7 +23,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=44 # how many results a skipped run stands for (36 C runs, 8 checks)
+checks=226 # how many results a skipped run stands for (36 + 182 C runs, 8 checks)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -106,11 +106,15 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-c_suite() { # label mpirun-wrapper nps
+c_suite() { # label mpirun-wrapper nps [programs...]  (nps "": each program's declared counts)
     local label=$1 mpirun=$2 nps=$3
+    shift 3
+    local progs=("$@")
+    [ ${#progs[@]} -eq 0 ] && progs=(ring anysource sizes)
+    [ "${progs[0]}" = all ] && progs=()
     echo "=== hosts: $label"
-    env MPIRUN="$mpirun" FERRITE_TESTS_EXPECT=ferrite TEST_NP="$nps" \
-        TEST_TIMEOUT="${TEST_TIMEOUT:-30}" "$root/tests/c/run.sh" ring anysource sizes \
+    env MPIRUN="$mpirun" FERRITE_TESTS_EXPECT=ferrite ${nps:+TEST_NP="$nps"} \
+        TEST_TIMEOUT="${TEST_TIMEOUT:-30}" "$root/tests/c/run.sh" "${progs[@]}" \
         2>&1 | tee "$work/c.log"
     local line p f
     line=$(grep -E '^c: [0-9]+ passed' "$work/c.log" | tail -n 1)
@@ -133,6 +137,9 @@ FERRITE_TRANSPORTS=tcp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=tcp,self" 
 # then shm within a host and udp across (udp listed instead of tcp).
 FERRITE_TRANSPORTS=udp,self c_suite "$A + $B + $C, FERRITE_TRANSPORTS=udp,self" "$work/mpirun-3" "3 6"
 FERRITE_TRANSPORTS=self,shm,udp c_suite "$A + $B + $C, FERRITE_TRANSPORTS=self,shm,udp" "$work/mpirun-3" "6"
+# The whole C suite at each program's declared counts, ranks dealt round-robin over the
+# three hosts (shm within a host, tcp across).
+c_suite "$A + $B + $C, every C program" "$work/mpirun-3" "" all
 # Each connection policy and the ud set-up across hosts, over tcp only (two ranks per host).
 for conn in static partial adaptive; do
     FERRITE_TRANSPORTS=tcp,self FERRITE_CONN=$conn \
