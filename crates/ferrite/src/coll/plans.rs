@@ -15,7 +15,8 @@ use crate::objects::datatype::Datatype;
 use crate::runtime::config;
 use crate::state::Ferrite;
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
@@ -121,21 +122,65 @@ pub(super) fn buf(st: &mut Ferrite, p: *const c_void, dt: MPI_Datatype) -> MpiRe
     })
 }
 
-/// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
-fn forced(knob: &str, valid: &[&str]) -> MpiResult<String> {
-    let v: String = config::get(knob);
-    if v == "auto" || valid.contains(&v.as_str()) {
-        return Ok(v);
+/// The FERRITE_COLL_* knobs read so far: each is read from the environment at its first use
+/// and kept (getenv at every call was a quarter of a small collective's instructions).
+/// [`reload_knobs`] (FERRITE_Coll_reload_knobs) forgets them, for programs that change the
+/// environment between collectives.
+static KNOB_CACHE: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+
+/// The value of knob `name` (cached, see [`KNOB_CACHE`]; `read` reads it the first time),
+/// given to `f`.
+fn knob<T>(name: &'static str, read: fn(&str) -> String, f: impl FnOnce(&str) -> T) -> T {
+    let mut c = KNOB_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, v)) = c.iter().find(|(k, _)| *k == name) {
+        return f(v);
     }
-    Err(crate::mpi_err!(
-        MPI_ERR_ARG,
-        "{knob}={v} is not an algorithm of this collective (valid: auto, {})",
-        valid.join(", ")
-    ))
+    let v = read(name);
+    let out = f(&v);
+    c.push((name, v));
+    out
 }
 
-fn large(knob: &str) -> usize {
-    config::get(knob)
+/// Bumped by [`reload_knobs`]: plans cached under an older generation are not reused.
+static KNOB_GEN: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the next collectives read the FERRITE_COLL_* knobs from the environment again.
+pub fn reload_knobs() {
+    KNOB_CACHE.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    KNOB_GEN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The knobs' generation (part of a cached plan's key).
+pub fn knobs_generation() -> u64 {
+    KNOB_GEN.load(Ordering::Relaxed)
+}
+
+/// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
+fn forced(knob_name: &'static str, valid: &[&'static str]) -> MpiResult<&'static str> {
+    knob(knob_name, config::get::<String>, |v| {
+        if v == "auto" {
+            return Ok("auto");
+        }
+        if let Some(a) = valid.iter().find(|a| **a == v) {
+            return Ok(*a);
+        }
+        Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{knob_name}={v} is not an algorithm of this collective (valid: auto, {})",
+            valid.join(", ")
+        ))
+    })
+}
+
+/// A size threshold knob (`FERRITE_COLL_<NAME>_LARGE`), cached like the algorithms.
+fn large(knob_name: &'static str) -> usize {
+    // Read as a number (config::get reports an invalid value once and uses the default),
+    // so the cached text always parses.
+    knob(
+        knob_name,
+        |k| config::get::<usize>(k).to_string(),
+        |v| v.parse().unwrap_or(usize::MAX),
+    )
 }
 
 pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
@@ -184,14 +229,11 @@ pub fn bcast(
     let algo = match forced(
         "FERRITE_COLL_BCAST_ALGO",
         &["binomial", "scatter_allgather"],
-    )?
-    .as_str()
-    {
+    )? {
         "auto" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => "scatter_allgather",
         "auto" => "binomial",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "binomial" {
         algo::bcast_binomial(&mut p, me, n, r, data);
     } else {
@@ -241,7 +283,10 @@ pub(super) fn prefix(p: &mut Plan, blocks: &[Slice], k: usize) -> Slice {
 }
 
 /// Allreduce of `len` bytes in a plan: returns the slice holding the result, after adding
-/// the input (`input` builds the UserBuf for a slice).
+/// the input (`input` builds the UserBuf for a slice). `in_user`: the address of contiguous
+/// user memory of `len` bytes to reduce in (the receive buffer: no unpack pass, and no pack
+/// pass when the operation is in place).
+#[allow(clippy::too_many_arguments)]
 fn allreduce_into(
     p: &mut Plan,
     me: usize,
@@ -249,6 +294,7 @@ fn allreduce_into(
     len: usize,
     red: &Red,
     mode: Mode,
+    in_user: Option<usize>,
     input: impl Fn(Slice) -> UserBuf,
 ) -> MpiResult<Slice> {
     if mode == Mode::Deferred && red.reducer.is_user() {
@@ -256,22 +302,22 @@ fn allreduce_into(
         p.inputs.push(input(blocks[me]));
         return Ok(prefix(p, &blocks, n));
     }
-    let acc = sl(p.buf(len), 0, len);
+    let acc = match in_user {
+        Some(addr) if len > 0 => sl(p.user_buf(addr, len), 0, len),
+        _ => sl(p.buf(len), 0, len),
+    };
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(input(acc));
     let algo = match forced(
         "FERRITE_COLL_ALLREDUCE_ALGO",
         &["recursive_doubling", "rabenseifner"],
-    )?
-    .as_str()
-    {
+    )? {
         "auto" if len >= large("FERRITE_COLL_ALLREDUCE_LARGE") && len / red.esize.max(1) >= n => {
             "rabenseifner"
         }
         "auto" => "recursive_doubling",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "rabenseifner" {
         algo::allreduce_rabenseifner(p, me, n, acc, tmp, red.esize);
     } else {
@@ -308,7 +354,15 @@ pub fn allreduce(
         reducer: Some(red.reducer.clone()),
         ..Plan::default()
     };
-    let res = allreduce_into(&mut p, me, n, len, &red, mode, |s| inp.user(s, 0, c))?;
+    // A contiguous receive buffer is the accumulator itself (the output below then finds
+    // the result in place and copies nothing).
+    let in_user = out
+        .dt
+        .is_contiguous()
+        .then(|| out.ptr.wrapping_offset(out.dt.true_lb()) as usize);
+    let res = allreduce_into(&mut p, me, n, len, &red, mode, in_user, |s| {
+        inp.user(s, 0, c)
+    })?;
     p.outputs.push(out.user(res, 0, c));
     Ok(p)
 }
@@ -356,12 +410,11 @@ pub fn reduce(
     let acc = sl(p.buf(len), 0, len);
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(inp.user(acc, 0, c));
-    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])?.as_str() {
+    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])? {
         "auto" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => "rabenseifner",
         "auto" => "binomial",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "rabenseifner" {
         // The Rabenseifner allreduce, the result kept at the root only: 2 log2 p rounds
         // moving 2m bytes per rank, against log2 n rounds of m bytes for the tree.
@@ -405,7 +458,7 @@ pub fn reduce_scatter(
         reducer: Some(red.reducer.clone()),
         ..Plan::default()
     };
-    let res = allreduce_into(&mut p, me, n, total * red.esize, &red, mode, |s| {
+    let res = allreduce_into(&mut p, me, n, total * red.esize, &red, mode, None, |s| {
         inp.user(s, 0, total)
     })?;
     let mine = sl(
@@ -686,12 +739,11 @@ pub fn allgather(
         None => {
             let rc = count(rc)?;
             let bs = rc * rsize;
-            let algo = match forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring"])?.as_str() {
+            let algo = match forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring"])? {
                 "auto" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",
                 "auto" => "bruck",
                 a => a,
-            }
-            .to_string();
+            };
             let a = p.buf(n * bs);
             // Block index in the buffer of rank k's data.
             let idx = |k: usize| if algo == "bruck" { (k + n - me) % n } else { k };
@@ -772,12 +824,11 @@ pub fn alltoall(
     };
     let bs = rc * out.dt.size();
     let mut p = Plan::default();
-    let algo = match forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise"])?.as_str() {
+    let algo = match forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise"])? {
         "auto" if bs >= large("FERRITE_COLL_ALLTOALL_LARGE") => "pairwise",
         "auto" => "bruck",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "bruck" {
         let t = p.buf(n * bs);
         let blk = |i: usize| sl(t, i * bs, bs);
