@@ -24,9 +24,11 @@ mod tests;
 
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
+use crate::fxhash::{FxHashMap, FxHasher};
 use crate::state::{self, Ferrite};
 use sched::{Link, Plan, Poll, Run};
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -50,14 +52,15 @@ struct Active {
 pub struct Coll {
     pub ops: reduce::Ops,
     /// Collectives started per context id (tags, see TAG_BASE).
-    seq: HashMap<u32, u32>,
+    seq: FxHashMap<u32, u32>,
     active: Vec<Active>,
     /// Persistent collective requests: their plan.
     persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>)>,
     /// Completed schedules whose last local steps call user code (see [`run_tails`]).
     tails: Vec<Run<MPI_Request>>,
-    /// Distinct world ranks exchanged with by collectives since the last reset.
-    pub peers: HashSet<u32>,
+    /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
+    /// one insertion per transfer).
+    pub peers: HashSet<u32, BuildHasherDefault<FxHasher>>,
     /// Plans of recent blocking collectives (see [`PlanKey`]), oldest first.
     plan_cache: Vec<(PlanKey, Arc<Plan>)>,
 }

@@ -285,7 +285,8 @@ pub(super) fn prefix(p: &mut Plan, blocks: &[Slice], k: usize) -> Slice {
 /// Allreduce of `len` bytes in a plan: returns the slice holding the result, after adding
 /// the input (`input` builds the UserBuf for a slice). `in_user`: the address of contiguous
 /// user memory of `len` bytes to reduce in (the receive buffer: no unpack pass, and no pack
-/// pass when the operation is in place).
+/// pass when the operation is in place); `src_user`: that of the contiguous input when it
+/// is elsewhere (the algorithms may read it in place instead of packing it).
 #[allow(clippy::too_many_arguments)]
 fn allreduce_into(
     p: &mut Plan,
@@ -295,6 +296,7 @@ fn allreduce_into(
     red: &Red,
     mode: Mode,
     in_user: Option<usize>,
+    src_user: Option<usize>,
     input: impl Fn(Slice) -> UserBuf,
 ) -> MpiResult<Slice> {
     if mode == Mode::Deferred && red.reducer.is_user() {
@@ -306,8 +308,20 @@ fn allreduce_into(
         Some(addr) if len > 0 => sl(p.user_buf(addr, len), 0, len),
         _ => sl(p.buf(len), 0, len),
     };
-    let tmp = sl(p.buf(len), 0, len);
-    p.inputs.push(input(acc));
+    // The input read in place by the first exchange when it is contiguous user memory
+    // apart from `acc` (not MPI_IN_PLACE), for power-of-two sizes (no fold step).
+    let src = match src_user {
+        Some(addr) if len > 0 && n >= 2 && n.is_power_of_two() && in_user.is_some() => {
+            Some(sl(p.user_buf(addr, len), 0, len))
+        }
+        _ => {
+            p.inputs.push(input(acc));
+            None
+        }
+    };
+    // Two ranks with `src` exchange once, from `src` into `acc`: no scratch.
+    let tmp_len = if src.is_some() && n == 2 { 0 } else { len };
+    let tmp = sl(p.buf(tmp_len), 0, tmp_len);
     let algo = match forced(
         "FERRITE_COLL_ALLREDUCE_ALGO",
         &["recursive_doubling", "rabenseifner"],
@@ -319,9 +333,9 @@ fn allreduce_into(
         a => a,
     };
     if algo == "rabenseifner" {
-        algo::allreduce_rabenseifner(p, me, n, acc, tmp, red.esize);
+        algo::allreduce_rabenseifner(p, me, n, acc, tmp, red.esize, src);
     } else {
-        algo::allreduce_recursive_doubling(p, me, n, acc, tmp);
+        algo::allreduce_recursive_doubling(p, me, n, acc, tmp, src);
     }
     Ok(acc)
 }
@@ -360,7 +374,9 @@ pub fn allreduce(
         .dt
         .is_contiguous()
         .then(|| out.ptr.wrapping_offset(out.dt.true_lb()) as usize);
-    let res = allreduce_into(&mut p, me, n, len, &red, mode, in_user, |s| {
+    let src_user = (!in_place(sb) && inp.dt.is_contiguous())
+        .then(|| inp.ptr.wrapping_offset(inp.dt.true_lb()) as usize);
+    let res = allreduce_into(&mut p, me, n, len, &red, mode, in_user, src_user, |s| {
         inp.user(s, 0, c)
     })?;
     p.outputs.push(out.user(res, 0, c));
@@ -418,7 +434,7 @@ pub fn reduce(
     if algo == "rabenseifner" {
         // The Rabenseifner allreduce, the result kept at the root only: 2 log2 p rounds
         // moving 2m bytes per rank, against log2 n rounds of m bytes for the tree.
-        algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, red.esize);
+        algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, red.esize, None);
     } else {
         algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
     }
@@ -458,9 +474,17 @@ pub fn reduce_scatter(
         reducer: Some(red.reducer.clone()),
         ..Plan::default()
     };
-    let res = allreduce_into(&mut p, me, n, total * red.esize, &red, mode, None, |s| {
-        inp.user(s, 0, total)
-    })?;
+    let res = allreduce_into(
+        &mut p,
+        me,
+        n,
+        total * red.esize,
+        &red,
+        mode,
+        None,
+        None,
+        |s| inp.user(s, 0, total),
+    )?;
     let mine = sl(
         res.buf,
         res.off + before * red.esize,

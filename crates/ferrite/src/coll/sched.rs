@@ -459,15 +459,15 @@ impl<H> Run<H> {
                 .iter()
                 .any(|y| !y.send && y.parts.iter().any(|r| overlap(s, r)))
         };
-        let copies: Vec<Option<Vec<u8>>> = round
-            .xfers
-            .iter()
-            .map(|x| match x.parts[..] {
-                _ if !x.send || x.bytes() == 0 => None,
-                [s] if !clash(&s) => None,
-                _ => Some(self.gather(&x.parts)),
-            })
-            .collect();
+        // (transfer index, bytes) of the sends copied out; usually none, so no allocation.
+        let mut copies: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (i, x) in round.xfers.iter().enumerate() {
+            match x.parts[..] {
+                _ if !x.send || x.bytes() == 0 => {}
+                [s] if !clash(&s) => {}
+                _ => copies.push((i, self.gather(&x.parts))),
+            }
+        }
         for (i, x) in round.xfers.iter().enumerate() {
             if x.bytes() == 0 || x.send {
                 continue;
@@ -483,10 +483,14 @@ impl<H> Run<H> {
             };
             self.inflight.push(h);
         }
-        for (x, copy) in round.xfers.iter().zip(copies) {
+        for (i, x) in round.xfers.iter().enumerate() {
             if x.bytes() == 0 || !x.send {
                 continue;
             }
+            let copy = copies
+                .iter()
+                .position(|c| c.0 == i)
+                .map(|k| std::mem::take(&mut copies[k].1));
             let h = match (copy, &x.parts[..]) {
                 (Some(data), _) => link.isend(x.peer, self.tag + x.tag, data)?,
                 (None, [s]) => {
