@@ -321,7 +321,7 @@ impl<H> Run<H> {
         let mut run = Run {
             plan,
             tag,
-            own: own,
+            own,
             base,
             cur: 0,
             inflight: Vec::new(),
