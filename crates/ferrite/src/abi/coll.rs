@@ -724,6 +724,7 @@ mpi_fn! {
             let n = st.coll.peers.len();
             if reset != 0 {
                 st.coll.peers.clear();
+                st.coll.last_peer = None;
             }
             Ok(n)
         })?;

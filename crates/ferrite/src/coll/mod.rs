@@ -61,6 +61,8 @@ pub struct Coll {
     /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
     /// one insertion per transfer).
     pub peers: HashSet<u32, BuildHasherDefault<FxHasher>>,
+    /// The world rank last added to `peers` (cleared with it).
+    pub last_peer: Option<u32>,
     /// Plans of recent blocking collectives (see [`PlanKey`]), oldest first.
     plan_cache: Vec<(PlanKey, Arc<Plan>)>,
 }
@@ -158,7 +160,11 @@ impl CommLink<'_> {
     fn note_peer(&mut self, peer: i32) {
         if let Ok(c) = self.st.objects.comms.get(self.comm) {
             if let Some(&w) = c.group.get(peer as usize) {
-                self.st.coll.peers.insert(w);
+                // Most transfers go to the same process as the one before (all at -n 2).
+                if self.st.coll.last_peer != Some(w) {
+                    self.st.coll.peers.insert(w);
+                    self.st.coll.last_peer = Some(w);
+                }
             }
         }
     }
