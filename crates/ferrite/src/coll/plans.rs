@@ -220,7 +220,17 @@ pub fn bcast(
     let b = buf(st, b, dt)?;
     let len = c * b.dt.size();
     let mut p = Plan::default();
-    let data = sl(p.buf(len), 0, len);
+    // A contiguous buffer is sent from and received into in place (the input and output
+    // below are then found in place and copy nothing).
+    let data = if b.dt.is_contiguous() && len > 0 {
+        sl(
+            p.user_buf(b.ptr.wrapping_offset(b.dt.true_lb()) as usize, len),
+            0,
+            len,
+        )
+    } else {
+        sl(p.buf(len), 0, len)
+    };
     if me == r {
         p.inputs.push(b.user(data, 0, c));
     } else {
