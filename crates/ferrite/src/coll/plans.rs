@@ -874,13 +874,26 @@ pub fn alltoall(
         }
         algo::alltoall_bruck(&mut p, me, n, sl(t, 0, n * bs), bs);
     } else {
-        let s = p.buf(n * bs);
-        let r = p.buf(n * bs);
+        // Contiguous buffers (not in place, block sizes agreeing) are sent from and received
+        // into directly: no pack or unpack pass.
+        let direct = !in_place(sb)
+            && bs > 0
+            && sc * inp.dt.size() == bs
+            && inp.dt.is_contiguous()
+            && out.dt.is_contiguous();
+        let (s, r) = if direct {
+            let at = |b: &Buf| b.ptr.wrapping_offset(b.dt.true_lb()) as usize;
+            (p.user_buf(at(&inp), n * bs), p.user_buf(at(&out), n * bs))
+        } else {
+            (p.buf(n * bs), p.buf(n * bs))
+        };
         let sends: Vec<Slice> = (0..n).map(|k| sl(s, k * bs, bs)).collect();
         let recvs: Vec<Slice> = (0..n).map(|k| sl(r, k * bs, bs)).collect();
-        for k in 0..n {
-            p.inputs.push(inp.user(sends[k], k * sc, sc));
-            p.outputs.push(out.user(recvs[k], k * rc, rc));
+        if !direct {
+            for k in 0..n {
+                p.inputs.push(inp.user(sends[k], k * sc, sc));
+                p.outputs.push(out.user(recvs[k], k * rc, rc));
+            }
         }
         algo::alltoall_pairwise(&mut p, me, n, &sends, &recvs);
     }
