@@ -1956,6 +1956,10 @@ FERRITE_API(int, MPI_Type_ub, (MPI_Datatype datatype, MPI_Aint *displacement));
  * processes (world ranks) this process exchanged collective messages with since the last
  * reset; `reset` nonzero then clears the set. */
 int FERRITE_Coll_peers(int reset, int *count);
+/* Ferrite extension: the FERRITE_COLL_* knobs are read from the environment once (at their
+ * first use); after changing them with setenv, call this so the next collectives read them
+ * again. */
+int FERRITE_Coll_reload_knobs(void);
 
 #ifdef __cplusplus
 }

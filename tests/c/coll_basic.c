@@ -1,14 +1,23 @@
 /* np: 1 2 3 4 5 8 16 */
 /* Every blocking collective against a serial computation, with every algorithm Ferrite can
- * be forced to use (FERRITE_COLL_<NAME>_ALGO set with setenv between calls: Ferrite reads
- * the knobs at each call; other MPIs ignore them), at small, large and zero counts, with
+ * be forced to use (FERRITE_COLL_<NAME>_ALGO set with setenv between calls, then
+ * FERRITE_Coll_reload_knobs; other MPIs ignore them), at small, large and zero counts, with
  * MPI_IN_PLACE where the standard allows it, and on a communicator with a different rank
  * order (so roots and neighbours are not world ranks). */
 #include "common.h"
 
 static int val(int rank, int i) { return rank * 1000 + i * 3 + 1; }
 
-static void set_algo(const char *knob, const char *v) { setenv(knob, v, 1); }
+/* Ferrite reads its FERRITE_COLL_* knobs once; this makes it read them again (weak: absent
+ * from other MPIs, which ignore the knobs). */
+int FERRITE_Coll_reload_knobs(void) __attribute__((weak));
+static void set_knob(const char *knob, const char *v)
+{
+    if (v) setenv(knob, v, 1);
+    else unsetenv(knob);
+    if (FERRITE_Coll_reload_knobs) MPI_CHECK(FERRITE_Coll_reload_knobs());
+}
+static void set_algo(const char *knob, const char *v) { set_knob(knob, v); }
 
 static int me, np;
 static MPI_Comm comm;

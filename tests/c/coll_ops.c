@@ -7,6 +7,16 @@
  * Reduce_scatter_block, blocking and nonblocking; the user function calls MPI itself (it
  * must run without the library's lock held); Op_commutative, Op_free. */
 #include "common.h"
+
+/* Ferrite reads its FERRITE_COLL_* knobs once; this makes it read them again (weak: absent
+ * from other MPIs, which ignore the knobs). */
+int FERRITE_Coll_reload_knobs(void) __attribute__((weak));
+static void set_knob(const char *knob, const char *v)
+{
+    if (v) setenv(knob, v, 1);
+    else unsetenv(knob);
+    if (FERRITE_Coll_reload_knobs) MPI_CHECK(FERRITE_Coll_reload_knobs());
+}
 #include <complex.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -279,9 +289,9 @@ static void user_ops(int nonblocking)
         RUN(MPI_Allreduce(s, r, n, aff_type, op, MPI_COMM_WORLD),
             MPI_Iallreduce(s, r, n, aff_type, op, MPI_COMM_WORLD, &rq));
         for (int i = 0; i < n; i++) same(r[i], fold(0, np, i), "allreduce user op", i);
-        /* Ferrite: both Reduce algorithms (the knob is read at each call) */
+        /* Ferrite: both Reduce algorithms */
         for (int alg = 0; alg < 2; alg++) {
-            setenv("FERRITE_COLL_REDUCE_ALGO", alg ? "rabenseifner" : "binomial", 1);
+            set_knob("FERRITE_COLL_REDUCE_ALGO", alg ? "rabenseifner" : "binomial");
             for (int root = 0; root < np; root += np - 1 > 0 ? np - 1 : 1) {
                 RUN(MPI_Reduce(s, r, n, aff_type, op, root, MPI_COMM_WORLD),
                     MPI_Ireduce(s, r, n, aff_type, op, root, MPI_COMM_WORLD, &rq));
@@ -289,7 +299,7 @@ static void user_ops(int nonblocking)
                     for (int i = 0; i < n; i++) same(r[i], fold(0, np, i), "reduce user op", i);
             }
         }
-        unsetenv("FERRITE_COLL_REDUCE_ALGO");
+        set_knob("FERRITE_COLL_REDUCE_ALGO", NULL);
         RUN(MPI_Scan(s, r, n, aff_type, op, MPI_COMM_WORLD),
             MPI_Iscan(s, r, n, aff_type, op, MPI_COMM_WORLD, &rq));
         for (int i = 0; i < n; i++) same(r[i], fold(0, me + 1, i), "scan user op", i);

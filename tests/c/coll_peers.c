@@ -7,6 +7,15 @@
 #include "common.h"
 
 int FERRITE_Coll_peers(int reset, int *count) __attribute__((weak));
+/* Ferrite reads its FERRITE_COLL_* knobs once; this makes it read them again (weak: absent
+ * from other MPIs, which ignore the knobs). */
+int FERRITE_Coll_reload_knobs(void) __attribute__((weak));
+static void set_knob(const char *knob, const char *v)
+{
+    if (v) setenv(knob, v, 1);
+    else unsetenv(knob);
+    if (FERRITE_Coll_reload_knobs) MPI_CHECK(FERRITE_Coll_reload_knobs());
+}
 
 static int me, np;
 
@@ -82,29 +91,29 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     report("Barrier", peers_now(), dissemination());
 
-    setenv("FERRITE_COLL_BCAST_ALGO", "binomial", 1);
+    set_knob("FERRITE_COLL_BCAST_ALGO", "binomial");
     MPI_CHECK(MPI_Bcast(s, 8, MPI_INT, 0, MPI_COMM_WORLD));
     report("Bcast binomial", peers_now(), binomial());
 
-    setenv("FERRITE_COLL_ALLREDUCE_ALGO", "recursive_doubling", 1);
+    set_knob("FERRITE_COLL_ALLREDUCE_ALGO", "recursive_doubling");
     MPI_CHECK(MPI_Allreduce(s, r, 8, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     /* power-of-two sizes only: every rank pairs with rank ^ 2^k */
     if ((np & (np - 1)) == 0) report("Allreduce rec-doubling", peers_now(), lg);
     peers_now();
 
-    setenv("FERRITE_COLL_ALLGATHER_ALGO", "bruck", 1);
+    set_knob("FERRITE_COLL_ALLGATHER_ALGO", "bruck");
     MPI_CHECK(MPI_Allgather(s, 1, MPI_INT, r, 1, MPI_INT, MPI_COMM_WORLD));
     report("Allgather bruck", peers_now(), dissemination());
 
-    setenv("FERRITE_COLL_ALLGATHER_ALGO", "ring", 1);
+    set_knob("FERRITE_COLL_ALLGATHER_ALGO", "ring");
     MPI_CHECK(MPI_Allgather(s, 1, MPI_INT, r, 1, MPI_INT, MPI_COMM_WORLD));
     report("Allgather ring", peers_now(), np > 2 ? 2 : np - 1);
 
-    setenv("FERRITE_COLL_ALLTOALL_ALGO", "bruck", 1);
+    set_knob("FERRITE_COLL_ALLTOALL_ALGO", "bruck");
     MPI_CHECK(MPI_Alltoall(s, 1, MPI_INT, r, 1, MPI_INT, MPI_COMM_WORLD));
     report("Alltoall bruck", peers_now(), dissemination());
 
-    setenv("FERRITE_COLL_ALLTOALL_ALGO", "pairwise", 1);
+    set_knob("FERRITE_COLL_ALLTOALL_ALGO", "pairwise");
     MPI_CHECK(MPI_Alltoall(s, 1, MPI_INT, r, 1, MPI_INT, MPI_COMM_WORLD));
     report("Alltoall pairwise", peers_now(), np - 1);
 

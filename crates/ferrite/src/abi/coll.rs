@@ -11,10 +11,13 @@ use super::consts::*;
 use super::out;
 use crate::coll::plans::{self, Arr, Ngh, Side};
 use crate::coll::reduce::{UserFn, UserFnC, UserKind, UserOp};
-use crate::coll::{self, Mode};
+use crate::coll::{self, Kind, Mode, PlanKey};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::state::{self, Ferrite};
 use std::os::raw::{c_int, c_void};
+
+/// No buffer (plan keys of collectives without one).
+const NUL: *const c_void = std::ptr::null();
 
 /// Size of `comm`'s group (Reduce_scatter's counts have one entry per local rank).
 fn size(st: &Ferrite, comm: MPI_Comm) -> MpiResult<usize> {
@@ -28,14 +31,20 @@ fn peers(st: &Ferrite, comm: MPI_Comm) -> MpiResult<usize> {
 }
 
 /// Declares the blocking, nonblocking and persistent forms of one collective. The build
-/// script finds the names through the `fn MPI_X` list.
+/// script finds the names through the `fn MPI_X` list. With `key |st| k`, the blocking form
+/// reuses the plan of an earlier call with the same [`coll::PlanKey`].
 macro_rules! coll {
     (fn $b:ident, fn $i:ident, fn $p:ident ($($a:ident : $t:ty),*) on $comm:ident
         |$st:ident, $mode:ident| $build:expr) => {
+        coll! { fn $b, fn $i, fn $p ($($a: $t),*) on $comm key |_st| None =>
+                |$st, $mode| $build }
+    };
+    (fn $b:ident, fn $i:ident, fn $p:ident ($($a:ident : $t:ty),*) on $comm:ident
+        key |$kst:ident| $key:expr => |$st:ident, $mode:ident| $build:expr) => {
         mpi_fn! {
             fn $b($($a: $t),*) on ErrObj::Comm($comm) => {
                 let $mode = Mode::Blocking;
-                coll::blocking($comm, |$st| $build)
+                coll::blocking_cached($comm, |$kst| $key, |$st| $build)
             }
         }
         mpi_fn! {
@@ -81,18 +90,23 @@ unsafe fn reduce_counts(a: Arr, n: usize) -> MpiResult<Vec<usize>> {
 
 coll! {
     fn MPI_Barrier, fn MPI_Ibarrier, fn MPI_Barrier_init (comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Barrier, comm, NUL, NUL, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0) =>
     |st, _mode| plans::barrier(st, comm)
 }
 
 coll! {
     fn MPI_Bcast, fn MPI_Ibcast, fn MPI_Bcast_init
     (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
+                         root) =>
     |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
 }
 
 coll! {
     fn MPI_Bcast_c, fn MPI_Ibcast_c, fn MPI_Bcast_init_c
     (buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
+                         root) =>
     |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
 }
 
@@ -100,6 +114,8 @@ coll! {
     fn MPI_Reduce, fn MPI_Ireduce, fn MPI_Reduce_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
      op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Reduce, comm, sendbuf, recvbuf, count as i64, datatype, op,
+                         root) =>
     |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
 }
 
@@ -107,6 +123,8 @@ coll! {
     fn MPI_Reduce_c, fn MPI_Ireduce_c, fn MPI_Reduce_init_c
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
      op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Reduce, comm, sendbuf, recvbuf, count as i64, datatype, op,
+                         root) =>
     |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
 }
 
@@ -114,6 +132,8 @@ coll! {
     fn MPI_Allreduce, fn MPI_Iallreduce, fn MPI_Allreduce_init
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Allreduce, comm, sendbuf, recvbuf, count as i64, datatype,
+                         op, 0) =>
     |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
 }
 
@@ -121,6 +141,8 @@ coll! {
     fn MPI_Allreduce_c, fn MPI_Iallreduce_c, fn MPI_Allreduce_init_c
     (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
+    key |st| PlanKey::of(st, Kind::Allreduce, comm, sendbuf, recvbuf, count as i64, datatype,
+                         op, 0) =>
     |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
 }
 
@@ -702,10 +724,20 @@ mpi_fn! {
             let n = st.coll.peers.len();
             if reset != 0 {
                 st.coll.peers.clear();
+                st.coll.last_peer = None;
             }
             Ok(n)
         })?;
         // SAFETY: the caller's int*.
         unsafe { out(count, n as c_int) }
+    }
+}
+
+mpi_fn! {
+    /// `FERRITE_Coll_reload_knobs()`: the next collectives read the FERRITE_COLL_* knobs
+    /// from the environment again (they are read once and cached; declared in mpi.h).
+    fn FERRITE_Coll_reload_knobs() on ErrObj::NoObject => {
+        plans::reload_knobs();
+        Ok(())
     }
 }

@@ -170,17 +170,47 @@ fn combine(p: &mut Plan, me: usize, peer: usize, mine: Slice, got: Slice) {
     }
 }
 
-/// Recursive-doubling allreduce on `acc` (`tmp`: scratch of the same length): log2 p2
-/// exchanges of the whole vector, plus two for non-power-of-two sizes.
-pub fn allreduce_recursive_doubling(p: &mut Plan, me: usize, n: usize, acc: Slice, tmp: Slice) {
+/// Like [`combine`] for a first exchange whose data arrived in `got` while this rank's own
+/// part is `mine` (read only: the user's send buffer): the result ends in `got`.
+fn combine_into_got(p: &mut Plan, me: usize, peer: usize, mine: Slice, got: Slice) {
+    if peer < me {
+        p.local(Local::ReduceIntoA { a: got, b: mine });
+    } else {
+        p.local(Local::Reduce { a: mine, b: got });
+    }
+}
+
+/// `src` for the allreduces below: where this rank's input is when it is not in `acc` (only
+/// for n a power of two, at least 2). The first exchange then sends from `src` and receives
+/// into `acc`, combining there: no pass copying the input into `acc` first.
+fn check_src(src: Option<Slice>, n: usize) {
+    debug_assert!(src.is_none() || (n >= 2 && n.is_power_of_two()));
+}
+
+/// Recursive-doubling allreduce on `acc` (`tmp`: scratch of the same length; `src`: see
+/// [`check_src`]): log2 p2 exchanges of the whole vector, plus two for non-power-of-two sizes.
+pub fn allreduce_recursive_doubling(
+    p: &mut Plan,
+    me: usize,
+    n: usize,
+    acc: Slice,
+    tmp: Slice,
+    mut src: Option<Slice>,
+) {
+    check_src(src, n);
     let f = Fold::new(n);
     f.fold_in(p, me, acc, tmp);
     if let Some(i) = f.index(me) {
         let mut mask = 1;
         while mask < f.p2 {
             let peer = f.rank(i ^ mask);
-            p.sendrecv(peer as i32, vec![acc], peer as i32, vec![tmp]);
-            combine(p, me, peer, acc, tmp);
+            if let Some(s) = src.take() {
+                p.sendrecv(peer as i32, vec![s], peer as i32, vec![acc]);
+                combine_into_got(p, me, peer, s, acc);
+            } else {
+                p.sendrecv(peer as i32, vec![acc], peer as i32, vec![tmp]);
+                combine(p, me, peer, acc, tmp);
+            }
             mask <<= 1;
         }
     }
@@ -198,7 +228,9 @@ pub fn allreduce_rabenseifner(
     acc: Slice,
     tmp: Slice,
     esize: usize,
+    mut src: Option<Slice>,
 ) {
+    check_src(src, n);
     let f = Fold::new(n);
     f.fold_in(p, me, acc, tmp);
     if let Some(i) = f.index(me) {
@@ -219,13 +251,23 @@ pub fn allreduce_rabenseifner(
             };
             let (ko, kl) = blocks(keep.0, keep.1);
             let (go, gl) = blocks(give.0, give.1);
-            p.sendrecv(
-                peer as i32,
-                vec![sub(acc, go, gl)],
-                peer as i32,
-                vec![sub(tmp, ko, kl)],
-            );
-            combine(p, me, peer, sub(acc, ko, kl), sub(tmp, ko, kl));
+            if let Some(s) = src.take() {
+                p.sendrecv(
+                    peer as i32,
+                    vec![sub(s, go, gl)],
+                    peer as i32,
+                    vec![sub(acc, ko, kl)],
+                );
+                combine_into_got(p, me, peer, sub(s, ko, kl), sub(acc, ko, kl));
+            } else {
+                p.sendrecv(
+                    peer as i32,
+                    vec![sub(acc, go, gl)],
+                    peer as i32,
+                    vec![sub(tmp, ko, kl)],
+                );
+                combine(p, me, peer, sub(acc, ko, kl), sub(tmp, ko, kl));
+            }
             ranges.push((lo, hi));
             (lo, hi) = keep;
             mask <<= 1;

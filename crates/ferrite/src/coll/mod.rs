@@ -24,9 +24,11 @@ mod tests;
 
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
+use crate::fxhash::{FxHashMap, FxHasher};
 use crate::state::{self, Ferrite};
 use sched::{Link, Plan, Poll, Run};
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -50,14 +52,99 @@ struct Active {
 pub struct Coll {
     pub ops: reduce::Ops,
     /// Collectives started per context id (tags, see TAG_BASE).
-    seq: HashMap<u32, u32>,
+    seq: FxHashMap<u32, u32>,
     active: Vec<Active>,
     /// Persistent collective requests: their plan.
     persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>)>,
     /// Completed schedules whose last local steps call user code (see [`run_tails`]).
     tails: Vec<Run<MPI_Request>>,
-    /// Distinct world ranks exchanged with by collectives since the last reset.
-    pub peers: HashSet<u32>,
+    /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
+    /// one insertion per transfer).
+    pub peers: HashSet<u32, BuildHasherDefault<FxHasher>>,
+    /// The world rank last added to `peers` (cleared with it).
+    pub last_peer: Option<u32>,
+    /// Plans of recent blocking collectives (see [`PlanKey`]), oldest first.
+    plan_cache: Vec<(PlanKey, Arc<Plan>)>,
+}
+
+/// Blocking plans kept for reuse: a program calls the same few collectives in a loop.
+const PLAN_CACHE_MAX: usize = 16;
+
+/// Everything a blocking collective's plan is built from, so that an equal key means an
+/// equal plan (building one was most of a small collective's instructions): the operation
+/// and its arguments, the communicator's context, rank and size, the datatype's identity
+/// (the plan holds it, so the address cannot be reused meanwhile), and the generation of the
+/// FERRITE_COLL_* knobs. Only intracommunicators and predefined operations (a user
+/// operation's handle may be freed and reused for another function).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct PlanKey {
+    kind: u8,
+    comm: MPI_Comm,
+    ctx: u32,
+    me: u32,
+    n: u32,
+    count: i64,
+    dt: usize,
+    op: MPI_Op,
+    root: i32,
+    sb: usize,
+    rb: usize,
+    knobs: u64,
+}
+
+/// Which collective a [`PlanKey`] describes.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Barrier,
+    Bcast,
+    Reduce,
+    Allreduce,
+}
+
+impl PlanKey {
+    /// The key of a call, or None when its plan is not cached (intercommunicator, user
+    /// operation, or arguments the builder will reject).
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        st: &mut Ferrite,
+        kind: Kind,
+        comm: MPI_Comm,
+        sb: *const std::os::raw::c_void,
+        rb: *const std::os::raw::c_void,
+        count: i64,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        root: i32,
+    ) -> Option<PlanKey> {
+        let (ctx, me, n) = {
+            let c = st.objects.comms.get(comm).ok()?;
+            if c.inter.is_some() {
+                return None;
+            }
+            (c.context_id, c.rank, c.size())
+        };
+        let dt = match kind {
+            Kind::Barrier => 0,
+            _ => Arc::as_ptr(&st.comm_datatype(dt).ok()?) as *const u8 as usize,
+        };
+        if matches!(kind, Kind::Reduce | Kind::Allreduce) && !op::is_predefined(op) {
+            return None;
+        }
+        Some(PlanKey {
+            kind: kind as u8,
+            comm,
+            ctx,
+            me,
+            n,
+            count,
+            dt,
+            op,
+            root,
+            sb: sb as usize,
+            rb: rb as usize,
+            knobs: plans::knobs_generation(),
+        })
+    }
 }
 
 /// Set when `Coll::tails` is not empty, so `state::with` need not lock again to find out.
@@ -73,7 +160,11 @@ impl CommLink<'_> {
     fn note_peer(&mut self, peer: i32) {
         if let Ok(c) = self.st.objects.comms.get(self.comm) {
             if let Some(&w) = c.group.get(peer as usize) {
-                self.st.coll.peers.insert(w);
+                // Most transfers go to the same process as the one before (all at -n 2).
+                if self.st.coll.last_peer != Some(w) {
+                    self.st.coll.peers.insert(w);
+                    self.st.coll.last_peer = Some(w);
+                }
             }
         }
     }
@@ -263,15 +354,19 @@ pub fn blocking(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<()> {
+    blocking_plan(comm, |st| Ok(Arc::new(build(st)?)))
+}
+
+fn blocking_plan(
+    comm: MPI_Comm,
+    build: impl FnOnce(&mut Ferrite) -> MpiResult<Arc<Plan>>,
+) -> MpiResult<()> {
     let (mut run, comm) = state::with(|st| {
         let plan = build(st)?;
         let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok((
-            unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) },
-            comm,
-        ))
+        Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
     })?;
     loop {
         let poll = state::with(|st| {
@@ -292,6 +387,30 @@ pub fn blocking(
     // SAFETY: the caller's output buffers are valid for the call.
     unsafe { run.write_outputs() };
     Ok(())
+}
+
+/// Runs a blocking collective whose plan is `key`'s from an earlier call if there is one,
+/// else the one `build` makes (then kept under `key`).
+pub fn blocking_cached(
+    comm: MPI_Comm,
+    key: impl FnOnce(&mut Ferrite) -> Option<PlanKey>,
+    build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
+) -> MpiResult<()> {
+    blocking_plan(comm, |st| {
+        let Some(k) = key(st) else {
+            return Ok(Arc::new(build(st)?));
+        };
+        if let Some((_, p)) = st.coll.plan_cache.iter().find(|(c, _)| *c == k) {
+            return Ok(p.clone());
+        }
+        let plan = Arc::new(build(st)?);
+        let cache = &mut st.coll.plan_cache;
+        if cache.len() >= PLAN_CACHE_MAX {
+            cache.remove(0);
+        }
+        cache.push((k, plan.clone()));
+        Ok(plan)
+    })
 }
 
 /// Starts a nonblocking collective; returns its request.
@@ -357,7 +476,7 @@ impl Ferrite {
         })?;
         out?;
         // Block i holds rank (me + i) % n's record: rotate into rank order.
-        let got = &run.bufs()[b];
+        let got = run.buf(b);
         let mut all = Vec::with_capacity(n * bs);
         for r in 0..n {
             let i = (r + n - me) % n;

@@ -15,7 +15,8 @@ use crate::objects::datatype::Datatype;
 use crate::runtime::config;
 use crate::state::Ferrite;
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
@@ -121,21 +122,65 @@ pub(super) fn buf(st: &mut Ferrite, p: *const c_void, dt: MPI_Datatype) -> MpiRe
     })
 }
 
-/// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
-fn forced(knob: &str, valid: &[&str]) -> MpiResult<String> {
-    let v: String = config::get(knob);
-    if v == "auto" || valid.contains(&v.as_str()) {
-        return Ok(v);
+/// The FERRITE_COLL_* knobs read so far: each is read from the environment at its first use
+/// and kept (getenv at every call was a quarter of a small collective's instructions).
+/// [`reload_knobs`] (FERRITE_Coll_reload_knobs) forgets them, for programs that change the
+/// environment between collectives.
+static KNOB_CACHE: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+
+/// The value of knob `name` (cached, see [`KNOB_CACHE`]; `read` reads it the first time),
+/// given to `f`.
+fn knob<T>(name: &'static str, read: fn(&str) -> String, f: impl FnOnce(&str) -> T) -> T {
+    let mut c = KNOB_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, v)) = c.iter().find(|(k, _)| *k == name) {
+        return f(v);
     }
-    Err(crate::mpi_err!(
-        MPI_ERR_ARG,
-        "{knob}={v} is not an algorithm of this collective (valid: auto, {})",
-        valid.join(", ")
-    ))
+    let v = read(name);
+    let out = f(&v);
+    c.push((name, v));
+    out
 }
 
-fn large(knob: &str) -> usize {
-    config::get(knob)
+/// Bumped by [`reload_knobs`]: plans cached under an older generation are not reused.
+static KNOB_GEN: AtomicU64 = AtomicU64::new(0);
+
+/// Makes the next collectives read the FERRITE_COLL_* knobs from the environment again.
+pub fn reload_knobs() {
+    KNOB_CACHE.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    KNOB_GEN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The knobs' generation (part of a cached plan's key).
+pub fn knobs_generation() -> u64 {
+    KNOB_GEN.load(Ordering::Relaxed)
+}
+
+/// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
+fn forced(knob_name: &'static str, valid: &[&'static str]) -> MpiResult<&'static str> {
+    knob(knob_name, config::get::<String>, |v| {
+        if v == "auto" {
+            return Ok("auto");
+        }
+        if let Some(a) = valid.iter().find(|a| **a == v) {
+            return Ok(*a);
+        }
+        Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{knob_name}={v} is not an algorithm of this collective (valid: auto, {})",
+            valid.join(", ")
+        ))
+    })
+}
+
+/// A size threshold knob (`FERRITE_COLL_<NAME>_LARGE`), cached like the algorithms.
+fn large(knob_name: &'static str) -> usize {
+    // Read as a number (config::get reports an invalid value once and uses the default),
+    // so the cached text always parses.
+    knob(
+        knob_name,
+        |k| config::get::<usize>(k).to_string(),
+        |v| v.parse().unwrap_or(usize::MAX),
+    )
 }
 
 pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
@@ -175,7 +220,17 @@ pub fn bcast(
     let b = buf(st, b, dt)?;
     let len = c * b.dt.size();
     let mut p = Plan::default();
-    let data = sl(p.buf(len), 0, len);
+    // A contiguous buffer is sent from and received into in place (the input and output
+    // below are then found in place and copy nothing).
+    let data = if b.dt.is_contiguous() && len > 0 {
+        sl(
+            p.user_buf(b.ptr.wrapping_offset(b.dt.true_lb()) as usize, len),
+            0,
+            len,
+        )
+    } else {
+        sl(p.buf(len), 0, len)
+    };
     if me == r {
         p.inputs.push(b.user(data, 0, c));
     } else {
@@ -184,14 +239,11 @@ pub fn bcast(
     let algo = match forced(
         "FERRITE_COLL_BCAST_ALGO",
         &["binomial", "scatter_allgather"],
-    )?
-    .as_str()
-    {
+    )? {
         "auto" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => "scatter_allgather",
         "auto" => "binomial",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "binomial" {
         algo::bcast_binomial(&mut p, me, n, r, data);
     } else {
@@ -241,7 +293,11 @@ pub(super) fn prefix(p: &mut Plan, blocks: &[Slice], k: usize) -> Slice {
 }
 
 /// Allreduce of `len` bytes in a plan: returns the slice holding the result, after adding
-/// the input (`input` builds the UserBuf for a slice).
+/// the input (`input` builds the UserBuf for a slice). `in_user`: the address of contiguous
+/// user memory of `len` bytes to reduce in (the receive buffer: no unpack pass, and no pack
+/// pass when the operation is in place); `src_user`: that of the contiguous input when it
+/// is elsewhere (the algorithms may read it in place instead of packing it).
+#[allow(clippy::too_many_arguments)]
 fn allreduce_into(
     p: &mut Plan,
     me: usize,
@@ -249,6 +305,8 @@ fn allreduce_into(
     len: usize,
     red: &Red,
     mode: Mode,
+    in_user: Option<usize>,
+    src_user: Option<usize>,
     input: impl Fn(Slice) -> UserBuf,
 ) -> MpiResult<Slice> {
     if mode == Mode::Deferred && red.reducer.is_user() {
@@ -256,26 +314,38 @@ fn allreduce_into(
         p.inputs.push(input(blocks[me]));
         return Ok(prefix(p, &blocks, n));
     }
-    let acc = sl(p.buf(len), 0, len);
-    let tmp = sl(p.buf(len), 0, len);
-    p.inputs.push(input(acc));
+    let acc = match in_user {
+        Some(addr) if len > 0 => sl(p.user_buf(addr, len), 0, len),
+        _ => sl(p.buf(len), 0, len),
+    };
+    // The input read in place by the first exchange when it is contiguous user memory
+    // apart from `acc` (not MPI_IN_PLACE), for power-of-two sizes (no fold step).
+    let src = match src_user {
+        Some(addr) if len > 0 && n >= 2 && n.is_power_of_two() && in_user.is_some() => {
+            Some(sl(p.user_buf(addr, len), 0, len))
+        }
+        _ => {
+            p.inputs.push(input(acc));
+            None
+        }
+    };
+    // Two ranks with `src` exchange once, from `src` into `acc`: no scratch.
+    let tmp_len = if src.is_some() && n == 2 { 0 } else { len };
+    let tmp = sl(p.buf(tmp_len), 0, tmp_len);
     let algo = match forced(
         "FERRITE_COLL_ALLREDUCE_ALGO",
         &["recursive_doubling", "rabenseifner"],
-    )?
-    .as_str()
-    {
+    )? {
         "auto" if len >= large("FERRITE_COLL_ALLREDUCE_LARGE") && len / red.esize.max(1) >= n => {
             "rabenseifner"
         }
         "auto" => "recursive_doubling",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "rabenseifner" {
-        algo::allreduce_rabenseifner(p, me, n, acc, tmp, red.esize);
+        algo::allreduce_rabenseifner(p, me, n, acc, tmp, red.esize, src);
     } else {
-        algo::allreduce_recursive_doubling(p, me, n, acc, tmp);
+        algo::allreduce_recursive_doubling(p, me, n, acc, tmp, src);
     }
     Ok(acc)
 }
@@ -308,7 +378,17 @@ pub fn allreduce(
         reducer: Some(red.reducer.clone()),
         ..Plan::default()
     };
-    let res = allreduce_into(&mut p, me, n, len, &red, mode, |s| inp.user(s, 0, c))?;
+    // A contiguous receive buffer is the accumulator itself (the output below then finds
+    // the result in place and copies nothing).
+    let in_user = out
+        .dt
+        .is_contiguous()
+        .then(|| out.ptr.wrapping_offset(out.dt.true_lb()) as usize);
+    let src_user = (!in_place(sb) && inp.dt.is_contiguous())
+        .then(|| inp.ptr.wrapping_offset(inp.dt.true_lb()) as usize);
+    let res = allreduce_into(&mut p, me, n, len, &red, mode, in_user, src_user, |s| {
+        inp.user(s, 0, c)
+    })?;
     p.outputs.push(out.user(res, 0, c));
     Ok(p)
 }
@@ -356,16 +436,15 @@ pub fn reduce(
     let acc = sl(p.buf(len), 0, len);
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(inp.user(acc, 0, c));
-    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])?.as_str() {
+    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])? {
         "auto" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => "rabenseifner",
         "auto" => "binomial",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "rabenseifner" {
         // The Rabenseifner allreduce, the result kept at the root only: 2 log2 p rounds
         // moving 2m bytes per rank, against log2 n rounds of m bytes for the tree.
-        algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, red.esize);
+        algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, red.esize, None);
     } else {
         algo::reduce_binomial(&mut p, me, n, r, acc, tmp);
     }
@@ -405,9 +484,17 @@ pub fn reduce_scatter(
         reducer: Some(red.reducer.clone()),
         ..Plan::default()
     };
-    let res = allreduce_into(&mut p, me, n, total * red.esize, &red, mode, |s| {
-        inp.user(s, 0, total)
-    })?;
+    let res = allreduce_into(
+        &mut p,
+        me,
+        n,
+        total * red.esize,
+        &red,
+        mode,
+        None,
+        None,
+        |s| inp.user(s, 0, total),
+    )?;
     let mine = sl(
         res.buf,
         res.off + before * red.esize,
@@ -686,12 +773,11 @@ pub fn allgather(
         None => {
             let rc = count(rc)?;
             let bs = rc * rsize;
-            let algo = match forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring"])?.as_str() {
+            let algo = match forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring"])? {
                 "auto" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",
                 "auto" => "bruck",
                 a => a,
-            }
-            .to_string();
+            };
             let a = p.buf(n * bs);
             // Block index in the buffer of rank k's data.
             let idx = |k: usize| if algo == "bruck" { (k + n - me) % n } else { k };
@@ -772,12 +858,11 @@ pub fn alltoall(
     };
     let bs = rc * out.dt.size();
     let mut p = Plan::default();
-    let algo = match forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise"])?.as_str() {
+    let algo = match forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise"])? {
         "auto" if bs >= large("FERRITE_COLL_ALLTOALL_LARGE") => "pairwise",
         "auto" => "bruck",
         a => a,
-    }
-    .to_string();
+    };
     if algo == "bruck" {
         let t = p.buf(n * bs);
         let blk = |i: usize| sl(t, i * bs, bs);
@@ -789,13 +874,26 @@ pub fn alltoall(
         }
         algo::alltoall_bruck(&mut p, me, n, sl(t, 0, n * bs), bs);
     } else {
-        let s = p.buf(n * bs);
-        let r = p.buf(n * bs);
+        // Contiguous buffers (not in place, block sizes agreeing) are sent from and received
+        // into directly: no pack or unpack pass.
+        let direct = !in_place(sb)
+            && bs > 0
+            && sc * inp.dt.size() == bs
+            && inp.dt.is_contiguous()
+            && out.dt.is_contiguous();
+        let (s, r) = if direct {
+            let at = |b: &Buf| b.ptr.wrapping_offset(b.dt.true_lb()) as usize;
+            (p.user_buf(at(&inp), n * bs), p.user_buf(at(&out), n * bs))
+        } else {
+            (p.buf(n * bs), p.buf(n * bs))
+        };
         let sends: Vec<Slice> = (0..n).map(|k| sl(s, k * bs, bs)).collect();
         let recvs: Vec<Slice> = (0..n).map(|k| sl(r, k * bs, bs)).collect();
-        for k in 0..n {
-            p.inputs.push(inp.user(sends[k], k * sc, sc));
-            p.outputs.push(out.user(recvs[k], k * rc, rc));
+        if !direct {
+            for k in 0..n {
+                p.inputs.push(inp.user(sends[k], k * sc, sc));
+                p.outputs.push(out.user(recvs[k], k * rc, rc));
+            }
         }
         algo::alltoall_pairwise(&mut p, me, n, &sends, &recvs);
     }

@@ -11,7 +11,7 @@
 use super::reduce::Reducer;
 use crate::error::MpiResult;
 use crate::objects::datatype::Datatype;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// `len` bytes at `off` in schedule buffer `buf`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +83,10 @@ pub struct UserBuf {
 #[derive(Clone, Default)]
 pub struct Plan {
     pub bufs: Vec<usize>,
+    /// Buffers that are user memory rather than the run's own: (buffer, address). A
+    /// contiguous receive buffer used this way saves the pack and unpack passes (large
+    /// reductions work in place in it).
+    pub user_bufs: Vec<(usize, usize)>,
     pub rounds: Vec<Round>,
     pub inputs: Vec<UserBuf>,
     pub outputs: Vec<UserBuf>,
@@ -96,6 +100,15 @@ impl Plan {
     pub fn buf(&mut self, len: usize) -> usize {
         self.bufs.push(len);
         self.bufs.len() - 1
+    }
+
+    /// A buffer of `len` bytes that is the user's memory at `addr` (contiguous data, from
+    /// its true lower bound). The run reads and writes it in place, while the collective
+    /// runs, when MPI's contract makes the memory the library's.
+    pub fn user_buf(&mut self, addr: usize, len: usize) -> usize {
+        let b = self.buf(len);
+        self.user_bufs.push((b, addr));
+        b
     }
 
     pub fn round(&mut self) -> &mut Round {
@@ -224,11 +237,55 @@ fn size_check(got: usize, want: usize) -> MpiResult<()> {
     ))
 }
 
+/// Buffers of finished runs, for the next runs: a fresh allocation of a large buffer costs
+/// a page fault per page at every call. At most [`POOL_MAX`] buffers of [`POOL_BYTES`] in all.
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+const POOL_MAX: usize = 8;
+const POOL_BYTES: usize = 32 << 20;
+
+/// `n` zeroed bytes, from the pool when it has a buffer large enough.
+fn scratch(n: usize) -> Vec<u8> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let best = (0..pool.len())
+        .filter(|&i| pool[i].capacity() >= n)
+        .min_by_key(|&i| pool[i].capacity());
+    let Some(i) = best else {
+        drop(pool);
+        return vec![0u8; n];
+    };
+    let mut v = pool.swap_remove(i);
+    drop(pool);
+    v.clear();
+    v.resize(n, 0);
+    v
+}
+
+/// Gives buffers back to the pool (what does not fit is freed).
+fn recycle(bufs: &mut Vec<Vec<u8>>) {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held: usize = pool.iter().map(|v| v.capacity()).sum();
+    for v in bufs.drain(..) {
+        if v.capacity() > 0 && held + v.capacity() <= POOL_BYTES && pool.len() < POOL_MAX {
+            held += v.capacity();
+            pool.push(v);
+        }
+    }
+}
+
 /// A schedule being run.
 pub struct Run<H> {
     pub plan: Arc<Plan>,
     pub tag: i32,
-    bufs: Vec<Vec<u8>>,
+    /// The run's own buffers (empty for user buffers), kept alive for `base`: never resized
+    /// or accessed directly while the run lives (given back to the pool when it ends).
+    own: Vec<Vec<u8>>,
+    /// Address of every buffer: of `own`'s vector, or the user memory ([`Plan::user_bufs`]).
+    /// All access goes through these (see [`Run::mem`]), so no reference into `own` is
+    /// alive while a transfer writes through a pointer.
+    base: Vec<usize>,
     cur: usize,
     /// Requests of the current round.
     inflight: Vec<(H, Flight)>,
@@ -237,26 +294,55 @@ pub struct Run<H> {
     local_i: usize,
 }
 
+impl<H> Drop for Run<H> {
+    fn drop(&mut self) {
+        recycle(&mut self.own);
+    }
+}
+
 impl<H> Run<H> {
     /// Allocates the buffers and packs the inputs (reads user memory).
     ///
     /// # Safety
     /// The plan's input buffers are readable as described.
     pub unsafe fn start(plan: Arc<Plan>, tag: i32) -> Self {
-        let mut bufs: Vec<Vec<u8>> = plan.bufs.iter().map(|&n| vec![0u8; n]).collect();
+        let mut own: Vec<Vec<u8>> = Vec::with_capacity(plan.bufs.len());
+        let mut base = Vec::with_capacity(plan.bufs.len());
+        for (b, &n) in plan.bufs.iter().enumerate() {
+            if let Some(&(_, addr)) = plan.user_bufs.iter().find(|u| u.0 == b) {
+                own.push(Vec::new());
+                base.push(addr);
+            } else {
+                let mut v = scratch(n);
+                base.push(v.as_mut_ptr() as usize);
+                own.push(v);
+            }
+        }
+        let mut run = Run {
+            plan,
+            tag,
+            own,
+            base,
+            cur: 0,
+            inflight: Vec::new(),
+            posted: false,
+            local_i: 0,
+        };
+        let plan = run.plan.clone();
         for i in &plan.inputs {
             if i.count == 0 || i.slice.len == 0 {
                 continue; // the pointer may be null
             }
-            let dst = &mut bufs[i.slice.buf][i.slice.off..i.slice.off + i.slice.len];
+            let dst = run.mem_mut(i.slice);
             if i.dt.is_contiguous() {
                 let n = (i.dt.size() * i.count).min(dst.len());
+                let src = (i.ptr as *const u8).wrapping_offset(i.dt.true_lb());
+                if std::ptr::eq(src, dst.as_ptr()) {
+                    continue; // in place in a user buffer: already there
+                }
                 // SAFETY: per the contract the user buffer holds `count` elements, i.e. at
-                // least `n` bytes from its true lower bound.
-                let src = unsafe {
-                    std::slice::from_raw_parts((i.ptr as *const u8).offset(i.dt.true_lb()), n)
-                };
-                dst[..n].copy_from_slice(src);
+                // least `n` bytes from its true lower bound; `copy` allows overlap.
+                unsafe { std::ptr::copy(src, dst.as_mut_ptr(), n) };
                 continue;
             }
             let mut v = Vec::with_capacity(i.slice.len);
@@ -265,21 +351,33 @@ impl<H> Run<H> {
             let n = v.len().min(dst.len());
             dst[..n].copy_from_slice(&v[..n]);
         }
-        Run {
-            plan,
-            tag,
-            bufs,
-            cur: 0,
-            inflight: Vec::new(),
-            posted: false,
-            local_i: 0,
+        run
+    }
+
+    /// The bytes of `s`.
+    fn mem(&self, s: Slice) -> &[u8] {
+        if s.len == 0 {
+            return &[];
         }
+        // SAFETY: `base[s.buf]` is a live buffer of at least `s.off + s.len` bytes (the
+        // plan's sizes; own vectors are never resized, user memory is the library's while
+        // the collective runs); no transfer writes it while local steps run.
+        unsafe { std::slice::from_raw_parts((self.base[s.buf] as *const u8).add(s.off), s.len) }
+    }
+
+    /// The bytes of `s`, writable.
+    fn mem_mut(&mut self, s: Slice) -> &mut [u8] {
+        if s.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in `mem`; `&mut self` makes this the only reference made by the run.
+        unsafe { std::slice::from_raw_parts_mut((self.base[s.buf] as *mut u8).add(s.off), s.len) }
     }
 
     fn gather(&self, parts: &[Slice]) -> Vec<u8> {
         let mut v = Vec::with_capacity(parts.iter().map(|s| s.len).sum());
         for s in parts {
-            v.extend_from_slice(&self.bufs[s.buf][s.off..s.off + s.len]);
+            v.extend_from_slice(self.mem(*s));
         }
         v
     }
@@ -289,7 +387,7 @@ impl<H> Run<H> {
         size_check(data.len(), want)?;
         let mut at = 0;
         for s in parts {
-            self.bufs[s.buf][s.off..s.off + s.len].copy_from_slice(&data[at..at + s.len]);
+            self.mem_mut(*s).copy_from_slice(&data[at..at + s.len]);
             at += s.len;
         }
         Ok(())
@@ -361,21 +459,21 @@ impl<H> Run<H> {
                 .iter()
                 .any(|y| !y.send && y.parts.iter().any(|r| overlap(s, r)))
         };
-        let copies: Vec<Option<Vec<u8>>> = round
-            .xfers
-            .iter()
-            .map(|x| match x.parts[..] {
-                _ if !x.send || x.bytes() == 0 => None,
-                [s] if !clash(&s) => None,
-                _ => Some(self.gather(&x.parts)),
-            })
-            .collect();
+        // (transfer index, bytes) of the sends copied out; usually none, so no allocation.
+        let mut copies: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (i, x) in round.xfers.iter().enumerate() {
+            match x.parts[..] {
+                _ if !x.send || x.bytes() == 0 => {}
+                [s] if !clash(&s) => {}
+                _ => copies.push((i, self.gather(&x.parts))),
+            }
+        }
         for (i, x) in round.xfers.iter().enumerate() {
             if x.bytes() == 0 || x.send {
                 continue;
             }
             let h = if let [s] = x.parts[..] {
-                let p = self.bufs[s.buf][s.off..].as_mut_ptr();
+                let p = (self.base[s.buf] as *mut u8).wrapping_add(s.off);
                 // SAFETY: the slice lies in a buffer this run owns and does not touch until
                 // the round's requests have completed.
                 let h = unsafe { link.irecv_at(x.peer, self.tag + x.tag, p, s.len) }?;
@@ -385,14 +483,18 @@ impl<H> Run<H> {
             };
             self.inflight.push(h);
         }
-        for (x, copy) in round.xfers.iter().zip(copies) {
+        for (i, x) in round.xfers.iter().enumerate() {
             if x.bytes() == 0 || !x.send {
                 continue;
             }
+            let copy = copies
+                .iter()
+                .position(|c| c.0 == i)
+                .map(|k| std::mem::take(&mut copies[k].1));
             let h = match (copy, &x.parts[..]) {
                 (Some(data), _) => link.isend(x.peer, self.tag + x.tag, data)?,
                 (None, [s]) => {
-                    let p = self.bufs[s.buf][s.off..].as_ptr();
+                    let p = (self.base[s.buf] as *const u8).wrapping_add(s.off);
                     // SAFETY: as above; nothing writes the slice during the round.
                     unsafe { link.isend_at(x.peer, self.tag + x.tag, p, s.len) }?
                 }
@@ -424,23 +526,49 @@ impl<H> Run<H> {
     fn local(&mut self, l: &Local, red: Option<&Reducer>) {
         match *l {
             Local::Copy { from, to } => {
-                let v = self.bufs[from.buf][from.off..from.off + from.len].to_vec();
-                self.bufs[to.buf][to.off..to.off + to.len].copy_from_slice(&v);
+                if from == to || from.len == 0 {
+                    return;
+                }
+                let (f, t) = (self.mem(from).as_ptr(), self.mem_mut(to).as_mut_ptr());
+                // SAFETY: both are `from.len` bytes of live buffers (see `mem`); `copy`
+                // allows overlap.
+                unsafe { std::ptr::copy(f, t, from.len) };
             }
             Local::Reduce { a, b } => {
-                let av = self.bufs[a.buf][a.off..a.off + a.len].to_vec();
                 if let Some(r) = red {
-                    r.combine(&av, &mut self.bufs[b.buf][b.off..b.off + b.len]);
+                    self.combine(r, a, b);
                 }
             }
             Local::ReduceIntoA { a, b } => {
-                let mut bv = self.bufs[b.buf][b.off..b.off + b.len].to_vec();
-                if let Some(r) = red {
-                    r.combine(&self.bufs[a.buf][a.off..a.off + a.len], &mut bv);
+                let Some(r) = red else { return };
+                if r.commutative() && !r.is_user() {
+                    // a op b == b op a for predefined operations: combine straight into a.
+                    self.combine(r, b, a);
+                    return;
                 }
-                self.bufs[a.buf][a.off..a.off + a.len].copy_from_slice(&bv);
+                let mut bv = self.mem(b).to_vec();
+                r.combine(self.mem(a), &mut bv);
+                self.mem_mut(a).copy_from_slice(&bv);
             }
         }
+    }
+
+    /// `into = from op into`, without copying `from` unless the two overlap.
+    fn combine(&mut self, r: &Reducer, from: Slice, into: Slice) {
+        if overlap(&from, &into) {
+            let fv = self.mem(from).to_vec();
+            r.combine(&fv, self.mem_mut(into));
+            return;
+        }
+        if from.len == 0 {
+            return;
+        }
+        // SAFETY: `from` is a live buffer region (see `mem`) that does not overlap `into`,
+        // the only region written.
+        let fv = unsafe {
+            std::slice::from_raw_parts((self.base[from.buf] as *const u8).add(from.off), from.len)
+        };
+        r.combine(fv, self.mem_mut(into));
     }
 
     /// Writes the outputs into user memory.
@@ -452,14 +580,30 @@ impl<H> Run<H> {
             if o.count == 0 || o.slice.len == 0 {
                 continue; // the pointer may be null
             }
-            let data = &self.bufs[o.slice.buf][o.slice.off..o.slice.off + o.slice.len];
+            let data = self.mem(o.slice);
+            if o.dt.is_contiguous()
+                && std::ptr::eq(
+                    data.as_ptr(),
+                    (o.ptr as *const u8).wrapping_offset(o.dt.true_lb()),
+                )
+            {
+                continue; // the result is already in place in a user buffer
+            }
             // SAFETY: per the contract the user buffer holds `count` elements of `dt`.
             unsafe { o.dt.unpack(data, o.ptr as *mut u8, o.count) };
         }
     }
 
-    /// The schedule's buffers (internal collectives read their result here).
-    pub fn bufs(&self) -> &[Vec<u8>] {
-        &self.bufs
+    /// Buffer `b` (internal collectives read their result here).
+    pub fn buf(&self, b: usize) -> &[u8] {
+        self.mem(sl(b, 0, self.plan.bufs[b]))
+    }
+
+    /// Copies of every buffer (the unit tests check them).
+    #[cfg(test)]
+    pub fn bufs(&self) -> Vec<Vec<u8>> {
+        (0..self.plan.bufs.len())
+            .map(|b| self.buf(b).to_vec())
+            .collect()
     }
 }

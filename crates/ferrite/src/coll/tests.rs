@@ -277,9 +277,9 @@ fn allreduce_algorithms_keep_rank_order_for_noncommutative_ops() {
                         p.reducer = Some(noncommutative());
                         let (acc, tmp) = (sl(0, 0, len), sl(1, 0, len));
                         if rab {
-                            algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, 16);
+                            algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, 16, None);
                         } else {
-                            algo::allreduce_recursive_doubling(&mut p, me, n, acc, tmp);
+                            algo::allreduce_recursive_doubling(&mut p, me, n, acc, tmp, None);
                         }
                         p
                     })
@@ -288,6 +288,45 @@ fn allreduce_algorithms_keep_rank_order_for_noncommutative_ops() {
                 for (me, (bufs, peers)) in simulate(plans).into_iter().enumerate() {
                     assert_eq!(bufs[0], want, "n={n} count={count} rab={rab} me={me}");
                     assert!(peers <= ceil_log2(n) + 2, "n={n} peers={peers}");
+                }
+            }
+        }
+    }
+}
+
+/// With the input read in place (`src`, power-of-two sizes): the result in `acc`, which
+/// starts with other data, and the input untouched.
+#[test]
+fn allreduce_from_a_separate_input_keeps_rank_order() {
+    for n in [2usize, 4, 8] {
+        for count in [1usize, 5, 40] {
+            for rab in [false, true] {
+                let len = count * 16;
+                let inits: Vec<Vec<u8>> = (0..n).map(|r| affine_bytes(r, count)).collect();
+                let plans = (0..n)
+                    .map(|me| {
+                        let mut p = plan_with(&inits[me], &[len, len]);
+                        p.reducer = Some(noncommutative());
+                        // Garbage where the result goes: nothing may read it first.
+                        p.inputs.push(UserBuf {
+                            slice: sl(2, 0, len),
+                            ptr: inits[(me + 1) % n].as_ptr() as usize,
+                            count: len,
+                            dt: Arc::new(Datatype::basic(1)),
+                        });
+                        let (src, tmp, acc) = (sl(0, 0, len), sl(1, 0, len), sl(2, 0, len));
+                        if rab {
+                            algo::allreduce_rabenseifner(&mut p, me, n, acc, tmp, 16, Some(src));
+                        } else {
+                            algo::allreduce_recursive_doubling(&mut p, me, n, acc, tmp, Some(src));
+                        }
+                        p
+                    })
+                    .collect();
+                let want = affine_fold(0, n, count);
+                for (me, (bufs, _)) in simulate(plans).into_iter().enumerate() {
+                    assert_eq!(bufs[2], want, "n={n} count={count} rab={rab} me={me}");
+                    assert_eq!(bufs[0], inits[me], "input changed: n={n} me={me}");
                 }
             }
         }

@@ -164,7 +164,7 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         name: "FERRITE_COLL_ALLREDUCE_LARGE",
-        default: "2048",
+        default: "8192",
         doc: "Allreduce: bytes from which auto picks rabenseifner (if count >= ranks).",
     },
     Knob {
