@@ -1,7 +1,9 @@
 //! Writing statuses to C.
 
 use super::consts::*;
-use super::types::MPI_Status;
+use std::os::raw::c_int;
+use super::types::{MPI_F08_status, MPI_Status};
+use crate::error::{ErrObj, MpiResult};
 use crate::p2p::status::Status;
 
 /// True when `p` is MPI_STATUS_IGNORE / MPI_STATUSES_IGNORE (MPICH: address 1) or null.
@@ -42,6 +44,65 @@ pub unsafe fn load(p: *const MPI_Status) -> Status {
         bytes: (s.count_lo as u32 as u64) | (((s.count_hi_and_cancelled >> 1) as u32 as u64) << 32),
         cancelled: s.count_hi_and_cancelled & 1 != 0,
     }
+}
+
+// ----- language conversions (MPI 4.1, section 19.3.5) -----
+//
+// MPICH's Fortran status (MPI_F_STATUS_SIZE = 5 INTEGERs) and MPI_F08_status hold the C
+// status's five ints in the same order, so each conversion is a copy of five ints. The
+// IGNORE values are not statuses: converting them is erroneous (MPI_ERR_ARG).
+
+/// Reads five ints from a status-shaped input `p`, refusing null and the IGNORE values.
+///
+/// # Safety
+/// `p` is null, one of the IGNORE values or points to five readable ints.
+unsafe fn read5(p: *const c_int, ignore: *const c_int, what: &str) -> MpiResult<[c_int; 5]> {
+    if p.is_null() || p as usize == 1 || p == ignore {
+        return Err(crate::mpi_err!(MPI_ERR_ARG, "{what} is null or an IGNORE value, not a status"));
+    }
+    // SAFETY: per the contract, five readable ints (every status layout here is 5 x int).
+    Ok(unsafe { p.cast::<[c_int; 5]>().read_unaligned() })
+}
+
+/// Writes five ints to a status-shaped output `p`, refusing null and the IGNORE values.
+///
+/// # Safety
+/// `p` is null, one of the IGNORE values or points to room for five ints.
+unsafe fn write5(p: *mut c_int, ignore: *const c_int, what: &str, v: [c_int; 5]) -> MpiResult<()> {
+    if p.is_null() || p as usize == 1 || p.cast_const() == ignore {
+        return Err(crate::mpi_err!(MPI_ERR_ARG, "{what} is null or an IGNORE value, not a status"));
+    }
+    // SAFETY: per the contract, room for five ints.
+    unsafe { p.cast::<[c_int; 5]>().write_unaligned(v) };
+    Ok(())
+}
+
+fn f08_ignore() -> *const c_int {
+    super::symbols::MPI_F08_STATUS_IGNORE.0.cast_const().cast()
+}
+
+macro_rules! status_conversion {
+    ($(fn $name:ident, $from:ident: $fty:ty, $to:ident: $tty:ty, $fign:expr, $tign:expr;)*) => {$(
+        mpi_fn! {
+            fn $name($from: $fty, $to: $tty) on ErrObj::NoObject => {
+                // SAFETY: the caller passes its status pointers (checked for null/IGNORE).
+                let v = unsafe { read5($from.cast(), $fign, stringify!($from)) }?;
+                // SAFETY: as above.
+                unsafe { write5($to.cast(), $tign, stringify!($to), v) }
+            }
+        }
+    )*};
+}
+
+const NONE: *const c_int = std::ptr::null();
+
+status_conversion! {
+    fn MPI_Status_c2f, c_status: *const MPI_Status, f_status: *mut MPI_Fint, NONE, NONE;
+    fn MPI_Status_f2c, f_status: *const MPI_Fint, c_status: *mut MPI_Status, NONE, NONE;
+    fn MPI_Status_c2f08, c_status: *const MPI_Status, f08_status: *mut MPI_F08_status, NONE, f08_ignore();
+    fn MPI_Status_f082c, f08_status: *const MPI_F08_status, c_status: *mut MPI_Status, f08_ignore(), NONE;
+    fn MPI_Status_f082f, f08_status: *const MPI_F08_status, f_status: *mut MPI_Fint, f08_ignore(), NONE;
+    fn MPI_Status_f2f08, f_status: *const MPI_Fint, f08_status: *mut MPI_F08_status, NONE, f08_ignore();
 }
 
 #[allow(dead_code)]

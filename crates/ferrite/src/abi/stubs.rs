@@ -5,6 +5,7 @@
 //! `src/` removes its stub on the next build.
 #![allow(
     unused_variables,
+    unused_imports, // the types used depend on which stubs remain
     clippy::too_many_arguments,
     clippy::missing_safety_doc,
     clippy::not_unsafe_ptr_arg_deref
