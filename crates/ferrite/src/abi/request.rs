@@ -8,6 +8,7 @@
 //! becomes inactive; errors are raised on the request's communicator.
 
 use super::consts::*;
+use super::grequest;
 use super::out;
 use super::status::{ignored, load, store};
 use super::types::MPI_Status;
@@ -132,6 +133,28 @@ fn poke(st: &mut Ferrite) {
     st.progress();
 }
 
+/// Runs a completion call `f` over requests whose generalized ones are `greqs`: their
+/// query_fn runs before (`grequest::prepare`, outside the lock) and their free_fn after, for
+/// those `f` freed. Without generalized requests this is just `f()`.
+fn with_greqs(greqs: Vec<MPI_Request>, f: impl FnOnce() -> MpiResult<()>) -> MpiResult<()> {
+    if greqs.is_empty() {
+        return f();
+    }
+    grequest::prepare(&greqs)?;
+    let r = f();
+    r.and(grequest::release(&greqs))
+}
+
+/// A Wait* call over generalized requests: polls its Test form (`test` says whether it
+/// completed) releasing the lock in between, so that other traffic progresses and the
+/// thread that calls MPI_Grequest_complete is never blocked by the waiter.
+fn poll(mut test: impl FnMut() -> MpiResult<bool>) -> MpiResult<()> {
+    while !test()? {
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
 fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
     // SAFETY: `req` is the caller's MPI_Request*.
     let h = unsafe { req_ref(req) }?;
@@ -155,15 +178,30 @@ fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
 
 mpi_fn! {
     fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) on ErrObj::NoObject => {
-        wait(request, status)
+        // SAFETY: `request` is the caller's MPI_Request*.
+        let h = *unsafe { req_ref(request) }?;
+        if grequest::among(&[h]).is_empty() {
+            return wait(request, status);
+        }
+        poll(|| {
+            let mut flag = 0;
+            test(request, &mut flag, status)?;
+            Ok(flag != 0)
+        })
     }
 }
 
 mpi_fn! {
     fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
         on ErrObj::NoObject => {
-        // SAFETY: `request` is the caller's MPI_Request*.
-        let h = unsafe { req_ref(request) }?;
+        test(request, flag, status)
+    }
+}
+
+fn test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> MpiResult<()> {
+    // SAFETY: `request` is the caller's MPI_Request*.
+    let h = unsafe { req_ref(request) }?;
+    with_greqs(grequest::among(&[*h]), || {
         let r = state::with(|st| {
             poke(st);
             match slot(st, *h)? {
@@ -180,7 +218,7 @@ mpi_fn! {
             status_error(&s, comm)?;
         }
         Ok(())
-    }
+    })
 }
 
 /// Completes every request of `reqs` that is done (all of them for Waitall), writing
@@ -235,6 +273,13 @@ mpi_fn! {
         on ErrObj::NoObject => {
         // SAFETY: the caller passes `count` requests.
         let reqs = unsafe { req_array(count, array_of_requests) }?;
+        if !grequest::among(reqs).is_empty() {
+            return poll(|| {
+                let mut flag = 0;
+                all(count, array_of_requests, &mut flag, array_of_statuses, How::Test)?;
+                Ok(flag != 0)
+            });
+        }
         state::with(|st| {
             validate(st, reqs)?;
             // A request that is no longer pending stays so during the wait: each check
@@ -263,17 +308,19 @@ fn all(
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `count` requests.
     let reqs = unsafe { req_array(count, array) }?;
-    state::with(|st| {
-        validate(st, reqs)?;
-        how.progress(st, |st| all_done(st, reqs))?;
-        let done = all_done(st, reqs);
-        // SAFETY: `flag` is the caller's int*.
-        unsafe { out(flag, done as c_int) }?;
-        if done {
-            // SAFETY: statuses are ignored or `count` long.
-            unsafe { finish_all(how, st, reqs, statuses) }?;
-        }
-        Ok(())
+    with_greqs(grequest::among(reqs), || {
+        state::with(|st| {
+            validate(st, reqs)?;
+            how.progress(st, |st| all_done(st, reqs))?;
+            let done = all_done(st, reqs);
+            // SAFETY: `flag` is the caller's int*.
+            unsafe { out(flag, done as c_int) }?;
+            if done {
+                // SAFETY: statuses are ignored or `count` long.
+                unsafe { finish_all(how, st, reqs, statuses) }?;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -339,6 +386,18 @@ fn any(
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `count` requests.
     let reqs = unsafe { req_array(count, array) }?;
+    with_greqs(grequest::among(reqs), || {
+        any_inner(reqs, index, flag, status, how)
+    })
+}
+
+fn any_inner(
+    reqs: &mut [MPI_Request],
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+    how: How,
+) -> MpiResult<()> {
     let r = state::with(|st| {
         validate(st, reqs)?;
         how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
@@ -368,7 +427,16 @@ fn any(
 mpi_fn! {
     fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int,
                    status: *mut MPI_Status) on ErrObj::NoObject => {
-        any(count, array_of_requests, index, std::ptr::null_mut(), status, How::Wait)
+        // SAFETY: the caller passes `count` requests.
+        let reqs = unsafe { req_array(count, array_of_requests) }?;
+        if grequest::among(reqs).is_empty() {
+            return any(count, array_of_requests, index, std::ptr::null_mut(), status, How::Wait);
+        }
+        poll(|| {
+            let mut flag = 0;
+            any(count, array_of_requests, index, &mut flag, status, How::Test)?;
+            Ok(flag != 0)
+        })
     }
 }
 
@@ -393,42 +461,44 @@ fn some(
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `incount` requests.
     let reqs = unsafe { req_array(incount, array) }?;
-    state::with(|st| {
-        validate(st, reqs)?;
-        how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
-        if first_done(st, reqs).is_err() {
+    with_greqs(grequest::among(reqs), || {
+        state::with(|st| {
+            validate(st, reqs)?;
+            how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
+            if first_done(st, reqs).is_err() {
+                // SAFETY: `outcount` is the caller's int*.
+                return unsafe { out(outcount, MPI_UNDEFINED) };
+            }
+            let mut n = 0usize;
+            let mut failed = None;
+            for (i, h) in reqs.iter_mut().enumerate() {
+                if !matches!(slot(st, *h)?, Slot::Done) {
+                    continue;
+                }
+                let (s, comm) = how.get(st, h);
+                if s.error != MPI_SUCCESS && failed.is_none() {
+                    failed = Some((comm, s.error));
+                }
+                if !indices.is_null() {
+                    // SAFETY: `indices` has room for `incount` ints and n < incount.
+                    unsafe { indices.add(n).write(i as c_int) };
+                }
+                // SAFETY: statuses are ignored or have room for `incount`.
+                unsafe { store_at(statuses, n, &s) };
+                n += 1;
+            }
             // SAFETY: `outcount` is the caller's int*.
-            return unsafe { out(outcount, MPI_UNDEFINED) };
-        }
-        let mut n = 0usize;
-        let mut failed = None;
-        for (i, h) in reqs.iter_mut().enumerate() {
-            if !matches!(slot(st, *h)?, Slot::Done) {
-                continue;
+            unsafe { out(outcount, n as c_int) }?;
+            match failed {
+                None => Ok(()),
+                Some((comm, code)) => Err(crate::mpi_err!(
+                    MPI_ERR_IN_STATUS,
+                    "a request failed ({}); see the statuses",
+                    crate::error::class_string(class_of(code))
+                )
+                .on(ErrObj::Comm(comm))),
             }
-            let (s, comm) = how.get(st, h);
-            if s.error != MPI_SUCCESS && failed.is_none() {
-                failed = Some((comm, s.error));
-            }
-            if !indices.is_null() {
-                // SAFETY: `indices` has room for `incount` ints and n < incount.
-                unsafe { indices.add(n).write(i as c_int) };
-            }
-            // SAFETY: statuses are ignored or have room for `incount`.
-            unsafe { store_at(statuses, n, &s) };
-            n += 1;
-        }
-        // SAFETY: `outcount` is the caller's int*.
-        unsafe { out(outcount, n as c_int) }?;
-        match failed {
-            None => Ok(()),
-            Some((comm, code)) => Err(crate::mpi_err!(
-                MPI_ERR_IN_STATUS,
-                "a request failed ({}); see the statuses",
-                crate::error::class_string(class_of(code))
-            )
-            .on(ErrObj::Comm(comm))),
-        }
+        })
     })
 }
 
@@ -436,7 +506,18 @@ mpi_fn! {
     fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int,
                     array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status)
         on ErrObj::NoObject => {
-        some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, How::Wait)
+        // SAFETY: the caller passes `incount` requests.
+        let reqs = unsafe { req_array(incount, array_of_requests) }?;
+        if grequest::among(reqs).is_empty() {
+            let how = How::Wait;
+            return some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, how);
+        }
+        poll(|| {
+            let how = How::Test;
+            some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, how)?;
+            // SAFETY: `some` wrote the caller's int* (it fails on null).
+            Ok(unsafe { outcount.read() } != 0)
+        })
     }
 }
 
@@ -452,6 +533,10 @@ mpi_fn! {
     fn MPI_Request_free(request: *mut MPI_Request) on ErrObj::NoObject => {
         // SAFETY: `request` is the caller's MPI_Request*.
         let h = unsafe { req_ref(request) }?;
+        if let Some(r) = grequest::free(*h) {
+            *h = MPI_REQUEST_NULL;
+            return r;
+        }
         state::with(|st| {
             let r = st.p2p.reqs.get_mut(*h).ok_or_else(|| invalid_request(*h))?;
             // An active request completes in the background and is dropped then.
@@ -471,6 +556,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status)
         on ErrObj::NoObject => {
+        grequest::prepare(&grequest::among(&[request]))?;
         let r = state::with(|st| {
             poke(st);
             Ok(match slot(st, request)? {
@@ -493,6 +579,9 @@ mpi_fn! {
     fn MPI_Cancel(request: *mut MPI_Request) on ErrObj::NoObject => {
         // SAFETY: `request` is the caller's MPI_Request*.
         let h = *unsafe { req_ref(request) }?;
+        if let Some(r) = grequest::cancel(h) {
+            return r;
+        }
         state::with(|st| {
             st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
             st.p2p.cancel(h);

@@ -1,10 +1,10 @@
 //! Writing statuses to C.
 
 use super::consts::*;
-use std::os::raw::c_int;
 use super::types::{MPI_F08_status, MPI_Status};
 use crate::error::{ErrObj, MpiResult};
 use crate::p2p::status::Status;
+use std::os::raw::c_int;
 
 /// True when `p` is MPI_STATUS_IGNORE / MPI_STATUSES_IGNORE (MPICH: address 1) or null.
 pub fn ignored(p: *const MPI_Status) -> bool {
@@ -58,7 +58,10 @@ pub unsafe fn load(p: *const MPI_Status) -> Status {
 /// `p` is null, one of the IGNORE values or points to five readable ints.
 unsafe fn read5(p: *const c_int, ignore: *const c_int, what: &str) -> MpiResult<[c_int; 5]> {
     if p.is_null() || p as usize == 1 || p == ignore {
-        return Err(crate::mpi_err!(MPI_ERR_ARG, "{what} is null or an IGNORE value, not a status"));
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{what} is null or an IGNORE value, not a status"
+        ));
     }
     // SAFETY: per the contract, five readable ints (every status layout here is 5 x int).
     Ok(unsafe { p.cast::<[c_int; 5]>().read_unaligned() })
@@ -70,7 +73,10 @@ unsafe fn read5(p: *const c_int, ignore: *const c_int, what: &str) -> MpiResult<
 /// `p` is null, one of the IGNORE values or points to room for five ints.
 unsafe fn write5(p: *mut c_int, ignore: *const c_int, what: &str, v: [c_int; 5]) -> MpiResult<()> {
     if p.is_null() || p as usize == 1 || p.cast_const() == ignore {
-        return Err(crate::mpi_err!(MPI_ERR_ARG, "{what} is null or an IGNORE value, not a status"));
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{what} is null or an IGNORE value, not a status"
+        ));
     }
     // SAFETY: per the contract, room for five ints.
     unsafe { p.cast::<[c_int; 5]>().write_unaligned(v) };
