@@ -15,7 +15,7 @@ use super::types::MPI_Status;
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::p2p::protocol::empty_status;
 use crate::p2p::request::Request;
-use crate::state;
+use crate::state::{self, Ferrite};
 use std::os::raw::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
@@ -34,7 +34,13 @@ struct Greq {
     completed: bool,
     /// MPI_Request_free was called before completion: free_fn runs at MPI_Grequest_complete.
     freed: bool,
+    /// An internal request (MPI_Buffer_iflush): complete once this says so (checked with
+    /// the state lock held, by the completion calls).
+    until: Option<(Until, MPI_Comm)>,
 }
+
+/// The completion condition of an internal generalized request.
+pub type Until = fn(&mut Ferrite, MPI_Comm) -> bool;
 
 /// Live generalized requests by handle (few at a time: a linear scan is enough).
 static GREQS: Mutex<Vec<(MPI_Request, Greq)>> = Mutex::new(Vec::new());
@@ -76,6 +82,17 @@ pub fn among(reqs: &[MPI_Request]) -> Vec<MPI_Request> {
 /// the request done with the status it filled (its return code becomes the status's error).
 pub fn prepare(greqs: &[MPI_Request]) -> MpiResult<()> {
     for &h in greqs {
+        if let Some((until, comm)) = find(h).and_then(|g| g.until) {
+            let met = state::with(|st| {
+                st.progress();
+                Ok(until(st, comm))
+            })?;
+            if met {
+                if let Some(e) = table().iter_mut().find(|e| e.0 == h) {
+                    e.1.completed = true;
+                }
+            }
+        }
         let Some(g) = find(h).filter(|g| g.completed) else {
             continue;
         };
@@ -155,27 +172,53 @@ pub fn free(h: MPI_Request) -> Option<MpiResult<()>> {
     Some(Ok(()))
 }
 
+/// Starts an internal request that completes when `until(st, comm)` holds (nonblocking
+/// flushes): a generalized request with no callbacks, so that Wait/Test poll it.
+pub fn start_until(comm: MPI_Comm, until: Until, request: *mut MPI_Request) -> MpiResult<()> {
+    start(
+        None,
+        None,
+        None,
+        std::ptr::null_mut(),
+        Some((until, comm)),
+        request,
+    )
+}
+
+fn start(
+    query: Option<QueryFn>,
+    free: Option<FreeFn>,
+    cancel: Option<CancelFn>,
+    extra: *mut c_void,
+    until: Option<(Until, MPI_Comm)>,
+    request: *mut MPI_Request,
+) -> MpiResult<()> {
+    if request.is_null() {
+        return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
+    }
+    let comm = until.map_or(MPI_COMM_WORLD, |u| u.1);
+    let h = state::with(|st| Ok(st.p2p.reqs.insert(Request::new(comm, false))))?;
+    table().push((
+        h,
+        Greq {
+            query,
+            free,
+            cancel,
+            extra: extra as usize,
+            completed: false,
+            freed: false,
+            until,
+        },
+    ));
+    // SAFETY: `request` is the caller's MPI_Request* (checked for null).
+    unsafe { super::out(request, h) }
+}
+
 mpi_fn! {
     fn MPI_Grequest_start(query_fn: Option<QueryFn>, free_fn: Option<FreeFn>,
                           cancel_fn: Option<CancelFn>, extra_state: *mut c_void,
                           request: *mut MPI_Request) on ErrObj::NoObject => {
-        if request.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
-        }
-        let h = state::with(|st| Ok(st.p2p.reqs.insert(Request::new(MPI_COMM_WORLD, false))))?;
-        table().push((
-            h,
-            Greq {
-                query: query_fn,
-                free: free_fn,
-                cancel: cancel_fn,
-                extra: extra_state as usize,
-                completed: false,
-                freed: false,
-            },
-        ));
-        // SAFETY: `request` is the caller's MPI_Request* (checked for null).
-        unsafe { super::out(request, h) }
+        start(query_fn, free_fn, cancel_fn, extra_state, None, request)
     }
 }
 
@@ -189,6 +232,12 @@ mpi_fn! {
                     "request {request:#x} is not an active generalized request"
                 )
             })?;
+            if e.1.until.is_some() {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_REQUEST,
+                    "request {request:#x} is not a generalized request (MPI_Grequest_start)"
+                ));
+            }
             if e.1.completed {
                 return Err(crate::mpi_err!(
                     MPI_ERR_REQUEST,

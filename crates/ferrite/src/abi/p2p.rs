@@ -7,13 +7,14 @@ use super::out;
 use super::status::store;
 use super::types::MPI_Status;
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::p2p::bsend::Attached;
+use crate::p2p::bsend::{Attached, OwnBuffer, OwnBuffers, Owner, Placed};
 use crate::p2p::protocol::proc_null_status;
 use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
 use crate::p2p::status::Status;
 use crate::state::{self, Ferrite};
 use std::ffi::c_void;
 use std::os::raw::c_int;
+use std::sync::{Mutex, MutexGuard};
 
 /// Waits for `h`, releases it and returns its status (errors raise on `comm`).
 fn wait_status(st: &mut Ferrite, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
@@ -47,6 +48,11 @@ fn send(
     request: Option<*mut MPI_Request>,
 ) -> MpiResult<()> {
     let h = state::with(|st| {
+        if mode == Mode::Buffered {
+            if let Some(h) = bsend_own(st, buf, count, dt, dest, tag, comm, request.is_some())? {
+                return Ok(h);
+            }
+        }
         // Standard and ready sends that go out eagerly at once need no protocol state: a
         // blocking one is done, a nonblocking one gets a request that is already complete.
         if matches!(mode, Mode::Standard | Mode::Ready)
@@ -412,21 +418,247 @@ fn mrecv_start(
 
 // ----- the Bsend buffer -----
 
-fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
+/// Communicator buffers and the automatic process buffer (`p2p::bsend`). Only touched with
+/// the state lock held (so never contended); kept here because the send protocol, which
+/// owns `P2p::attached`, does not know them.
+static OWN: Mutex<OwnBuffers> = Mutex::new(OwnBuffers::new());
+
+fn own() -> MutexGuard<'static, OwnBuffers> {
+    OWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Releases the internal sends of own buffers that have completed, freeing their blocks.
+fn reap(st: &mut Ferrite) {
+    for h in own().reap(|h| st.p2p.is_done(h)) {
+        st.release(h);
+    }
+}
+
+/// A buffered send on `comm` through the communicator's buffer or the automatic process
+/// buffer (MPI 4.1, 3.6): packs the data into the buffer and sends it from there in
+/// standard mode. None when the process's user buffer (the send protocol's) is the one.
+/// Returns the user's request: already complete, as a buffered send is local.
+#[allow(clippy::too_many_arguments)]
+fn bsend_own(
+    st: &mut Ferrite,
+    buf: *const c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    nonblocking: bool,
+) -> MpiResult<Option<MPI_Request>> {
+    let Some(owner) = own().for_send(comm) else {
+        return Ok(None);
+    };
+    let mut spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, Mode::Standard)?;
+    let Spec::Send { src, .. } = &mut spec else {
+        return Ok(None);
+    };
+    let mut data = Vec::new();
+    if let Source::User { buf, count, dt } = src {
+        // SAFETY: send_spec checked that `buf` holds `count` elements of `dt`; pack only
+        // reads them.
+        unsafe { dt.pack(buf.0, *count, &mut data) };
+    }
+    reap(st);
+    let placed = own().place(owner, data.len()).map_err(|size| {
+        crate::mpi_err!(
+            MPI_ERR_BUFFER,
+            "the buffer attached to {} ({size} bytes) has no room for a message of {} bytes \
+             plus MPI_BSEND_OVERHEAD ({MPI_BSEND_OVERHEAD})",
+            if owner.is_some() {
+                "the communicator"
+            } else {
+                "the process"
+            },
+            data.len()
+        )
+    })?;
+    let block = match placed {
+        Placed::Copy => {
+            *src = Source::Owned(data.into());
+            None
+        }
+        Placed::Block { ptr, off } => {
+            // SAFETY: the block is `data.len()` bytes of the attached buffer reserved for
+            // this send alone (alloc checked the bounds).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.0, data.len()) };
+            *src = Source::User {
+                buf: ptr,
+                count: data.len(),
+                dt: st.comm_datatype(MPI_BYTE)?,
+            };
+            Some(off)
+        }
+    };
+    let h = match st.start_new(comm, &spec) {
+        Ok(h) => h,
+        Err(e) => {
+            if let Some(off) = block {
+                own().unplace(owner, off);
+            }
+            return Err(e);
+        }
+    };
+    own().track(owner, h, block);
+    reap(st);
+    Ok(Some(if nonblocking {
+        st.p2p.new_done_send(comm)
+    } else {
+        0
+    }))
+}
+
+/// True when every buffered message of `owner` (None: the process, both its user buffer
+/// and its automatic one) has left its buffer.
+pub fn flushed(st: &mut Ferrite, owner: Owner) -> bool {
+    reap(st);
+    !own().busy(owner) && (owner.is_some() || !st.p2p.bsend_busy())
+}
+
+fn check_comm(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<()> {
+    st.objects.comms.get(comm).map(|_| ())
+}
+
+/// MPI_Comm_attach_buffer(_c).
+fn comm_attach(comm: MPI_Comm, buffer: *mut c_void, size: i64) -> MpiResult<()> {
+    let buf = own_buffer(buffer, size)?;
+    state::with(|st| {
+        check_comm(st, comm)?;
+        if !own().attach(Some(comm), buf) {
+            return Err(MpiError::new(
+                MPI_ERR_BUFFER,
+                "the communicator already has a buffer attached (detach it first)",
+            ));
+        }
+        Ok(())
+    })
+}
+
+/// A buffer argument of an attach call, checked.
+fn own_buffer(buffer: *mut c_void, size: i64) -> MpiResult<OwnBuffer> {
+    if buffer as usize == MPI_BUFFER_AUTOMATIC as usize {
+        return Ok(OwnBuffer::Automatic);
+    }
     if size < 0 {
         return Err(crate::mpi_err!(MPI_ERR_ARG, "negative buffer size {size}"));
     }
     if buffer.is_null() && size > 0 {
         return Err(MpiError::new(MPI_ERR_BUFFER, "null buffer"));
     }
+    Ok(OwnBuffer::Region(Attached::new(
+        Ptr(buffer.cast()),
+        size as usize,
+    )))
+}
+
+/// Detaches `owner`'s own buffer after flushing it: (address, size); MPI_BUFFER_AUTOMATIC
+/// and 0 for the automatic buffer. None when it has none.
+fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, usize)>> {
+    if !own().attached(owner) {
+        return Ok(None);
+    }
+    st.wait_until(|st| {
+        reap(st);
+        !own().busy(owner)
+    })?;
+    Ok(own().detach(owner).map(|b| match b {
+        OwnBuffer::Region(a) => (a.base.0.cast(), a.size),
+        OwnBuffer::Automatic => (
+            std::ptr::without_provenance_mut(MPI_BUFFER_AUTOMATIC as usize),
+            0,
+        ),
+    }))
+}
+
+/// Writes a detached buffer's address (through the caller's `void **`).
+fn out_addr(buffer_addr: *mut c_void, base: *mut c_void) -> MpiResult<()> {
+    // SAFETY: `buffer_addr` is, per the standard, the caller's `void **`.
+    unsafe { out(buffer_addr.cast::<*mut c_void>(), base) }
+}
+
+fn comm_detach(comm: MPI_Comm, buffer_addr: *mut c_void) -> MpiResult<usize> {
+    let (base, len) = state::with(|st| {
+        check_comm(st, comm)?;
+        own_detach(st, Some(comm))?
+            .ok_or_else(|| MpiError::new(MPI_ERR_BUFFER, "the communicator has no buffer attached"))
+    })?;
+    out_addr(buffer_addr, base)?;
+    Ok(len)
+}
+
+mpi_fn! {
+    fn MPI_Comm_attach_buffer(comm: MPI_Comm, buffer: *mut c_void, size: c_int)
+        on ErrObj::Comm(comm) => {
+        comm_attach(comm, buffer, cnt(size))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: MPI_Count)
+        on ErrObj::Comm(comm) => {
+        comm_attach(comm, buffer, cnt(size))
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_detach_buffer(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut c_int)
+        on ErrObj::Comm(comm) => {
+        let n = comm_detach(comm, buffer_addr)?;
+        // SAFETY: `size` is the caller's int* (the size was attached as an int).
+        unsafe { out(size, n as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut MPI_Count)
+        on ErrObj::Comm(comm) => {
+        let n = comm_detach(comm, buffer_addr)?;
+        // SAFETY: `size` is the caller's MPI_Count*.
+        unsafe { out(size, n as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_flush_buffer(comm: MPI_Comm) on ErrObj::Comm(comm) => {
+        state::with(|st| {
+            check_comm(st, comm)?;
+            st.wait_until(|st| flushed(st, Some(comm)))
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_Comm_iflush_buffer(comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
+        state::with(|st| check_comm(st, comm))?;
+        super::grequest::start_until(comm, |st, comm| flushed(st, Some(comm)), request)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Buffer_iflush(request: *mut MPI_Request) on ErrObj::NoObject => {
+        super::grequest::start_until(MPI_COMM_WORLD, |st, _| flushed(st, None), request)
+    }
+}
+
+fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
+    let buf = own_buffer(buffer, size)?;
     state::with(|st| {
-        if st.p2p.attached.is_some() {
+        if st.p2p.attached.is_some() || own().attached(None) {
             return Err(MpiError::new(
                 MPI_ERR_BUFFER,
                 "a buffer is already attached (detach it first)",
             ));
         }
-        st.p2p.attached = Some(Attached::new(Ptr(buffer.cast()), size as usize));
+        match buf {
+            OwnBuffer::Region(a) => st.p2p.attached = Some(a),
+            // The send protocol knows only user memory: the automatic buffer is ours.
+            OwnBuffer::Automatic => {
+                own().attach(None, buf);
+            }
+        }
         Ok(())
     })
 }
@@ -434,15 +666,17 @@ fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
 /// Detaches the buffer once every buffered message has left it: (address, size).
 fn buffer_detach(buffer_addr: *mut c_void) -> MpiResult<usize> {
     let (base, len) = state::with(|st| {
+        if let Some(d) = own_detach(st, None)? {
+            return Ok(d);
+        }
         st.wait_until(|st| !st.p2p.bsend_busy())?;
         Ok(st
             .p2p
             .attached
             .take()
-            .map_or((std::ptr::null_mut(), 0), |a| (a.base.0, a.size)))
+            .map_or((std::ptr::null_mut(), 0), |a| (a.base.0.cast(), a.size)))
     })?;
-    // SAFETY: `buffer_addr` is, per the standard, the caller's `void **`.
-    unsafe { out(buffer_addr.cast::<*mut c_void>(), base.cast()) }?;
+    out_addr(buffer_addr, base)?;
     Ok(len)
 }
 
@@ -477,7 +711,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Buffer_flush() on ErrObj::NoObject => {
         // MPI 4.1: every buffered message has left the attached buffer when this returns.
-        state::with(|st| st.wait_until(|st| !st.p2p.bsend_busy()))
+        state::with(|st| st.wait_until(|st| flushed(st, None)))
     }
 }
 
