@@ -539,7 +539,7 @@ fn comm_attach(comm: MPI_Comm, buffer: *mut c_void, size: i64) -> MpiResult<()> 
 
 /// A buffer argument of an attach call, checked.
 fn own_buffer(buffer: *mut c_void, size: i64) -> MpiResult<OwnBuffer> {
-    if buffer as usize == MPI_BUFFER_AUTOMATIC as usize {
+    if buffer as usize == MPI_BUFFER_AUTOMATIC {
         return Ok(OwnBuffer::Automatic);
     }
     if size < 0 {
@@ -566,10 +566,7 @@ fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, 
     })?;
     Ok(own().detach(owner).map(|b| match b {
         OwnBuffer::Region(a) => (a.base.0.cast(), a.size),
-        OwnBuffer::Automatic => (
-            std::ptr::without_provenance_mut(MPI_BUFFER_AUTOMATIC as usize),
-            0,
-        ),
+        OwnBuffer::Automatic => (std::ptr::without_provenance_mut(MPI_BUFFER_AUTOMATIC), 0),
     }))
 }
 
