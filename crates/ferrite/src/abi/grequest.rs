@@ -17,6 +17,7 @@ use crate::p2p::protocol::empty_status;
 use crate::p2p::request::Request;
 use crate::state::{self, Ferrite};
 use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
@@ -44,6 +45,8 @@ pub type Until = fn(&mut Ferrite, MPI_Comm) -> bool;
 
 /// Live generalized requests by handle (few at a time: a linear scan is enough).
 static GREQS: Mutex<Vec<(MPI_Request, Greq)>> = Mutex::new(Vec::new());
+/// How many entries GREQS has: lets every Wait/Test skip the mutex when there are none.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 fn table() -> MutexGuard<'static, Vec<(MPI_Request, Greq)>> {
     GREQS.lock().unwrap_or_else(|e| e.into_inner())
@@ -54,7 +57,9 @@ fn find(h: MPI_Request) -> Option<Greq> {
 }
 
 fn remove(h: MPI_Request) {
-    table().retain(|e| e.0 != h);
+    let mut t = table();
+    t.retain(|e| e.0 != h);
+    LIVE.store(t.len(), Ordering::Release);
 }
 
 /// A callback's return code as a result (a callback's own error code, passed through).
@@ -68,10 +73,10 @@ fn check(code: c_int) -> MpiResult<()> {
 
 /// The generalized requests among `reqs`.
 pub fn among(reqs: &[MPI_Request]) -> Vec<MPI_Request> {
-    let t = table();
-    if t.is_empty() {
+    if LIVE.load(Ordering::Acquire) == 0 {
         return Vec::new();
     }
+    let t = table();
     reqs.iter()
         .copied()
         .filter(|h| t.iter().any(|e| e.0 == *h))
@@ -198,7 +203,8 @@ fn start(
     }
     let comm = until.map_or(MPI_COMM_WORLD, |u| u.1);
     let h = state::with(|st| Ok(st.p2p.reqs.insert(Request::new(comm, false))))?;
-    table().push((
+    let mut t = table();
+    t.push((
         h,
         Greq {
             query,
@@ -210,6 +216,8 @@ fn start(
             until,
         },
     ));
+    LIVE.store(t.len(), Ordering::Release);
+    drop(t);
     // SAFETY: `request` is the caller's MPI_Request* (checked for null).
     unsafe { super::out(request, h) }
 }

@@ -570,6 +570,13 @@ fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, 
     }))
 }
 
+/// For MPI_Comm_free/MPI_Comm_disconnect (to be called from `abi/comm.rs`): waits until
+/// the buffer attached to `comm` is flushed and drops it, so that a communicator that later
+/// gets the same handle does not inherit it.
+pub fn comm_buffer_freed(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<()> {
+    own_detach(st, Some(comm)).map(|_| ())
+}
+
 /// Writes a detached buffer's address (through the caller's `void **`).
 fn out_addr(buffer_addr: *mut c_void, base: *mut c_void) -> MpiResult<()> {
     // SAFETY: `buffer_addr` is, per the standard, the caller's `void **`.
