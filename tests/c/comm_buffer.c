@@ -106,6 +106,16 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Buffer_flush());
 
     MPI_CHECK(MPI_Comm_free(&dup));
+    /* A freed communicator's buffer goes with it: a new communicator (which may reuse the
+     * handle) has none to detach. */
+    MPI_Comm d2, d3;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &d2));
+    MPI_CHECK(MPI_Comm_attach_buffer(d2, cbuf, bsize));
+    MPI_CHECK(MPI_Comm_free(&d2));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &d3));
+    MPI_CHECK(MPI_Comm_set_errhandler(d3, MPI_ERRORS_RETURN));
+    EXPECT_CLASS(MPI_Comm_detach_buffer(d3, &addr, &size), MPI_ERR_BUFFER);
+    MPI_CHECK(MPI_Comm_free(&d3));
     free(cbuf);
     free(big);
     free(in);

@@ -334,6 +334,8 @@ mpi_fn! {
         // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
         attr::delete_all(Owner::Comm, h)?;
         state::with(|st| {
+            // Its attached buffer goes with it (a later communicator may reuse the handle).
+            crate::abi::p2p::comm_buffer_freed(st, h)?;
             st.comm_remove(h);
             Ok(())
         })?;
