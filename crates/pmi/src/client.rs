@@ -360,6 +360,39 @@ impl Client {
             .map(|_| ())
     }
 
+    /// The first half of [`Client::barrier`]: announces this rank's arrival and returns at
+    /// once; [`Client::barrier_poll`] then tells when every rank arrived. Between the two only
+    /// `barrier_poll` may use the connection (and [`Client::abort`]).
+    pub fn barrier_enter(&mut self) -> PmiResult<()> {
+        self.send(&Message::new("barrier_in"))
+    }
+
+    /// After [`Client::barrier_enter`]: `Ok(true)` once every rank arrived (the answer is
+    /// read), `Ok(false)` if the launcher has not answered yet. Never waits for a first byte;
+    /// an answer partly arrived is read to its end (the launcher writes it whole).
+    pub fn barrier_poll(&mut self) -> PmiResult<bool> {
+        if self.reader.buffer().is_empty() {
+            let mut pfd = libc::pollfd {
+                fd: self.reader.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: pfd is one valid pollfd; a zero timeout only inspects the descriptor.
+            let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+            if n == 0 || (n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
+            {
+                return Ok(false);
+            }
+            if n < 0 {
+                return Err(PmiError::Io {
+                    during: "polling for cmd=barrier_out".into(),
+                    err: io::Error::last_os_error(),
+                });
+            }
+        }
+        self.expect("barrier_out").map(|_| true)
+    }
+
     pub fn finalize(&mut self) -> PmiResult<()> {
         self.request(Message::new("finalize"), "finalize_ack")
             .map(|_| ())
