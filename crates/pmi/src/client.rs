@@ -409,3 +409,37 @@ impl Client {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn barrier_in_two_halves_never_waits_for_the_answer() {
+        let (ours, mut launcher) = UnixStream::pair().unwrap();
+        let mut c = Client::with_fd(OwnedFd::from(ours), 0, 2).unwrap();
+        c.barrier_enter().unwrap();
+        let mut got = [0u8; 15];
+        launcher.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"cmd=barrier_in\n");
+        assert!(!c.barrier_poll().unwrap(), "no answer yet");
+        // An answer arriving in two parts is read whole once its first byte is there.
+        launcher.write_all(b"cmd=barrier").unwrap();
+        let rest = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            launcher.write_all(b"_out rc=0\n").unwrap();
+            launcher
+        });
+        assert!(c.barrier_poll().unwrap());
+        let mut launcher = rest.join().unwrap();
+        // A refusal is an error, not "done".
+        c.barrier_enter().unwrap();
+        launcher.read_exact(&mut got).unwrap();
+        launcher
+            .write_all(b"cmd=barrier_out rc=1 msg=no\n")
+            .unwrap();
+        assert!(c.barrier_poll().is_err());
+    }
+}
