@@ -78,25 +78,8 @@ mpi_fn! {
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_SELF)?;
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_WORLD)?;
         state::with(|st| {
-            // Everything this process sent must reach its peers before it leaves; then the
-            // job-wide barrier, making progress while it waits, so peers still finishing
-            // get what they need from us (acknowledgements, closes they ask for). When it
-            // ends every rank has nothing left in flight: see docs/architecture.md.
-            st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
-            if let Some(fd) = pmi::barrier_enter()? {
-                st.net.wake_on(fd)?;
-                let mut failed = None;
-                st.wait_until(|_| match pmi::barrier_done() {
-                    Ok(done) => done,
-                    Err(e) => {
-                        failed = Some(e);
-                        true
-                    }
-                })?;
-                if let Some(e) = failed {
-                    return Err(e);
-                }
-            }
+            // Everything this process sent reaches its peers, and every peer's reaches us.
+            runtime::quiesce(st)?;
             runtime::report::at_finalize(st)?;
             st.net.shutdown();
             Ok(())

@@ -440,8 +440,9 @@ pub fn at_finalize(st: &mut Ferrite) -> MpiResult<()> {
     pmi::barrier()?;
     if st.world_rank != 0 {
         st.coll_send(MPI_COMM_WORLD, 0, TAG_REPORT, &mine.encode())?;
-        // Out of the transports before they shut down.
-        return st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending());
+        // Out of the transports before they shut down, and acknowledged (a lost
+        // acknowledgement is answered again while rank 0 waits there).
+        return super::quiesce(st);
     }
     let mut recs = vec![mine];
     for r in 1..st.world_size as i32 {
@@ -454,6 +455,7 @@ pub fn at_finalize(st: &mut Ferrite) -> MpiResult<()> {
         })?;
         recs.push(rec);
     }
+    super::quiesce(st)?;
     match want {
         Want::Off => {}
         Want::Text => {

@@ -440,7 +440,8 @@ impl Net {
     }
 
     /// Makes `block` also return when `fd` becomes readable (MPI_Finalize: the launcher's
-    /// answer to its PMI barrier), for the rest of this `Net`'s life.
+    /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
+    /// no error.
     pub fn wake_on(&mut self, fd: RawFd) -> MpiResult<()> {
         if self.epoll < 0 {
             // SAFETY: plain syscall; the fd is owned by `self` and closed in Drop.
@@ -459,11 +460,13 @@ impl Net {
         };
         // SAFETY: both fds are open; ev is a valid event.
         if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
-                "epoll_ctl(ADD, fd {fd}) failed: {}",
-                std::io::Error::last_os_error()
-            ));
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(mpi_err!(
+                    MPI_ERR_OTHER,
+                    "epoll_ctl(ADD, fd {fd}) failed: {e}"
+                ));
+            }
         }
         Ok(())
     }
