@@ -2,8 +2,9 @@
  * counts in FERRITE_REPORT's JSON belong to a known pattern:
  *   none, ring, pingpong (pairs 2i <-> 2i+1), alltoall (every pair, point-to-point, one
  *   message each way; alltoallN: N messages each way), barrier, bcast, allreduce, allgather,
- *   alltoall_coll (MPI_Alltoall). */
+ *   alltoall_coll (MPI_Alltoall), late_close (below). */
 #include "../c/common.h"
+#include <unistd.h>
 
 static void ring(void)
 {
@@ -48,12 +49,36 @@ static void alltoall_p2p(int reps)
     }
 }
 
+/* Rank 1 talks with rank 2, which then goes into MPI_Finalize; then rank 1 sends to rank 0.
+ * Under FERRITE_CONN_MAX=1 rank 1 must first close its connection to rank 2, and rank 2
+ * answers that close from inside MPI_Finalize (whose barrier makes progress), so rank 1
+ * never opens a connection over budget. The pause only makes sure rank 2 is in Finalize. */
+static void late_close(void)
+{
+    int v = t_rank, w = -1;
+    if (t_rank == 1) {
+        MPI_CHECK(MPI_Sendrecv(&v, 1, MPI_INT, 2, 0, &w, 1, MPI_INT, 2, 0, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+        CHECK(w == 2, "late_close: got %d from 2", w);
+        usleep(200000);
+        MPI_CHECK(MPI_Send(&v, 1, MPI_INT, 0, 1, MPI_COMM_WORLD));
+    } else if (t_rank == 2) {
+        MPI_CHECK(MPI_Sendrecv(&v, 1, MPI_INT, 1, 0, &w, 1, MPI_INT, 1, 0, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+        CHECK(w == 1, "late_close: got %d from 1", w);
+    } else if (t_rank == 0) {
+        MPI_CHECK(MPI_Recv(&w, 1, MPI_INT, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        CHECK(w == 1, "late_close: got %d from 1", w);
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     const char *p = argc > 1 ? argv[1] : "none";
     int n = t_size;
     if (!strcmp(p, "ring")) ring();
+    else if (!strcmp(p, "late_close") && n >= 3) late_close();
     else if (!strcmp(p, "pingpong")) pingpong();
     else if (!strncmp(p, "alltoall", 8) && (p[8] == 0 || (p[8] >= '1' && p[8] <= '9')))
         alltoall_p2p(p[8] ? atoi(p + 8) : 1);

@@ -360,6 +360,39 @@ impl Client {
             .map(|_| ())
     }
 
+    /// The first half of [`Client::barrier`]: announces this rank's arrival and returns at
+    /// once; [`Client::barrier_poll`] then tells when every rank arrived. Between the two only
+    /// `barrier_poll` may use the connection (and [`Client::abort`]).
+    pub fn barrier_enter(&mut self) -> PmiResult<()> {
+        self.send(&Message::new("barrier_in"))
+    }
+
+    /// After [`Client::barrier_enter`]: `Ok(true)` once every rank arrived (the answer is
+    /// read), `Ok(false)` if the launcher has not answered yet. Never waits for a first byte;
+    /// an answer partly arrived is read to its end (the launcher writes it whole).
+    pub fn barrier_poll(&mut self) -> PmiResult<bool> {
+        if self.reader.buffer().is_empty() {
+            let mut pfd = libc::pollfd {
+                fd: self.reader.get_ref().as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: pfd is one valid pollfd; a zero timeout only inspects the descriptor.
+            let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+            if n == 0 || (n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
+            {
+                return Ok(false);
+            }
+            if n < 0 {
+                return Err(PmiError::Io {
+                    during: "polling for cmd=barrier_out".into(),
+                    err: io::Error::last_os_error(),
+                });
+            }
+        }
+        self.expect("barrier_out").map(|_| true)
+    }
+
     pub fn finalize(&mut self) -> PmiResult<()> {
         self.request(Message::new("finalize"), "finalize_ack")
             .map(|_| ())
@@ -374,5 +407,39 @@ impl Client {
                 during: "sending cmd=abort".into(),
                 err,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn barrier_in_two_halves_never_waits_for_the_answer() {
+        let (ours, mut launcher) = UnixStream::pair().unwrap();
+        let mut c = Client::with_fd(OwnedFd::from(ours), 0, 2).unwrap();
+        c.barrier_enter().unwrap();
+        let mut got = [0u8; 15];
+        launcher.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"cmd=barrier_in\n");
+        assert!(!c.barrier_poll().unwrap(), "no answer yet");
+        // An answer arriving in two parts is read whole once its first byte is there.
+        launcher.write_all(b"cmd=barrier").unwrap();
+        let rest = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            launcher.write_all(b"_out rc=0\n").unwrap();
+            launcher
+        });
+        assert!(c.barrier_poll().unwrap());
+        let mut launcher = rest.join().unwrap();
+        // A refusal is an error, not "done".
+        c.barrier_enter().unwrap();
+        launcher.read_exact(&mut got).unwrap();
+        launcher
+            .write_all(b"cmd=barrier_out rc=1 msg=no\n")
+            .unwrap();
+        assert!(c.barrier_poll().is_err());
     }
 }

@@ -78,9 +78,8 @@ mpi_fn! {
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_SELF)?;
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_WORLD)?;
         state::with(|st| {
-            // Everything this process sent must reach its peers before it leaves.
-            st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
-            pmi::barrier()?;
+            // Everything this process sent reaches its peers, and every peer's reaches us.
+            runtime::quiesce(st)?;
             runtime::report::at_finalize(st)?;
             st.net.shutdown();
             Ok(())

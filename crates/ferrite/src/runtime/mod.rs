@@ -4,6 +4,9 @@ pub mod config;
 pub mod pmi;
 pub mod report;
 
+use crate::error::MpiResult;
+use crate::state::Ferrite;
+
 /// This host's name (MPI_Get_processor_name, error reports, business cards).
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
@@ -14,6 +17,28 @@ pub fn hostname() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// MPI_Finalize's barrier: makes progress until this rank has nothing in flight (every
+/// packet handed over, every datagram acknowledged, no acknowledgement owed), then waits in
+/// the job-wide PMI barrier still making progress, so peers not done yet get what they need
+/// from this rank (acknowledgements, closes they ask for). When it returns no rank has
+/// anything in flight. See docs/architecture.md, "MPI_Finalize".
+pub fn quiesce(st: &mut Ferrite) -> MpiResult<()> {
+    st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
+    let Some(fd) = pmi::barrier_enter()? else {
+        return Ok(()); // a singleton: no peers
+    };
+    st.net.wake_on(fd)?;
+    let mut failed = None;
+    st.wait_until(|_| match pmi::barrier_done() {
+        Ok(done) => done,
+        Err(e) => {
+            failed = Some(e);
+            true
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
 }
 
 /// Ends the whole job: tells the launcher (which stops every other rank) and exits.

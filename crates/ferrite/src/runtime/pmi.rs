@@ -6,6 +6,7 @@ use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::{MpiError, MpiResult};
 use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -114,6 +115,24 @@ pub fn barrier() -> MpiResult<()> {
     with("PMI barrier", |p| match &mut p.backend {
         Backend::Launcher(c) => c.barrier(),
         Backend::Singleton(_) => Ok(()),
+    })
+}
+
+/// [`barrier`] in two halves, for a caller that makes progress while it waits (MPI_Finalize):
+/// announces this rank's arrival; returns the launcher connection's descriptor, readable
+/// when [`barrier_done`] may have news (`None` for a singleton, whose barrier is done).
+pub fn barrier_enter() -> MpiResult<Option<RawFd>> {
+    with("PMI barrier", |p| match &mut p.backend {
+        Backend::Launcher(c) => c.barrier_enter().map(|_| Some(c.raw_fd())),
+        Backend::Singleton(_) => Ok(None),
+    })
+}
+
+/// After [`barrier_enter`]: whether every rank arrived. Does not wait.
+pub fn barrier_done() -> MpiResult<bool> {
+    with("PMI barrier", |p| match &mut p.backend {
+        Backend::Launcher(c) => c.barrier_poll(),
+        Backend::Singleton(_) => Ok(true),
     })
 }
 

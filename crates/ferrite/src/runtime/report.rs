@@ -8,7 +8,7 @@ use crate::abi::consts::{MPI_COMM_WORLD, MPI_ERR_OTHER};
 use crate::conn::policy::Counters;
 use crate::error::MpiResult;
 use crate::mpi_err;
-use crate::runtime::config;
+use crate::runtime::{config, pmi};
 use crate::state::Ferrite;
 use crate::transport::{TransportStats, KNOWN_TRANSPORTS};
 use std::fmt::Write as _;
@@ -433,10 +433,16 @@ pub fn at_finalize(st: &mut Ferrite) -> MpiResult<()> {
     }
     let policy: String = config::get("FERRITE_CONN");
     let mine = Record::snapshot(st);
+    // A rank leaving MPI_Finalize's barrier first may already close its connections (BYE)
+    // while this one has not seen the barrier end: that must not count in this record. Once
+    // every rank took its snapshot the ranks go on; nothing is in flight between them after
+    // Finalize's barrier, so this one need not make progress.
+    pmi::barrier()?;
     if st.world_rank != 0 {
         st.coll_send(MPI_COMM_WORLD, 0, TAG_REPORT, &mine.encode())?;
-        // Out of the transports before they shut down.
-        return st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending());
+        // Out of the transports before they shut down, and acknowledged (a lost
+        // acknowledgement is answered again while rank 0 waits there).
+        return super::quiesce(st);
     }
     let mut recs = vec![mine];
     for r in 1..st.world_size as i32 {
@@ -449,6 +455,7 @@ pub fn at_finalize(st: &mut Ferrite) -> MpiResult<()> {
         })?;
         recs.push(rec);
     }
+    super::quiesce(st)?;
     match want {
         Want::Off => {}
         Want::Text => {

@@ -439,6 +439,38 @@ impl Net {
         }
     }
 
+    /// Makes `block` also return when `fd` becomes readable (MPI_Finalize: the launcher's
+    /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
+    /// no error.
+    pub fn wake_on(&mut self, fd: RawFd) -> MpiResult<()> {
+        if self.epoll < 0 {
+            // SAFETY: plain syscall; the fd is owned by `self` and closed in Drop.
+            self.epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            if self.epoll < 0 {
+                return Err(mpi_err!(
+                    MPI_ERR_OTHER,
+                    "epoll_create1 failed: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: both fds are open; ev is a valid event.
+        if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(mpi_err!(
+                    MPI_ERR_OTHER,
+                    "epoll_ctl(ADD, fd {fd}) failed: {e}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Packets accepted by `try_send` still wait inside a transport (MPI_Finalize waits for
     /// none before its barrier, since nobody makes progress on them after it).
     pub fn has_pending(&self) -> bool {

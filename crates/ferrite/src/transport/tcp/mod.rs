@@ -1570,10 +1570,10 @@ impl Transport for Tcp {
         self.own.is_empty() && !timer_due && self.resume.is_empty() && !chan_busy
     }
 
-    /// (Adaptive, like udp: also for a quiet spell after datagrams last arrived, so a peer's
-    /// retransmission is answered before MPI_Finalize's PMI barrier, where nobody polls.)
+    /// (Adaptive: no quiet spell here, unlike `shutdown`: MPI_Finalize's barrier makes
+    /// progress, so a peer's retransmission is answered while it waits.)
     fn pending(&self) -> bool {
-        self.pending_bytes() > 0 || self.chan_pending()
+        self.pending_bytes() > 0 || self.chan.as_ref().is_some_and(|c| c.pending())
     }
 
     fn take_failures(&mut self) -> Vec<(Proc, String)> {

@@ -216,11 +216,10 @@ impl Transport for Udp {
         self.own.is_empty() && !self.ch.busy()
     }
 
-    /// Also for a quiet spell after data last arrived: MPI_Finalize's PMI barrier does not
-    /// poll, so a peer whose last datagram we acknowledged must see a retransmission of it
-    /// (if our acknowledgement was lost) answered before we go there.
+    /// (A peer's retransmission, if our acknowledgement was lost, is answered while
+    /// MPI_Finalize's barrier waits: it makes progress.)
     fn pending(&self) -> bool {
-        self.ch.pending() || self.ch.quiet_for() < self.quiet()
+        self.ch.pending()
     }
 
     fn stats(&self) -> TransportStats {
