@@ -1280,6 +1280,14 @@ impl Tcp {
         if next == self.timer_at && next.is_none_or(|t| t > now) {
             return;
         }
+        // A later deadline keeps the earlier one armed: it only costs a wake-up that finds
+        // nothing due (and re-arms then), where moving it cost a timerfd_settime per message
+        // (adaptive's idle timer moves with every packet).
+        if let (Some(armed), Some(t)) = (self.timer_at, next) {
+            if armed > now && armed <= t {
+                return;
+            }
+        }
         self.timer_at = next;
         // A due deadline fires at once (1 µs: a zero value would disarm the timer).
         let us = next.map_or(0, |t| t.saturating_sub(now).max(1));
@@ -1372,7 +1380,14 @@ impl Tcp {
     /// `timeout_ms` for activity; returns the packets delivered.
     fn drive(&mut self, deliver: &mut dyn FnMut(Proc, &[u8]), timeout_ms: i32) -> usize {
         self.timers();
-        let mut n = self.poll_channel(deliver);
+        // Adaptive: the channel's socket and timerfd are in our epoll set (CHANNEL below), so
+        // it needs a pass here only for work no fd signals (its send backlog, a due timer);
+        // polling it on every call cost a recvfrom and a timerfd read per progress call.
+        let mut n = if self.chan.as_ref().is_some_and(|c| c.busy()) {
+            self.poll_channel(deliver)
+        } else {
+            0
+        };
         for sid in std::mem::take(&mut self.resume) {
             n += self.read_sock(sid, deliver);
         }
