@@ -42,8 +42,10 @@ use std::time::{Duration, Instant};
 pub struct TcpConfig {
     /// Address to listen on (FERRITE_TCP_IF).
     pub ip: IpAddr,
-    /// Largest packet (FERRITE_TCP_MAX_PACKET).
+    /// Largest packet (FERRITE_TCP_MAX_PACKET): a rendezvous fragment.
     pub max_packet: usize,
+    /// Largest eager packet (FERRITE_TCP_EAGER_PACKET, at most `max_packet`).
+    pub eager_packet: usize,
     /// Unwritten bytes queued per peer before `try_send` says "no room" (FERRITE_TCP_SENDQ).
     pub sendq_bytes: usize,
     /// How long MPI_Finalize waits for peers to take the last bytes (FERRITE_TCP_LINGER_MS).
@@ -75,9 +77,11 @@ impl TcpConfig {
                 "FERRITE_TCP_MAX_PACKET={max_packet}: must be at least 64 and below 1 GiB"
             ));
         }
+        let eager_packet = config::get::<usize>("FERRITE_TCP_EAGER_PACKET").clamp(64, max_packet);
         Ok(TcpConfig {
             ip,
             max_packet,
+            eager_packet,
             sendq_bytes: config::get("FERRITE_TCP_SENDQ"),
             linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
             connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
@@ -1447,6 +1451,10 @@ impl Transport for Tcp {
 
     fn max_packet(&self) -> usize {
         self.cfg.max_packet
+    }
+
+    fn eager_packet(&self) -> usize {
+        self.cfg.eager_packet
     }
 
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
