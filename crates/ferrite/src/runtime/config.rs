@@ -63,6 +63,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Largest tcp packet carrying a whole message eagerly (at most FERRITE_TCP_MAX_PACKET).",
     },
     Knob {
+        name: "FERRITE_TCP_SOCKBUF",
+        default: "0",
+        doc: "SO_SNDBUF and SO_RCVBUF asked for tcp sockets; 0: the kernel's autotuning.",
+    },
+    Knob {
         name: "FERRITE_TCP_SENDQ",
         default: "4194304",
         doc: "Unwritten bytes queued per tcp peer before sends wait for the socket to drain.",
