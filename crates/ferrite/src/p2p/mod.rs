@@ -27,6 +27,10 @@ use crate::transport::{Net, Proc};
 pub trait Wire {
     /// Largest packet (header and payload) `try_send` takes for `to`.
     fn max_packet(&self, to: Proc) -> usize;
+    /// Largest packet (header and payload) carrying a whole message eagerly to `to`.
+    fn eager_packet(&self, to: Proc) -> usize {
+        self.max_packet(to)
+    }
     /// Sends one packet; `Ok(false)`: no credits, nothing sent (the caller keeps it, in order).
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool>;
     /// Single-copy read from `from`'s memory; `Ok(false)`: not possible, use packets.
@@ -36,6 +40,9 @@ pub trait Wire {
 impl Wire for Net {
     fn max_packet(&self, to: Proc) -> usize {
         Net::max_packet(self, to)
+    }
+    fn eager_packet(&self, to: Proc) -> usize {
+        Net::eager_packet(self, to)
     }
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
         Net::try_send(self, to, parts)

@@ -125,7 +125,7 @@ impl P2p {
     }
 
     fn eager_max<W: Wire + ?Sized>(&self, wire: &W, to: Proc) -> usize {
-        let room = wire.max_packet(to).saturating_sub(HEADER_LEN);
+        let room = wire.eager_packet(to).saturating_sub(HEADER_LEN);
         if self.eager_limit == 0 {
             room
         } else {

@@ -54,8 +54,18 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         name: "FERRITE_TCP_MAX_PACKET",
+        default: "1048576",
+        doc: "Largest tcp packet in bytes (rendezvous fragment); same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_TCP_EAGER_PACKET",
         default: "65536",
-        doc: "Largest tcp packet in bytes (eager limit, rendezvous fragment); same on every rank.",
+        doc: "Largest tcp packet carrying a whole message eagerly (at most FERRITE_TCP_MAX_PACKET).",
+    },
+    Knob {
+        name: "FERRITE_TCP_SOCKBUF",
+        default: "0",
+        doc: "SO_SNDBUF and SO_RCVBUF asked for tcp sockets; 0: the kernel's autotuning.",
     },
     Knob {
         name: "FERRITE_TCP_SENDQ",

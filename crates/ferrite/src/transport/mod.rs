@@ -26,6 +26,13 @@ pub trait Transport {
     /// Largest packet `try_send` accepts (header and payload together).
     fn max_packet(&self) -> usize;
 
+    /// Largest packet (header included) to carry a whole message eagerly; larger messages go
+    /// by rendezvous in `max_packet` fragments. A transport whose fragments are large (tcp)
+    /// keeps its eager limit lower.
+    fn eager_packet(&self) -> usize {
+        self.max_packet()
+    }
+
     /// Sends one packet. `Ok(false)` means no room (credits exhausted) and nothing was sent:
     /// the caller keeps it, in order, and tries again after making progress. Never drops.
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool>;
@@ -386,6 +393,13 @@ impl Net {
     pub fn max_packet(&self, to: Proc) -> usize {
         self.route(to)
             .map(|i| self.transports[i].max_packet())
+            .unwrap_or(0)
+    }
+
+    /// Largest packet (header included) sent as a whole eager message to `to`.
+    pub fn eager_packet(&self, to: Proc) -> usize {
+        self.route(to)
+            .map(|i| self.transports[i].eager_packet())
             .unwrap_or(0)
     }
 

@@ -3,8 +3,10 @@
 //! needs an interface the other hosts reach: FERRITE_TCP_IF (`mpirun --iface NAME` sets it
 //! for every rank) or, when it is unset, [`reachable_ip`].
 
+use crate::runtime::config;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::io::{AsRawFd, RawFd};
 
 /// The address to listen on for a FERRITE_TCP_IF value.
 pub fn resolve_if(spec: &str) -> io::Result<IpAddr> {
@@ -100,6 +102,8 @@ impl Listener {
     pub fn bind(ip: IpAddr) -> io::Result<Listener> {
         let sock = TcpListener::bind(SocketAddr::new(ip, 0))?;
         sock.set_nonblocking(true)?;
+        // Accepted sockets inherit the buffer sizes (the receive window is set up from them).
+        set_bufs(sock.as_raw_fd());
         let addr = sock.local_addr()?;
         Ok(Listener { sock, addr })
     }
@@ -115,6 +119,28 @@ impl Listener {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// FERRITE_TCP_SOCKBUF: fixed send and receive buffer sizes (0: the kernel's autotuning).
+/// Best effort: the kernel caps them at net.core.{w,r}mem_max.
+fn set_bufs(fd: RawFd) {
+    let bytes: usize = config::get("FERRITE_TCP_SOCKBUF");
+    if bytes == 0 {
+        return;
+    }
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: plain setsockopt on our socket with a valid c_int.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
     }
 }
 
@@ -136,6 +162,7 @@ pub fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
     // SAFETY: fd is a socket we just created and own from here on.
     let stream = unsafe { <TcpStream as std::os::unix::io::FromRawFd>::from_raw_fd(fd) };
     stream.set_nodelay(true)?;
+    set_bufs(fd);
     // SAFETY: `sa` holds a sockaddr of `len` bytes for `family`.
     let rc = unsafe { libc::connect(fd, sa.as_ptr().cast(), len) };
     if rc != 0 {

@@ -42,8 +42,10 @@ use std::time::{Duration, Instant};
 pub struct TcpConfig {
     /// Address to listen on (FERRITE_TCP_IF).
     pub ip: IpAddr,
-    /// Largest packet (FERRITE_TCP_MAX_PACKET).
+    /// Largest packet (FERRITE_TCP_MAX_PACKET): a rendezvous fragment.
     pub max_packet: usize,
+    /// Largest eager packet (FERRITE_TCP_EAGER_PACKET, at most `max_packet`).
+    pub eager_packet: usize,
     /// Unwritten bytes queued per peer before `try_send` says "no room" (FERRITE_TCP_SENDQ).
     pub sendq_bytes: usize,
     /// How long MPI_Finalize waits for peers to take the last bytes (FERRITE_TCP_LINGER_MS).
@@ -75,9 +77,11 @@ impl TcpConfig {
                 "FERRITE_TCP_MAX_PACKET={max_packet}: must be at least 64 and below 1 GiB"
             ));
         }
+        let eager_packet = config::get::<usize>("FERRITE_TCP_EAGER_PACKET").clamp(64, max_packet);
         Ok(TcpConfig {
             ip,
             max_packet,
+            eager_packet,
             sendq_bytes: config::get("FERRITE_TCP_SENDQ"),
             linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
             connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
@@ -1280,6 +1284,14 @@ impl Tcp {
         if next == self.timer_at && next.is_none_or(|t| t > now) {
             return;
         }
+        // A later deadline keeps the earlier one armed: it only costs a wake-up that finds
+        // nothing due (and re-arms then), where moving it cost a timerfd_settime per message
+        // (adaptive's idle timer moves with every packet).
+        if let (Some(armed), Some(t)) = (self.timer_at, next) {
+            if armed > now && armed <= t {
+                return;
+            }
+        }
         self.timer_at = next;
         // A due deadline fires at once (1 µs: a zero value would disarm the timer).
         let us = next.map_or(0, |t| t.saturating_sub(now).max(1));
@@ -1372,7 +1384,14 @@ impl Tcp {
     /// `timeout_ms` for activity; returns the packets delivered.
     fn drive(&mut self, deliver: &mut dyn FnMut(Proc, &[u8]), timeout_ms: i32) -> usize {
         self.timers();
-        let mut n = self.poll_channel(deliver);
+        // Adaptive: the channel's socket and timerfd are in our epoll set (CHANNEL below), so
+        // it needs a pass here only for work no fd signals (its send backlog, a due timer);
+        // polling it on every call cost a recvfrom and a timerfd read per progress call.
+        let mut n = if self.chan.as_ref().is_some_and(|c| c.busy()) {
+            self.poll_channel(deliver)
+        } else {
+            0
+        };
         for sid in std::mem::take(&mut self.resume) {
             n += self.read_sock(sid, deliver);
         }
@@ -1432,6 +1451,10 @@ impl Transport for Tcp {
 
     fn max_packet(&self) -> usize {
         self.cfg.max_packet
+    }
+
+    fn eager_packet(&self) -> usize {
+        self.cfg.eager_packet
     }
 
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {

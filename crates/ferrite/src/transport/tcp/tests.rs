@@ -20,6 +20,7 @@ fn cfg(sendq: usize) -> TcpConfig {
     TcpConfig {
         ip: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         max_packet: 1 << 16,
+        eager_packet: 1 << 16,
         sendq_bytes: sendq,
         linger_ms: 5000,
         connect_retries: 3,
@@ -407,7 +408,9 @@ fn nets_route_peers_to_tcp_when_shm_is_not_allowed() {
     let names: Vec<_> = a.stats().transports.iter().map(|t| t.0).collect();
     assert_eq!(names, vec!["self", "tcp"]);
     assert!(!a.has_pending());
-    assert_eq!(a.max_packet(1), 1 << 16);
+    // The defaults: 1 MiB rendezvous fragments, eager messages up to a 64 KiB packet.
+    assert_eq!(a.max_packet(1), 1 << 20);
+    assert_eq!(a.eager_packet(1), 1 << 16);
 }
 
 #[test]
