@@ -645,8 +645,8 @@ impl<M> Policy<M> {
     }
 
     /// Opens connections that waited `hold_max` for room over budget (the close that was to
-    /// make room needs the peer, which may not make progress now, e.g. in MPI_Finalize's
-    /// barrier); closes connections idle for `idle` (adaptive).
+    /// make room needs the peer, which may not make progress now, e.g. busy computing outside
+    /// MPI); closes connections idle for `idle` (adaptive).
     pub fn handle_timeout(&mut self, now: Micros) {
         let hold = self.cfg.hold_max;
         let overdue: Vec<Proc> = self
