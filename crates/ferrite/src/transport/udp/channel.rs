@@ -84,8 +84,8 @@ pub struct Channel {
     addrs: HashMap<Proc, SocketAddr>,
     /// Peers reported unreachable, and why.
     failed: HashMap<Proc, String>,
-    /// Of those, the ones `take_failures` has handed out.
-    failures_taken: BTreeSet<Proc>,
+    /// Of those, the ones `take_failures` has not handed out yet, in order found.
+    failures_new: Vec<Proc>,
     /// Peers we sent data to (for `pending`).
     sent_to: BTreeSet<Proc>,
     epoll: RawFd,
@@ -156,7 +156,7 @@ impl Channel {
             secret: 0,
             addrs: HashMap::new(),
             failed: HashMap::new(),
-            failures_taken: BTreeSet::new(),
+            failures_new: Vec::new(),
             sent_to: BTreeSet::new(),
             epoll,
             timer,
@@ -226,25 +226,24 @@ impl Channel {
     /// Peers found unreachable since the last call, each once, with the reason (for
     /// `Transport::take_failures`: receives waiting on them then fail).
     pub fn take_failures(&mut self) -> Vec<(Proc, String)> {
-        let mut new: Vec<Proc> = self
-            .failed
-            .keys()
-            .filter(|p| !self.failures_taken.contains(p))
-            .copied()
-            .collect();
-        new.sort_unstable();
-        new.into_iter()
-            .map(|p| {
-                self.failures_taken.insert(p);
-                let why = self.failed(p).map(|e| e.msg).unwrap_or_default();
-                (p, why)
-            })
+        std::mem::take(&mut self.failures_new)
+            .into_iter()
+            .map(|p| (p, self.failed(p).map(|e| e.msg).unwrap_or_default()))
             .collect()
     }
 
-    /// Peers reported unreachable so far.
-    pub fn failed_peers(&self) -> impl Iterator<Item = Proc> + '_ {
-        self.failed.keys().copied()
+    /// Records that `peer` is unreachable (the first reason stays). Takes the two fields, not
+    /// `self`, so it can run while the reliability machine is borrowed.
+    fn give_up(
+        failed: &mut HashMap<Proc, String>,
+        failures_new: &mut Vec<Proc>,
+        peer: Proc,
+        why: String,
+    ) {
+        if let std::collections::hash_map::Entry::Vacant(e) = failed.entry(peer) {
+            e.insert(why);
+            failures_new.push(peer);
+        }
     }
 
     /// `peer`'s address: learned, or from its card.
@@ -444,7 +443,7 @@ impl Channel {
                         "a datagram to it went unacknowledged through {} retransmissions",
                         self.cfg.max_retries
                     );
-                    self.failed.entry(peer).or_insert(why);
+                    Self::give_up(&mut self.failed, &mut self.failures_new, peer, why);
                 }
             }
         }
@@ -461,9 +460,7 @@ impl Channel {
         for t in out {
             match self.addr_of(t.to) {
                 Ok(a) => self.transmit(a, t.bytes),
-                Err(e) => {
-                    self.failed.entry(t.to).or_insert(e.msg);
-                }
+                Err(e) => Self::give_up(&mut self.failed, &mut self.failures_new, t.to, e.msg),
             }
         }
     }

@@ -308,6 +308,12 @@ fn an_unreachable_peer_is_a_proc_aborted_error_naming_it() {
     assert_eq!(e.class, MPI_ERR_PROC_ABORTED);
     assert!(e.msg.contains("rank 1"), "{}", e.msg);
     assert!(!a.pending(), "what was in flight to it is discarded");
+    // Reported once to the transport (receives posted for rank 1 then fail).
+    let lost = a.take_failures();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].0, 1);
+    assert!(lost[0].1.contains("rank 1"), "{}", lost[0].1);
+    assert!(a.take_failures().is_empty(), "reported once");
 }
 
 #[test]
