@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::unix::io::{AsRawFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
@@ -1337,9 +1337,7 @@ impl Tcp {
 
     /// Adaptive: datagrams are unacknowledged, acknowledgements owed, or data arrived lately.
     fn chan_pending(&self) -> bool {
-        self.chan.as_ref().is_some_and(|c| {
-            c.pending() || c.quiet_for() < Duration::from_micros(2 * c.config().rto_initial)
-        })
+        self.chan.as_ref().is_some_and(|c| !c.settled())
     }
 
     /// Adaptive: delivers what came over datagrams and moves datagram traffic along.

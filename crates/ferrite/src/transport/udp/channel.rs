@@ -560,14 +560,12 @@ impl Channel {
         self.armed = Some(want);
     }
 
-    /// The reliability machine's parameters.
-    pub fn config(&self) -> &reliable::Config {
-        &self.cfg
-    }
-
-    /// Time since data last arrived.
-    pub fn quiet_for(&self) -> std::time::Duration {
-        self.last_data.elapsed()
+    /// Nothing unacknowledged or owed, and no data for two initial retransmission timeouts
+    /// (long enough for a peer's retransmission to arrive once more): a process may leave.
+    pub fn settled(&self) -> bool {
+        !self.pending()
+            && self.last_data.elapsed()
+                >= std::time::Duration::from_micros(2 * self.cfg.rto_initial)
     }
 
     pub fn stats(&self) -> ChannelStats {

@@ -133,11 +133,6 @@ impl Udp {
         })
     }
 
-    /// Long enough for a peer's retransmission timeout to fire once more.
-    fn quiet(&self) -> Duration {
-        Duration::from_micros(2 * self.ch.config().rto_initial)
-    }
-
     pub fn channel(&self) -> &Channel {
         &self.ch
     }
@@ -235,24 +230,23 @@ impl Transport for Udp {
         }
     }
 
+    /// Peers the channel gave up on: receives posted for them fail (MPI_ERR_PROC_ABORTED).
+    fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        self.ch.take_failures()
+    }
+
     /// Waits (at most FERRITE_UDP_LINGER_MS) until every datagram we sent is acknowledged and
     /// no data arrived for a while, acknowledging what peers still send meanwhile (their last
     /// datagrams, or retransmissions of them when an acknowledgement was lost). Packets
     /// arriving now are dropped: after MPI_Finalize's barrier no peer sends anything this
     /// process needs. A peer that already left is no error: its datagrams just stay
     /// unacknowledged until the linger ends.
-    /// Peers the channel gave up on: receives posted for them fail (MPI_ERR_PROC_ABORTED).
-    fn take_failures(&mut self) -> Vec<(Proc, String)> {
-        self.ch.take_failures()
-    }
-
     fn shutdown(&mut self) {
         let deadline = Instant::now() + Duration::from_millis(self.linger_ms);
-        let quiet = self.quiet();
         loop {
             self.drive(&mut |_, _| {});
             let now = Instant::now();
-            if now >= deadline || (!self.ch.pending() && self.ch.quiet_for() >= quiet) {
+            if now >= deadline || self.ch.settled() {
                 break;
             }
             let ms = deadline
