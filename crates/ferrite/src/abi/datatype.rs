@@ -301,17 +301,31 @@ unsafe fn structure(
             } else {
                 b.resolve(&refs)?
             };
-            let parts: Vec<_> = blocks
-                .iter()
-                .zip(&refs)
-                .map(|(&(d, l), t)| (d, l, *t))
-                .collect();
+            // The MPI-1 markers MPI_LB and MPI_UB set the bounds explicitly: as in MPICH,
+            // the struct of the other blocks is built (and padded) first, then a marker
+            // overrides its lower or upper bound.
+            let (mut lb_mark, mut ub_mark) = (None::<isize>, None::<isize>);
+            let mut parts = Vec::with_capacity(blocks.len());
+            for ((&(d, l), t), &h) in blocks.iter().zip(&refs).zip(types) {
+                match h {
+                    MPI_LB if l > 0 => lb_mark = Some(lb_mark.map_or(d, |m| m.min(d))),
+                    MPI_UB if l > 0 => ub_mark = Some(ub_mark.map_or(d, |m| m.max(d))),
+                    MPI_LB | MPI_UB => {}
+                    _ => parts.push((d, l, *t)),
+                }
+            }
+            let mut t = Datatype::structure(&parts);
+            if lb_mark.is_some() || ub_mark.is_some() {
+                let lb = lb_mark.unwrap_or(t.lb);
+                let ub = ub_mark.unwrap_or(t.lb + t.extent);
+                t = Datatype::resized(&t, lb, ub - lb);
+            }
             let mut a = Args::default();
             a.count(form, &[b.disps.len() as i64]);
             a.count(form, &b.lens);
             a.addr(form, &b.disps);
             made(
-                Datatype::structure(&parts),
+                t,
                 MPI_COMBINER_STRUCT,
                 a,
                 types.iter().copied().zip(olds.iter().cloned()).collect(),

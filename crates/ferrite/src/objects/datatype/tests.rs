@@ -83,6 +83,38 @@ fn pair_types_have_c_struct_layout() {
 }
 
 #[test]
+fn struct_extent_is_padded_to_its_most_aligned_member() {
+    let (c, int, dbl, ld) = (
+        Datatype::basic(1),
+        Datatype::basic(4),
+        Datatype::basic(8),
+        Datatype::basic(16),
+    );
+    // struct { double d[3]; int i; }: 28 bytes of data, sizeof 32.
+    let s = Datatype::structure(&[(0, 3, &dbl), (24, 1, &int)]);
+    assert_eq!((s.size, s.extent, s.true_extent), (28, 32, 28));
+    assert!(!s.contiguous);
+    // struct { char a; double d; char b; }: sizeof 24, and nested in another struct.
+    let s = Datatype::structure(&[(0, 1, &c), (8, 1, &dbl), (16, 1, &c)]);
+    assert_eq!((s.extent, s.align), (24, 8));
+    let n = Datatype::structure(&[(0, 1, &c), (8, 1, &s), (32, 1, &c)]);
+    assert_eq!(n.extent, 40);
+    assert_eq!(Datatype::structure(&[(0, 1, &ld), (16, 1, &c)]).extent, 32);
+    // One type only (an hindexed type, as in MPICH): no padding.
+    assert_eq!(
+        Datatype::structure(&[(0, 1, &dbl), (12, 1, &dbl)]).extent,
+        20
+    );
+    // A resized member keeps its alignment but sets the bounds when alone.
+    let r = Datatype::resized(&dbl, 0, 12);
+    assert_eq!(Datatype::structure(&[(0, 1, &r)]).extent, 12);
+    assert_eq!(Datatype::structure(&[(0, 1, &r), (12, 1, &c)]).extent, 16);
+    // Other constructors inherit the alignment without padding.
+    let v = Datatype::hvector(2, 1, 3, &Datatype::basic(2));
+    assert_eq!((v.extent, v.align), (5, 2));
+}
+
+#[test]
 fn resized_and_struct_bounds_follow_the_standard() {
     let int = Datatype::basic(4);
     let dbl = Datatype::basic(8);
@@ -281,22 +313,32 @@ struct Flat {
     long: Vec<bool>,
     lb: isize,
     ub: isize,
+    /// The most aligned basic element's alignment (create_struct pads to it).
+    align: usize,
 }
 
 fn copies(parts: Vec<(isize, &Flat)>) -> Flat {
     let mut map = Vec::new();
     let mut long = Vec::new();
     let (mut lb, mut ub) = (isize::MAX, isize::MIN);
+    let mut align = 1;
     for (d, f) in &parts {
         map.extend(f.map.iter().map(|&(o, s)| (o + d, s)));
         long.extend_from_slice(&f.long);
         lb = lb.min(d + f.lb);
         ub = ub.max(d + f.ub);
+        align = align.max(f.align);
     }
     if parts.is_empty() {
         (lb, ub) = (0, 0);
     }
-    Flat { map, long, lb, ub }
+    Flat {
+        map,
+        long,
+        lb,
+        ub,
+        align,
+    }
 }
 
 fn flatten(s: &Spec) -> Flat {
@@ -306,17 +348,23 @@ fn flatten(s: &Spec) -> Flat {
             long: vec![false],
             lb: 0,
             ub: *n as isize,
+            align: (*n).clamp(1, 16),
         },
         Spec::Long => Flat {
             map: vec![(0, 8)],
             long: vec![true],
             lb: 0,
             ub: 8,
+            align: 8,
         },
         Spec::Contig(n, t) => {
             let f = flatten(t);
             let e = f.ub - f.lb;
-            copies((0..*n as isize).map(|k| (k * e, &f)).collect())
+            let align = f.align;
+            Flat {
+                align,
+                ..copies((0..*n as isize).map(|k| (k * e, &f)).collect())
+            }
         }
         Spec::Vector(count, bl, stride, t) => {
             let f = flatten(t);
@@ -327,7 +375,11 @@ fn flatten(s: &Spec) -> Flat {
                     parts.push((i * stride * e + j * e, &f));
                 }
             }
-            copies(parts)
+            let align = f.align;
+            Flat {
+                align,
+                ..copies(parts)
+            }
         }
         Spec::Hindexed(blocks, t) => {
             let f = flatten(t);
@@ -352,7 +404,14 @@ fn flatten(s: &Spec) -> Flat {
                     parts.push((d + j * e, f));
                 }
             }
-            copies(parts)
+            let mut c = copies(parts);
+            // Entries are distinct type objects, so two or more make a padded struct.
+            let size: usize = c.map.iter().map(|e| e.1).sum();
+            let rem = (c.ub - c.lb).rem_euclid(c.align as isize);
+            if entries.len() > 1 && size > 0 && c.ub > c.lb && rem != 0 {
+                c.ub += c.align as isize - rem;
+            }
+            c
         }
         Spec::Resized(lb, ext, t) => {
             let f = flatten(t);
@@ -361,6 +420,7 @@ fn flatten(s: &Spec) -> Flat {
                 long: f.long,
                 lb: *lb,
                 ub: lb + ext,
+                align: f.align,
             }
         }
     }
