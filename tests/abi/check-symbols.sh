@@ -3,8 +3,10 @@
 # our library: each MPI_/PMPI_ function and data symbol libmpich.so.12 exports, plus the
 # internal MPIR_ symbols that MPICH's mpi.h macros make programs reference (MPI_DUP_FN and
 # friends name MPIR_Dup_fn), must be exported by $PREFIX/lib/libmpi.so.12 with the same kind
-# (function or data). MPICH's extensions (MPIX_) and its other internals are not part of the
-# ABI a program sees and are skipped.
+# (function or data). So must every symbol MPICH's own Fortran and C++ libraries
+# (libmpichfort.so.12, libmpichcxx.so.12) import from libmpich (MPII_ hooks, MPIX_
+# extensions...), so they run on top of ours. MPICH's other extensions and internals are not
+# part of the ABI a program sees and are skipped.
 # Ends with "abi-symbols: N passed, N failed" (N = symbols compared).
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,6 +33,12 @@ exported "$OURS" > "$work/ours.all"
 
 # Internal names that MPICH's public headers make a program reference.
 grep -ohE '\bMPI[RD]_[A-Za-z0-9_]+\b' "$MPICH_INC"/mpi.h "$MPICH_INC"/mpio.h | sort -u > "$work/referenced"
+
+# What MPICH's language libraries import (when installed).
+for lib in libmpichfort.so.12 libmpichcxx.so.12; do
+    path=$(dirname "$MPICH_LIB")/$lib
+    [ -e "$path" ] && nm -D --undefined-only "$path" | awk '{ sub(/@.*/, "", $2); print $2 }'
+done | sort -u >> "$work/referenced"
 
 awk 'NR == FNR { ref[$1] = 1; next }
      $1 ~ /^P?MPI_/ || ($1 in ref) { print }' "$work/referenced" "$work/mpich.all" > "$work/wanted"

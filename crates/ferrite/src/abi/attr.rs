@@ -4,7 +4,7 @@
 use super::consts::*;
 use super::out;
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::objects::attr::{self, CopyFn, DeleteFn, Keyval, Owner};
+use crate::objects::attr::{self, AttrKind, CopyFn, DeleteFn, Keyval, Owner};
 use crate::state;
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -25,6 +25,8 @@ unsafe fn create(
             delete,
             extra: extra as usize,
             freed: false,
+            copy_proxy: None,
+            delete_proxy: None,
         }))
     })?;
     // SAFETY: per this function's contract.
@@ -70,6 +72,60 @@ fn check_type(dt: MPI_Datatype) -> MpiResult<()> {
     state::with(|st| st.objects.datatypes.lookup(dt).map(|_| ()))
 }
 
+/// Writes a value found (or not) by an MPI_*_get_attr call as language `want` sees it: C
+/// gets a pointer in a `void *` slot, Fortran an address-sized integer (MPICH's Fortran
+/// library reads an intptr_t for both of its integer kinds).
+///
+/// # Safety
+/// `attribute_val` is valid for writing one pointer; `flag` for one int.
+pub(crate) unsafe fn put_found(
+    found: Option<usize>,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+) -> MpiResult<()> {
+    match found {
+        // SAFETY: per this function's contract.
+        Some(v) => unsafe {
+            out(attribute_val.cast::<*mut c_void>(), v as *mut c_void)?;
+            out(flag, 1)
+        },
+        // SAFETY: per this function's contract.
+        None => unsafe { out(flag, 0) },
+    }
+}
+
+/// MPI_*_set_attr from any language (MPII_*_set_attr gives the kind).
+pub(crate) fn set_attr(
+    owner: Owner,
+    h: c_int,
+    k: c_int,
+    v: usize,
+    kind: AttrKind,
+) -> MpiResult<()> {
+    match owner {
+        Owner::Comm => {
+            check_comm(h)?;
+            check_settable(Owner::Comm, k)?;
+        }
+        Owner::Type => check_type(h)?,
+        Owner::Win => super::win::check_settable(h, k)?,
+    }
+    attr::set(owner, h, k, v, kind)
+}
+
+/// The C keyval of a predefined attribute given by its Fortran keyval: MPICH numbers each
+/// predefined keyval pair C = base + 2k + 1, Fortran = C + 1 (mpif.h's MPI_TAG_UB is
+/// 0x64400002), and MPICH's Fortran library passes the Fortran value. `base` is the
+/// keyval block of communicators (0x64400000) or windows (0x66000000); other keyvals are
+/// returned as they are.
+pub(crate) fn c_keyval(k: c_int, base: c_int) -> c_int {
+    if (base + 2..=base + 0xe).contains(&k) && k % 2 == 0 {
+        k - 1
+    } else {
+        k
+    }
+}
+
 /// # Safety
 /// `attribute_val` is valid for writing one pointer; `flag` for one int.
 unsafe fn get_into(
@@ -79,15 +135,9 @@ unsafe fn get_into(
     attribute_val: *mut c_void,
     flag: *mut c_int,
 ) -> MpiResult<()> {
-    match attr::get(owner, h, k)? {
-        // SAFETY: per this function's contract.
-        Some(v) => unsafe {
-            out(attribute_val.cast::<*mut c_void>(), v as *mut c_void)?;
-            out(flag, 1)
-        },
-        // SAFETY: per this function's contract.
-        None => unsafe { out(flag, 0) },
-    }
+    let found = attr::get(owner, h, k)?.map(|v| v.as_seen(AttrKind::Ptr));
+    // SAFETY: per this function's contract.
+    unsafe { put_found(found, attribute_val, flag) }
 }
 
 mpi_fn! {
@@ -126,9 +176,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void)
         on ErrObj::Comm(comm) => {
-        check_comm(comm)?;
-        check_settable(Owner::Comm, comm_keyval)?;
-        attr::set(Owner::Comm, comm, comm_keyval, attribute_val as usize)
+        set_attr(Owner::Comm, comm, comm_keyval, attribute_val as usize, AttrKind::Ptr)
     }
 }
 
@@ -136,9 +184,7 @@ mpi_fn! {
     /// The MPI-1 name of MPI_Comm_set_attr.
     fn MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void)
         on ErrObj::Comm(comm) => {
-        check_comm(comm)?;
-        check_settable(Owner::Comm, keyval)?;
-        attr::set(Owner::Comm, comm, keyval, attribute_val as usize)
+        set_attr(Owner::Comm, comm, keyval, attribute_val as usize, AttrKind::Ptr)
     }
 }
 
@@ -178,8 +224,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Type_set_attr(datatype: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void)
         on ErrObj::NoObject => {
-        check_type(datatype)?;
-        attr::set(Owner::Type, datatype, type_keyval, attribute_val as usize)
+        set_attr(Owner::Type, datatype, type_keyval, attribute_val as usize, AttrKind::Ptr)
     }
 }
 

@@ -4,7 +4,7 @@
 use super::consts::*;
 use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::objects::attr::{self, Owner};
+use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::comm::Comm;
 use crate::objects::info::Info;
 use crate::runtime::pmi;
@@ -112,7 +112,7 @@ mpi_fn! {
 
 /// MPI_Comm_dup: new context, same group, error handler, topology and hints; attributes
 /// copied through their callbacks (outside the state lock).
-fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
+pub(crate) fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
     let h = state::with(|st| st.comm_dup(comm))?;
     attr::copy_all(Owner::Comm, comm, h)?;
     Ok(h)
@@ -370,7 +370,7 @@ static ATTRS: PredefinedAttrs = PredefinedAttrs {
 /// The address of a predefined attribute's value, or None for another keyval.
 fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
     let a = &ATTRS;
-    let (slot, value) = match keyval {
+    let (slot, value) = match super::attr::c_keyval(keyval, 0x6440_0000) {
         MPI_TAG_UB => (&a.tag_ub, crate::p2p::ops::TAG_UB),
         MPI_HOST => return Some(&a.host),
         MPI_IO => return Some(&a.io),
@@ -387,40 +387,25 @@ fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
     Some(slot)
 }
 
-/// MPI_Comm_get_attr: predefined keyvals, then user keyvals.
-///
-/// # Safety
-/// `attribute_val` is valid for writing one pointer; `flag` for one int.
-pub(crate) unsafe fn get_attr(
-    comm: MPI_Comm,
-    keyval: c_int,
-    attribute_val: *mut c_void,
-    flag: *mut c_int,
-) -> MpiResult<()> {
+/// MPI_Comm_get_attr as language `want` sees the value: predefined keyvals (C gets a
+/// pointer to the value, Fortran the value), then user keyvals.
+pub(crate) fn get_attr(comm: MPI_Comm, keyval: c_int, want: AttrKind) -> MpiResult<Option<usize>> {
     with_comm(comm, |_| ())?;
     if let Some(v) = predefined(keyval) {
         // Predefined attributes are on every communicator (copied by every dup, as MPICH).
-        // SAFETY: per this function's contract; the value lives in a static.
-        return unsafe {
-            out(attribute_val.cast::<*mut c_int>(), v.as_ptr())?;
-            out(flag, 1)
-        };
+        return Ok(Some(if want == AttrKind::Ptr {
+            v.as_ptr() as usize
+        } else {
+            v.load(Ordering::Relaxed) as isize as usize
+        }));
     }
-    match attr::get(Owner::Comm, comm, keyval)? {
-        // SAFETY: per this function's contract.
-        Some(v) => unsafe {
-            out(attribute_val.cast::<*mut c_void>(), v as *mut c_void)?;
-            out(flag, 1)
-        },
-        // SAFETY: per this function's contract.
-        None => unsafe { out(flag, 0) },
-    }
+    Ok(attr::get(Owner::Comm, comm, keyval)?.map(|v| v.as_seen(want)))
 }
 
 /// True for the keyvals of predefined attributes (which users cannot set or delete).
 pub(crate) fn is_predefined(keyval: c_int) -> bool {
     matches!(
-        keyval,
+        super::attr::c_keyval(keyval, 0x6440_0000),
         MPI_TAG_UB
             | MPI_HOST
             | MPI_IO
@@ -434,8 +419,9 @@ pub(crate) fn is_predefined(keyval: c_int) -> bool {
 mpi_fn! {
     fn MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void,
         flag: *mut c_int) on ErrObj::Comm(comm) => {
+        let found = get_attr(comm, comm_keyval, AttrKind::Ptr)?;
         // SAFETY: the caller passes a void** (as void*) and an int*.
-        unsafe { get_attr(comm, comm_keyval, attribute_val, flag) }
+        unsafe { super::attr::put_found(found, attribute_val, flag) }
     }
 }
 
@@ -443,8 +429,9 @@ mpi_fn! {
     /// The MPI-1 name of MPI_Comm_get_attr (removed from the standard, still widely used).
     fn MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int)
         on ErrObj::Comm(comm) => {
+        let found = get_attr(comm, keyval, AttrKind::Ptr)?;
         // SAFETY: the caller passes a void** (as void*) and an int*.
-        unsafe { get_attr(comm, keyval, attribute_val, flag) }
+        unsafe { super::attr::put_found(found, attribute_val, flag) }
     }
 }
 

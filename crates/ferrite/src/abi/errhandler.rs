@@ -2,7 +2,7 @@
 
 use super::consts::*;
 use super::{out, out_str};
-use crate::error::{self, ErrObj, MpiError};
+use crate::error::{self, ErrObj, MpiError, MpiResult};
 use crate::objects::errhandler::{self, CommErrhandlerFn, Handler};
 use crate::state;
 use std::os::raw::{c_char, c_int};
@@ -182,30 +182,55 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Remove_error_class(errorclass: c_int) on ErrObj::NoObject => {
-        if !errhandler::is_user(errorclass) || errhandler::is_user_code(errorclass) {
-            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorclass} is not a class made by MPI_Add_error_class"));
-        }
-        errhandler::remove(errorclass)
-            .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error class {errorclass}: {why}"))
+        remove_class(errorclass)
     }
 }
 
 mpi_fn! {
     fn MPI_Remove_error_code(errorcode: c_int) on ErrObj::NoObject => {
-        if !errhandler::is_user_code(errorcode) {
-            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorcode} is not a code made by MPI_Add_error_code"));
-        }
-        errhandler::remove(errorcode)
-            .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error code {errorcode}: {why}"))
+        remove_code(errorcode)
     }
 }
 
 mpi_fn! {
     fn MPI_Remove_error_string(errorcode: c_int) on ErrObj::NoObject => {
-        if !errhandler::is_user(errorcode) {
-            return Err(crate::mpi_err!(MPI_ERR_ARG, "{errorcode} was not made by MPI_Add_error_class/code"));
-        }
-        errhandler::remove_string(errorcode);
-        Ok(())
+        remove_string(errorcode)
     }
+}
+
+/// MPI_Remove_error_class (MPICH's MPIX_Delete_error_class before MPI 4.1).
+pub(crate) fn remove_class(errorclass: c_int) -> MpiResult<()> {
+    if !errhandler::is_user(errorclass) || errhandler::is_user_code(errorclass) {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{errorclass} is not a class made by MPI_Add_error_class"
+        ));
+    }
+    errhandler::remove(errorclass).map_err(|why| {
+        crate::mpi_err!(MPI_ERR_ARG, "cannot remove error class {errorclass}: {why}")
+    })
+}
+
+/// MPI_Remove_error_code (MPIX_Delete_error_code).
+pub(crate) fn remove_code(errorcode: c_int) -> MpiResult<()> {
+    if !errhandler::is_user_code(errorcode) {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{errorcode} is not a code made by MPI_Add_error_code"
+        ));
+    }
+    errhandler::remove(errorcode)
+        .map_err(|why| crate::mpi_err!(MPI_ERR_ARG, "cannot remove error code {errorcode}: {why}"))
+}
+
+/// MPI_Remove_error_string (MPIX_Delete_error_string).
+pub(crate) fn remove_string(errorcode: c_int) -> MpiResult<()> {
+    if !errhandler::is_user(errorcode) {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "{errorcode} was not made by MPI_Add_error_class/code"
+        ));
+    }
+    errhandler::remove_string(errorcode);
+    Ok(())
 }

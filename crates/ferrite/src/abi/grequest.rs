@@ -23,6 +23,12 @@ use std::sync::{Mutex, MutexGuard};
 type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
 type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+/// The same callbacks written in Fortran (subroutines with every argument by reference and
+/// the error code last), as MPICH's Fortran library registers them: query(extra, status,
+/// ierr), free(extra, ierr), cancel(extra, complete, ierr).
+type FQueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Fint, *mut MPI_Fint);
+type FFreeFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Fint);
+type FCancelFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Fint, *mut MPI_Fint);
 
 #[derive(Clone, Copy)]
 struct Greq {
@@ -35,6 +41,8 @@ struct Greq {
     completed: bool,
     /// MPI_Request_free was called before completion: free_fn runs at MPI_Grequest_complete.
     freed: bool,
+    /// The callbacks are Fortran subroutines (MPII_Grequest_set_lang_f77).
+    fortran: bool,
     /// An internal request (MPI_Buffer_iflush): complete once this says so (checked with
     /// the state lock held, by the completion calls).
     until: Option<(Until, MPI_Comm)>,
@@ -105,6 +113,20 @@ pub fn prepare(greqs: &[MPI_Request]) -> MpiResult<()> {
         // SAFETY: `c` is a local status.
         unsafe { store(&mut c, &empty_status()) };
         let code = match g.query {
+            Some(q) if g.fortran => {
+                let mut ierr: MPI_Fint = MPI_SUCCESS;
+                // SAFETY: a Fortran query subroutine was registered (set_lang_f77); MPICH's
+                // Fortran status is the C status's five ints, so it fills `c` in place.
+                unsafe {
+                    let q: FQueryFn = std::mem::transmute::<QueryFn, FQueryFn>(q);
+                    q(
+                        g.extra as *mut c_void,
+                        (&mut c as *mut MPI_Status).cast(),
+                        &mut ierr,
+                    );
+                }
+                ierr
+            }
             // SAFETY: the user's query_fn with its extra_state and a status to fill.
             Some(q) => unsafe { q(g.extra as *mut c_void, &mut c) },
             None => MPI_SUCCESS,
@@ -142,6 +164,12 @@ pub fn release(greqs: &[MPI_Request]) -> MpiResult<()> {
 
 fn call_free(g: &Greq) -> MpiResult<()> {
     match g.free {
+        Some(f) if g.fortran => {
+            let mut ierr: MPI_Fint = MPI_SUCCESS;
+            // SAFETY: a Fortran free subroutine was registered (set_lang_f77), called once.
+            unsafe { std::mem::transmute::<FreeFn, FFreeFn>(f)(g.extra as *mut c_void, &mut ierr) };
+            check(ierr)
+        }
         // SAFETY: the user's free_fn with its extra_state, called once.
         Some(f) => check(unsafe { f(g.extra as *mut c_void) }),
         None => Ok(()),
@@ -153,6 +181,18 @@ fn call_free(g: &Greq) -> MpiResult<()> {
 pub fn cancel(h: MPI_Request) -> Option<MpiResult<()>> {
     let g = find(h)?;
     Some(match g.cancel {
+        Some(c) if g.fortran => {
+            let (mut complete, mut ierr): (MPI_Fint, MPI_Fint) = (g.completed as _, MPI_SUCCESS);
+            // SAFETY: a Fortran cancel subroutine was registered (set_lang_f77).
+            unsafe {
+                std::mem::transmute::<CancelFn, FCancelFn>(c)(
+                    g.extra as *mut c_void,
+                    &mut complete,
+                    &mut ierr,
+                )
+            };
+            check(ierr)
+        }
         // SAFETY: the user's cancel_fn with its extra_state.
         Some(c) => check(unsafe { c(g.extra as *mut c_void, g.completed as c_int) }),
         None => Ok(()),
@@ -213,6 +253,7 @@ fn start(
             extra: extra as usize,
             completed: false,
             freed: false,
+            fortran: false,
             until,
         },
     ));
@@ -266,4 +307,18 @@ mpi_fn! {
         }
         Ok(())
     }
+}
+
+/// MPII_Grequest_set_lang_f77: the callbacks of generalized request `h` are Fortran
+/// subroutines (MPICH's Fortran MPI_GREQUEST_START calls this after starting it).
+pub fn set_lang_fortran(h: MPI_Request) -> MpiResult<()> {
+    let mut t = table();
+    let e = t.iter_mut().find(|e| e.0 == h).ok_or_else(|| {
+        crate::mpi_err!(
+            MPI_ERR_REQUEST,
+            "request {h:#x} is not a generalized request"
+        )
+    })?;
+    e.1.fortran = true;
+    Ok(())
 }

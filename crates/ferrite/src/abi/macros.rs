@@ -37,3 +37,19 @@ macro_rules! mpi_fn {
         }
     };
 }
+
+/// Like `mpi_fn!`, for MPICH's internal entry points (`MPII_*`) that MPICH's own Fortran
+/// and C++ libraries call: one symbol, no `PMPI_` twin, the same error handling.
+#[macro_export]
+macro_rules! mpich_internal_fn {
+    ($(#[$m:meta])* fn $name:ident($($arg:ident : $ty:ty),* $(,)?) on $obj:expr => $body:block) => {
+        $(#[$m])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::std::os::raw::c_int {
+            let result = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(
+                || -> $crate::error::MpiResult<()> { $body },
+            ));
+            $crate::error::finish(stringify!($name), result, || $obj)
+        }
+    };
+}

@@ -17,6 +17,7 @@ pub mod grequest;
 pub mod group;
 pub mod info;
 pub mod init;
+pub mod mpich_ext;
 pub mod p2p;
 pub mod pack;
 pub mod request;

@@ -51,11 +51,13 @@ pub static MPI_UNWEIGHTED: CPtr<c_int> = CPtr(addr_of_mut!(MPIR_C_MPI_UNWEIGHTED
 /// `MPI_WEIGHTS_EMPTY`: weights of a process that has no edges.
 #[no_mangle]
 pub static MPI_WEIGHTS_EMPTY: CPtr<c_int> = CPtr(addr_of_mut!(MPIR_C_MPI_WEIGHTS_EMPTY));
-/// Null, as in MPICH (only the Fortran bindings give these a meaning).
+/// Null until a Fortran binding sets them: MPICH's Fortran library writes the addresses of
+/// its own sentinels here in MPI_INIT, so these must be writable data, as in MPICH (a
+/// read-only symbol makes MPICH's libmpifort crash on top of ours). Ferrite never reads them.
 #[no_mangle]
-pub static MPI_F_STATUS_IGNORE: CPtr<MPI_Fint> = CPtr(std::ptr::null_mut());
+pub static mut MPI_F_STATUS_IGNORE: CPtr<MPI_Fint> = CPtr(std::ptr::null_mut());
 #[no_mangle]
-pub static MPI_F_STATUSES_IGNORE: CPtr<MPI_Fint> = CPtr(std::ptr::null_mut());
+pub static mut MPI_F_STATUSES_IGNORE: CPtr<MPI_Fint> = CPtr(std::ptr::null_mut());
 #[no_mangle]
 pub static MPI_F08_STATUS_IGNORE: CPtr<MPI_F08_status> =
     CPtr(addr_of_mut!(MPIR_F08_MPI_STATUS_IGNORE_OBJ));

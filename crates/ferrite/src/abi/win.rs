@@ -7,7 +7,7 @@
 use super::consts::*;
 use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::objects::attr::{self, Owner};
+use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::errhandler::{self, Handler, WinErrhandlerFn};
 use crate::objects::info::Info;
 use crate::objects::win::{Predefined, Win};
@@ -309,12 +309,14 @@ mpi_fn! {
 /// True for the keyvals of the predefined window attributes.
 fn is_predefined(k: c_int) -> bool {
     matches!(
-        k,
+        super::attr::c_keyval(k, 0x6600_0000),
         MPI_WIN_BASE | MPI_WIN_SIZE | MPI_WIN_DISP_UNIT | MPI_WIN_CREATE_FLAVOR | MPI_WIN_MODEL
     )
 }
 
-fn check_settable(k: c_int) -> MpiResult<()> {
+/// The window exists and `k` is not one of its predefined attributes.
+pub(crate) fn check_settable(win: MPI_Win, k: c_int) -> MpiResult<()> {
+    with_win(win, |_| ())?;
     if is_predefined(k) {
         return Err(crate::mpi_err!(
             MPI_ERR_KEYVAL,
@@ -328,50 +330,50 @@ fn check_settable(k: c_int) -> MpiResult<()> {
 mpi_fn! {
     fn MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void)
         on ErrObj::Win(win) => {
-        with_win(win, |_| ())?;
-        check_settable(win_keyval)?;
-        attr::set(Owner::Win, win, win_keyval, attribute_val as usize)
+        super::attr::set_attr(Owner::Win, win, win_keyval, attribute_val as usize, AttrKind::Ptr)
     }
 }
 
 mpi_fn! {
     fn MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) on ErrObj::Win(win) => {
-        with_win(win, |_| ())?;
-        check_settable(win_keyval)?;
+        check_settable(win, win_keyval)?;
         attr::delete(Owner::Win, win, win_keyval)
+    }
+}
+
+/// MPI_Win_get_attr as language `want` sees the value: for C, MPI_WIN_BASE is the base
+/// address itself and the other predefined attributes are pointers to their values; for
+/// Fortran, all of them are the values.
+pub(crate) fn get_attr(win: MPI_Win, keyval: c_int, want: AttrKind) -> MpiResult<Option<usize>> {
+    let pre = with_win(win, |w| {
+        let a: &Predefined = &w.attrs;
+        let c = want == AttrKind::Ptr;
+        match super::attr::c_keyval(keyval, 0x6600_0000) {
+            MPI_WIN_BASE => Some(w.base),
+            MPI_WIN_SIZE if c => Some(&a.size as *const MPI_Aint as usize),
+            MPI_WIN_SIZE => Some(a.size as usize),
+            MPI_WIN_DISP_UNIT if c => Some(&a.disp_unit as *const c_int as usize),
+            MPI_WIN_DISP_UNIT => Some(a.disp_unit as usize),
+            MPI_WIN_CREATE_FLAVOR if c => Some(&a.flavor as *const c_int as usize),
+            MPI_WIN_CREATE_FLAVOR => Some(a.flavor as usize),
+            MPI_WIN_MODEL if c => Some(&a.model as *const c_int as usize),
+            MPI_WIN_MODEL => Some(a.model as usize),
+            _ => None,
+        }
+    })?;
+    match pre {
+        Some(v) => Ok(Some(v)),
+        None => Ok(attr::get(Owner::Win, win, keyval)?.map(|v| v.as_seen(want))),
     }
 }
 
 mpi_fn! {
     fn MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void,
         flag: *mut c_int) on ErrObj::Win(win) => {
-        // MPI_WIN_BASE is the base address itself; the others are pointers to the values.
-        let pre = with_win(win, |w| {
-            let a: &Predefined = &w.attrs;
-            match win_keyval {
-                MPI_WIN_BASE => Some(w.base),
-                MPI_WIN_SIZE => Some(&a.size as *const MPI_Aint as usize),
-                MPI_WIN_DISP_UNIT => Some(&a.disp_unit as *const c_int as usize),
-                MPI_WIN_CREATE_FLAVOR => Some(&a.flavor as *const c_int as usize),
-                MPI_WIN_MODEL => Some(&a.model as *const c_int as usize),
-                _ => None,
-            }
-        })?;
-        let v = match pre {
-            Some(v) => Some(v),
-            None => attr::get(Owner::Win, win, win_keyval)?,
-        };
+        let found = get_attr(win, win_keyval, AttrKind::Ptr)?;
         // SAFETY: the caller passes a void** (as void*) and an int*; predefined values live
         // in the window's box until MPI_Win_free.
-        unsafe {
-            match v {
-                Some(v) => {
-                    out(attribute_val.cast::<*mut c_void>(), v as *mut c_void)?;
-                    out(flag, 1)
-                }
-                None => out(flag, 0),
-            }
-        }
+        unsafe { super::attr::put_found(found, attribute_val, flag) }
     }
 }
 

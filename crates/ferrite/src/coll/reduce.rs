@@ -21,10 +21,16 @@ pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mu
 pub type UserFnC =
     unsafe extern "C" fn(*mut c_void, *mut c_void, *mut MPI_Count, *mut MPI_Datatype);
 
+/// MPICH's C++ trampoline for user ops (MPII_Op_set_cxx):
+/// `void (const void *in, void *inout, int len, MPI_Datatype, MPI_User_function *user)`.
+pub type CxxOpCall = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, UserFn);
+
 #[derive(Clone, Copy)]
 pub enum UserKind {
     Int(UserFn),
     Big(UserFnC),
+    /// A C++ op: its function is called through MPICH's C++ library's trampoline.
+    Cxx(UserFn, CxxOpCall),
 }
 
 #[derive(Clone, Copy)]
@@ -220,5 +226,8 @@ fn call_user(f: UserKind, a: *mut u8, b: *mut u8, n: usize, dt: MPI_Datatype, sh
             // SAFETY: as above, with an MPI_Count length.
             unsafe { f(a, b, &mut len, &mut dt) }
         }
+        // SAFETY: MPICH's C++ trampoline calls the C++ op `f` on the same buffers (C++ ops
+        // take an int length: collectives never hand an op more than fits).
+        UserKind::Cxx(f, call) => unsafe { call(a, b, n as c_int, dt, f) },
     }
 }

@@ -20,6 +20,74 @@ pub type CopyFn =
 /// `int delete(handle obj, int keyval, void *val, void *extra)`
 pub type DeleteFn = unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
 
+/// A language binding's trampoline for copy callbacks (MPICH's `MPII_Attr_copy_proxy`,
+/// installed by `MPII_Keyval_set_proxy`): `(user_fn, handle, keyval, extra, kind, value,
+/// *copy, *flag)`. MPICH's Fortran library uses it to call Fortran callbacks.
+pub type CopyProxy = unsafe extern "C" fn(
+    *const c_void,
+    c_int,
+    c_int,
+    *mut c_void,
+    c_int,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut c_int,
+) -> c_int;
+/// The same for delete callbacks: `(user_fn, handle, keyval, kind, value, extra)`.
+pub type DeleteProxy =
+    unsafe extern "C" fn(*const c_void, c_int, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// How an attribute value was given (MPICH's `MPIR_Attr_type`, whose values the Fortran
+/// library passes): a C pointer, or an integer from Fortran, address-sized
+/// (INTEGER(KIND=MPI_ADDRESS_KIND)) or not (INTEGER, MPI-1's MPI_ATTR_PUT). MPI 4.1
+/// section 19.3.7 says what each language sees of a value another one set: C gets a pointer
+/// to an integer value, Fortran gets a pointer's address as an integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    Ptr = 0,
+    Aint = 1,
+    Int = 3,
+}
+
+impl AttrKind {
+    pub fn from_c(k: c_int) -> MpiResult<AttrKind> {
+        match k {
+            0 => Ok(AttrKind::Ptr),
+            1 => Ok(AttrKind::Aint),
+            3 => Ok(AttrKind::Int),
+            _ => Err(crate::mpi_err!(MPI_ERR_ARG, "invalid attribute type {k}")),
+        }
+    }
+}
+
+/// One attribute: its value, boxed so that its address is stable (C code given an integer
+/// attribute gets a pointer to it), and how it was set.
+struct Entry {
+    key: c_int,
+    value: Box<usize>,
+    kind: AttrKind,
+}
+
+/// An attribute as read: the stored value, how it was set, and where it is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct Value {
+    pub raw: usize,
+    pub kind: AttrKind,
+    slot: usize,
+}
+
+impl Value {
+    /// The value as a caller of language `want` sees it: C gets the pointer it stored, or a
+    /// pointer to a stored integer; Fortran gets the integer (or the pointer's address).
+    pub fn as_seen(&self, want: AttrKind) -> usize {
+        if want == AttrKind::Ptr && self.kind != AttrKind::Ptr {
+            self.slot
+        } else {
+            self.raw
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Owner {
     Comm,
@@ -46,12 +114,16 @@ pub struct Keyval {
     pub extra: usize,
     /// Freed by the user: no new attributes, existing ones keep working.
     pub freed: bool,
+    /// Set by a language binding (MPII_Keyval_set_proxy): the callbacks are called through
+    /// these, with the user function as first argument.
+    pub copy_proxy: Option<CopyProxy>,
+    pub delete_proxy: Option<DeleteProxy>,
 }
 
 pub struct Attrs {
     keyvals: HandleTable<Keyval>,
-    /// (keyval, value address) per object, in the order they were first set.
-    values: HashMap<(Owner, c_int), Vec<(c_int, usize)>>,
+    /// The attributes of each object, in the order they were first set.
+    values: HashMap<(Owner, c_int), Vec<Entry>>,
 }
 
 impl Default for Attrs {
@@ -98,35 +170,58 @@ impl Attrs {
         Ok(())
     }
 
-    pub fn get(&self, owner: Owner, h: c_int, k: c_int) -> Option<usize> {
-        self.values
-            .get(&(owner, h))?
-            .iter()
-            .find(|e| e.0 == k)
-            .map(|e| e.1)
-    }
-
-    /// Stores a value; returns the value it replaced.
-    fn put(&mut self, owner: Owner, h: c_int, k: c_int, v: usize) -> Option<usize> {
-        let list = self.values.entry((owner, h)).or_default();
-        match list.iter_mut().find(|e| e.0 == k) {
-            Some(e) => Some(std::mem::replace(&mut e.1, v)),
-            None => {
-                list.push((k, v));
-                None
-            }
+    /// MPII_Keyval_set_proxy: a language binding's trampolines for keyval `k`.
+    pub fn set_proxy(&mut self, k: c_int, copy: Option<CopyProxy>, delete: Option<DeleteProxy>) {
+        if let Some(kv) = self.keyvals.get_mut(k) {
+            kv.copy_proxy = copy;
+            kv.delete_proxy = delete;
         }
     }
 
-    fn take(&mut self, owner: Owner, h: c_int, k: c_int) -> Option<usize> {
-        let list = self.values.get_mut(&(owner, h))?;
-        let i = list.iter().position(|e| e.0 == k)?;
-        Some(list.remove(i).1)
+    pub fn get(&self, owner: Owner, h: c_int, k: c_int) -> Option<Value> {
+        self.values
+            .get(&(owner, h))?
+            .iter()
+            .find(|e| e.key == k)
+            .map(|e| Value {
+                raw: *e.value,
+                kind: e.kind,
+                slot: &*e.value as *const usize as usize,
+            })
     }
 
-    /// Keyvals of the attributes on an object, in the order they were set.
-    pub fn keys_of(&self, owner: Owner, h: c_int) -> Vec<(c_int, usize)> {
-        self.values.get(&(owner, h)).cloned().unwrap_or_default()
+    /// Stores a value, replacing any earlier one.
+    fn put(&mut self, owner: Owner, h: c_int, k: c_int, v: usize, kind: AttrKind) {
+        let list = self.values.entry((owner, h)).or_default();
+        match list.iter_mut().find(|e| e.key == k) {
+            Some(e) => {
+                *e.value = v;
+                e.kind = kind;
+            }
+            None => list.push(Entry {
+                key: k,
+                value: Box::new(v),
+                kind,
+            }),
+        }
+    }
+
+    fn take(&mut self, owner: Owner, h: c_int, k: c_int) {
+        if let Some(list) = self.values.get_mut(&(owner, h)) {
+            list.retain(|e| e.key != k);
+        }
+    }
+
+    /// The attributes on an object, in the order they were set.
+    fn keys_of(&self, owner: Owner, h: c_int) -> Vec<(c_int, Value)> {
+        self.values
+            .get(&(owner, h))
+            .map(|l| {
+                l.iter()
+                    .filter_map(|e| Some((e.key, self.get(owner, h, e.key)?)))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -144,20 +239,34 @@ fn callback_error(what: &str, k: c_int, rc: c_int) -> MpiError {
 }
 
 /// Runs the delete callback of keyval `k` for value `v` on object `h` (lock not held).
-fn run_delete(kv: &Keyval, h: c_int, k: c_int, v: usize) -> MpiResult<()> {
-    if let Some(f) = kv.delete {
+fn run_delete(kv: &Keyval, h: c_int, k: c_int, v: Value) -> MpiResult<()> {
+    let Some(f) = kv.delete else { return Ok(()) };
+    let extra = kv.extra as *mut c_void;
+    let rc = match kv.delete_proxy {
+        // SAFETY: the binding registered the proxy for this keyval's callbacks; it gets the
+        // user function and the value as MPICH's proxies expect them.
+        Some(p) => unsafe {
+            p(
+                f as *const c_void,
+                h,
+                k,
+                v.kind as c_int,
+                v.raw as *mut c_void,
+                extra,
+            )
+        },
         // SAFETY: `f` was registered by the user with the delete-callback C signature;
         // the arguments are what MPI defines for it.
-        let rc = unsafe { f(h, k, v as *mut c_void, kv.extra as *mut c_void) };
-        if rc != MPI_SUCCESS {
-            return Err(callback_error("delete", k, rc));
-        }
+        None => unsafe { f(h, k, v.as_seen(AttrKind::Ptr) as *mut c_void, extra) },
+    };
+    if rc != MPI_SUCCESS {
+        return Err(callback_error("delete", k, rc));
     }
     Ok(())
 }
 
 /// MPI_*_set_attr: replaces (deleting the old value through its callback) or adds.
-pub fn set(owner: Owner, h: c_int, k: c_int, v: usize) -> MpiResult<()> {
+pub fn set(owner: Owner, h: c_int, k: c_int, v: usize, kind: AttrKind) -> MpiResult<()> {
     let (kv, old) = state::with(|st| {
         let kv = st.objects.attrs.keyval(owner, k)?;
         if kv.freed {
@@ -173,13 +282,13 @@ pub fn set(owner: Owner, h: c_int, k: c_int, v: usize) -> MpiResult<()> {
         run_delete(&kv, h, k, old)?;
     }
     state::with(|st| {
-        st.objects.attrs.put(owner, h, k, v);
+        st.objects.attrs.put(owner, h, k, v, kind);
         Ok(())
     })
 }
 
 /// MPI_*_get_attr for user keyvals.
-pub fn get(owner: Owner, h: c_int, k: c_int) -> MpiResult<Option<usize>> {
+pub fn get(owner: Owner, h: c_int, k: c_int) -> MpiResult<Option<Value>> {
     state::with(|st| {
         st.objects.attrs.keyval(owner, k)?;
         Ok(st.objects.attrs.get(owner, h, k))
@@ -221,24 +330,42 @@ pub fn copy_all(owner: Owner, old: c_int, new: c_int) -> MpiResult<()> {
         let Some(f) = kv.copy else { continue };
         let mut flag: c_int = 0;
         let mut out: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `f` was registered with the copy-callback C signature; `out` and `flag`
-        // are valid locals for the callback to write.
-        let rc = unsafe {
-            f(
-                old,
-                k,
-                kv.extra as *mut c_void,
-                v as *mut c_void,
-                (&mut out as *mut *mut c_void).cast(),
-                &mut flag,
-            )
+        let extra = kv.extra as *mut c_void;
+        let rc = match kv.copy_proxy {
+            // SAFETY: the binding registered the proxy for this keyval's callbacks; `out`
+            // and `flag` are valid locals for it to write.
+            Some(p) => unsafe {
+                p(
+                    f as *const c_void,
+                    old,
+                    k,
+                    extra,
+                    v.kind as c_int,
+                    v.raw as *mut c_void,
+                    &mut out,
+                    &mut flag,
+                )
+            },
+            // SAFETY: `f` was registered with the copy-callback C signature; `out` and
+            // `flag` are valid locals for the callback to write.
+            None => unsafe {
+                f(
+                    old,
+                    k,
+                    extra,
+                    v.as_seen(AttrKind::Ptr) as *mut c_void,
+                    (&mut out as *mut *mut c_void).cast(),
+                    &mut flag,
+                )
+            },
         };
         if rc != MPI_SUCCESS {
             return Err(callback_error("copy", k, rc));
         }
         if flag != 0 {
+            // The copy is of the same kind as the original (as in MPICH).
             state::with(|st| {
-                st.objects.attrs.put(owner, new, k, out as usize);
+                st.objects.attrs.put(owner, new, k, out as usize, v.kind);
                 Ok(())
             })?;
         }
@@ -252,9 +379,8 @@ pub fn delete_all(owner: Owner, h: c_int) -> MpiResult<()> {
     loop {
         let next = state::with(|st| {
             let a = &st.objects.attrs;
-            Ok(a.values
-                .get(&(owner, h))
-                .and_then(|l| l.last().copied())
+            Ok(a.keys_of(owner, h)
+                .pop()
                 .and_then(|(k, v)| a.keyvals.get(k).map(|kv| (k, *kv, v))))
         })?;
         let Some((k, kv, v)) = next else { break };

@@ -25,6 +25,41 @@ pub enum Handler {
     Comm(CommErrhandlerFn),
     /// A handler made by MPI_Win_create_errhandler.
     Win(WinErrhandlerFn),
+    /// A C++ handler (MPICH's C++ library marks its handlers with MPII_Errhandler_set_cxx):
+    /// `call(kind, &handle, &code, user)` runs the C++ function `user`, where kind is 0 for a
+    /// communicator, 2 for a window.
+    Cxx {
+        call: CxxErrCall,
+        user: usize,
+        win: bool,
+    },
+}
+
+/// MPICH's C++ error-handler trampoline: `void (int kind, int *handle, int *code, void (*)(void))`.
+pub type CxxErrCall = unsafe extern "C" fn(c_int, *mut c_int, *mut c_int, *const std::ffi::c_void);
+
+/// MPICH's C++ binding asks for exceptions with this handler (not in the MPI standard): the
+/// error code is returned, and the C++ wrapper throws it.
+pub const MPIR_ERRORS_THROW_EXCEPTIONS: MPI_Errhandler = 0x54000002;
+
+impl Handler {
+    /// A C++ handler for the same object kind (MPII_Errhandler_set_cxx).
+    pub fn into_cxx(self, call: CxxErrCall) -> Option<Handler> {
+        match self {
+            Handler::Comm(f) => Some(Handler::Cxx {
+                call,
+                user: f as usize,
+                win: false,
+            }),
+            Handler::Win(f) => Some(Handler::Cxx {
+                call,
+                user: f as usize,
+                win: true,
+            }),
+            Handler::Cxx { user, win, .. } => Some(Handler::Cxx { call, user, win }),
+            _ => None,
+        }
+    }
 }
 
 pub struct Errhandlers {
@@ -48,7 +83,7 @@ impl Errhandlers {
         match h {
             MPI_ERRORS_ARE_FATAL => Some(Handler::Fatal),
             MPI_ERRORS_ABORT => Some(Handler::Abort),
-            MPI_ERRORS_RETURN => Some(Handler::Return),
+            MPI_ERRORS_RETURN | MPIR_ERRORS_THROW_EXCEPTIONS => Some(Handler::Return),
             _ => self.user.get(h).copied(),
         }
     }
@@ -103,6 +138,14 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
             // signature `void(MPI_Win *, int *, ...)`; both pointers are valid locals.
             unsafe { f(&mut w, &mut e) };
             code
+        }
+        Handler::Cxx { call, user, win } => {
+            let (mut h, mut e) = (handle, code);
+            // SAFETY: MPICH's C++ library registered `call` as the trampoline for its handler
+            // `user` (MPII_Errhandler_set_cxx); the pointers are valid locals.
+            unsafe { call(if win { 2 } else { 0 }, &mut h, &mut e, user as *const _) };
+            // As in MPICH: the C++ handler reports by throwing, never by a return code.
+            MPI_SUCCESS
         }
     }
 }
