@@ -38,8 +38,12 @@ unsafe fn pack_into(
             "negative position {position} or outsize {outsize}"
         ));
     }
+    t.check_buffer(inbuf.cast(), n as u64)?;
     let unit = if external { t.external_size() } else { t.size };
     let need = (unit * n) as i64;
+    if outbuf.is_null() && need > 0 {
+        return Err(MpiError::new(MPI_ERR_BUFFER, "null output buffer"));
+    }
     if position + need > outsize {
         return Err(crate::mpi_err!(
             MPI_ERR_TRUNCATE,
@@ -94,6 +98,10 @@ unsafe fn unpack_from(
     if need == 0 {
         return Ok(position);
     }
+    if inbuf.is_null() {
+        return Err(MpiError::new(MPI_ERR_BUFFER, "null input buffer"));
+    }
+    t.check_buffer(outbuf.cast_const().cast(), n as u64)?;
     // SAFETY: position + need <= insize, readable per the contract.
     let src = unsafe {
         std::slice::from_raw_parts(inbuf.cast::<u8>().add(position as usize), need as usize)

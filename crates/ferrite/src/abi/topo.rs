@@ -66,6 +66,7 @@ unsafe fn dims_periods(
     ndims: c_int,
     dims: *const c_int,
     periods: *const c_int,
+    zero_ok: bool,
 ) -> MpiResult<(Vec<i32>, Vec<bool>)> {
     if ndims < 0 {
         return Err(crate::mpi_err!(MPI_ERR_DIMS, "negative ndims {ndims}"));
@@ -77,7 +78,7 @@ unsafe fn dims_periods(
             slice(periods, ndims, "periods")?,
         )
     };
-    if let Some(x) = d.iter().find(|&&x| x <= 0) {
+    if let Some(x) = d.iter().find(|&&x| x < 0 || (x == 0 && !zero_ok)) {
         return Err(crate::mpi_err!(
             MPI_ERR_DIMS,
             "dimension {x} must be positive"
@@ -110,7 +111,7 @@ mpi_fn! {
         periods: *const c_int, _reorder: c_int, comm_cart: *mut MPI_Comm)
         on ErrObj::Comm(comm_old) => {
         // SAFETY: the caller's arrays hold `ndims` ints.
-        let (d, p) = unsafe { dims_periods(ndims, dims, periods) }?;
+        let (d, p) = unsafe { dims_periods(ndims, dims, periods, false) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
         let h = state::with(|st| st.comm_with_topo(comm_old, n as usize,
             Topo::Cart { dims: d, periods: p }))?;
@@ -122,8 +123,9 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int,
         newrank: *mut c_int) on ErrObj::Comm(comm) => {
-        // SAFETY: the caller's arrays hold `ndims` ints.
-        let (d, _) = unsafe { dims_periods(ndims, dims, periods) }?;
+        // SAFETY: the caller's arrays hold `ndims` ints. A grid with an empty dimension
+        // has no process: every rank gets MPI_UNDEFINED (as MPICH and Open MPI answer).
+        let (d, _) = unsafe { dims_periods(ndims, dims, periods, true) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
         let (rank, size) = state::with(|st| { let c = st.objects.comms.get(comm)?; Ok((c.rank as i64, c.size() as i64)) })?;
         if n > size {

@@ -354,7 +354,14 @@ pub fn blocking(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<()> {
-    blocking_plan(comm, |st| Ok(Arc::new(build(st)?)))
+    blocking_plan(comm, |st| Ok(Arc::new(checked(build(st))?)))
+}
+
+/// A plan just built, refused if it would read or write user memory at a null address.
+fn checked(plan: MpiResult<Plan>) -> MpiResult<Plan> {
+    let plan = plan?;
+    plan.check_user_memory()?;
+    Ok(plan)
 }
 
 fn blocking_plan(
@@ -398,12 +405,12 @@ pub fn blocking_cached(
 ) -> MpiResult<()> {
     blocking_plan(comm, |st| {
         let Some(k) = key(st) else {
-            return Ok(Arc::new(build(st)?));
+            return Ok(Arc::new(checked(build(st))?));
         };
         if let Some((_, p)) = st.coll.plan_cache.iter().find(|(c, _)| *c == k) {
             return Ok(p.clone());
         }
-        let plan = Arc::new(build(st)?);
+        let plan = Arc::new(checked(build(st))?);
         let cache = &mut st.coll.plan_cache;
         if cache.len() >= PLAN_CACHE_MAX {
             cache.remove(0);
@@ -419,7 +426,7 @@ pub fn nonblocking(
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<MPI_Request> {
     state::with(|st| {
-        let plan = build(st)?;
+        let plan = checked(build(st))?;
         st.coll_start_new(comm, Arc::new(plan))
     })
 }
@@ -430,7 +437,7 @@ pub fn persistent(
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<MPI_Request> {
     state::with(|st| {
-        let plan = build(st)?;
+        let plan = checked(build(st))?;
         // Forget the plans of persistent requests freed since (MPI_Request_free removes
         // the request from the p2p table only).
         let reqs = &st.p2p.reqs;

@@ -9,6 +9,7 @@
 //! one unpack, and reductions act on packed data).
 
 use super::reduce::Reducer;
+use crate::abi::consts::MPI_ERR_BUFFER;
 use crate::error::MpiResult;
 use crate::objects::datatype::Datatype;
 use std::sync::{Arc, Mutex};
@@ -97,6 +98,26 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Refuses a plan that would read or write user memory at a null address (as MPI_Send
+    /// checks its buffer): MPI_ERR_BUFFER, not a crash.
+    pub fn check_user_memory(&self) -> MpiResult<()> {
+        for u in self.inputs.iter().chain(&self.outputs) {
+            u.dt.check_buffer(u.ptr as *const u8, u.count as u64)?;
+        }
+        if let Some(&(b, _)) = self
+            .user_bufs
+            .iter()
+            .find(|&&(b, a)| a == 0 && self.bufs[b] > 0)
+        {
+            return Err(crate::mpi_err!(
+                MPI_ERR_BUFFER,
+                "null buffer of {} bytes",
+                self.bufs[b]
+            ));
+        }
+        Ok(())
+    }
+
     pub fn buf(&mut self, len: usize) -> usize {
         self.bufs.push(len);
         self.bufs.len() - 1

@@ -369,6 +369,19 @@ impl Datatype {
         self.true_lb
     }
 
+    /// MPI_ERR_BUFFER for a null buffer holding `count` > 0 elements of data: the one null
+    /// buffer that is legal is MPI_BOTTOM with a type of absolute addresses (data not at
+    /// the type's origin).
+    pub fn check_buffer(&self, buf: *const u8, count: u64) -> MpiResult<()> {
+        if buf.is_null() && count > 0 && self.size > 0 && self.true_lb == 0 {
+            return Err(crate::mpi_err!(
+                MPI_ERR_BUFFER,
+                "null buffer with count {count}"
+            ));
+        }
+        Ok(())
+    }
+
     /// Number of nodes of the internal representation (tests check it stays small).
     pub fn node_count(&self) -> usize {
         fn count(nodes: &[Node]) -> usize {

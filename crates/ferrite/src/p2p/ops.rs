@@ -66,13 +66,7 @@ impl Ferrite {
             return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
         }
         let d = self.comm_datatype(dt)?;
-        // A null buffer is legal with MPI_BOTTOM-relative (absolute) derived types.
-        if buf.is_null() && count > 0 && d.size() > 0 && d.true_lb() == 0 {
-            return Err(crate::mpi_err!(
-                MPI_ERR_BUFFER,
-                "null buffer with count {count}"
-            ));
-        }
+        d.check_buffer(buf, count as u64)?;
         Ok(d)
     }
 

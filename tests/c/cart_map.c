@@ -1,0 +1,44 @@
+/* np: 1 2 4 */
+/* MPI_Cart_map: ranks below the grid size keep their rank, the others get MPI_UNDEFINED; a
+ * grid with an empty dimension has no process, so every rank gets MPI_UNDEFINED (not an
+ * error: rsmpi's cartesian_map example relies on it); a grid larger than the communicator
+ * and (on Ferrite) a negative dimension are MPI_ERR_DIMS. */
+#include "common.h"
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    int n = t_size, r = -2;
+    int periods[3] = {0, 1, 0};
+
+    int d1[1] = {n};
+    MPI_CHECK(MPI_Cart_map(MPI_COMM_WORLD, 1, d1, periods, &r));
+    CHECK(r == t_rank, "dims {%d}: rank %d", n, r);
+
+    int half[1] = {(n + 1) / 2};
+    MPI_CHECK(MPI_Cart_map(MPI_COMM_WORLD, 1, half, periods, &r));
+    CHECK(t_rank < half[0] ? r == t_rank : r == MPI_UNDEFINED, "dims {%d}: rank %d", half[0], r);
+
+    int z1[1] = {0};
+    r = -2;
+    MPI_CHECK(MPI_Cart_map(MPI_COMM_WORLD, 1, z1, periods, &r));
+    CHECK(r == MPI_UNDEFINED, "dims {0}: %d, expected MPI_UNDEFINED", r);
+
+    int z3[3] = {2, 0, 3};
+    r = -2;
+    MPI_CHECK(MPI_Cart_map(MPI_COMM_WORLD, 3, z3, periods, &r));
+    CHECK(r == MPI_UNDEFINED, "dims {2, 0, 3}: %d, expected MPI_UNDEFINED", r);
+
+    int big[2] = {n, 2};
+    EXPECT_CLASS(MPI_Cart_map(MPI_COMM_WORLD, 2, big, periods, &r), MPI_ERR_DIMS);
+    /* MPICH 4.0 does not check for negative dimensions. */
+    int neg[2] = {1, -1};
+    if (t_is_ferrite()) EXPECT_CLASS(MPI_Cart_map(MPI_COMM_WORLD, 2, neg, periods, &r), MPI_ERR_DIMS);
+
+    /* Cart_create still refuses an empty dimension. */
+    MPI_Comm cart;
+    EXPECT_CLASS(MPI_Cart_create(MPI_COMM_WORLD, 1, z1, periods, 0, &cart), MPI_ERR_DIMS);
+    t_finish("cart_map");
+    return 0;
+}
