@@ -1,7 +1,8 @@
 /* np: 1 2 4 */
 /* MPI_Cart_map: ranks below the grid size keep their rank, the others get MPI_UNDEFINED; a
  * grid with an empty dimension has no process, so every rank gets MPI_UNDEFINED (not an
- * error: rsmpi's cartesian_map example relies on it); a grid larger than the communicator
+ * error: rsmpi's cartesian_map example relies on it), and MPI_Cart_create over it gives
+ * MPI_COMM_NULL; a grid larger than the communicator
  * and (on Ferrite) a negative dimension are MPI_ERR_DIMS. */
 #include "common.h"
 
@@ -36,9 +37,10 @@ int main(int argc, char **argv)
     int neg[2] = {1, -1};
     if (t_is_ferrite()) EXPECT_CLASS(MPI_Cart_map(MPI_COMM_WORLD, 2, neg, periods, &r), MPI_ERR_DIMS);
 
-    /* Cart_create still refuses an empty dimension. */
-    MPI_Comm cart;
-    EXPECT_CLASS(MPI_Cart_create(MPI_COMM_WORLD, 1, z1, periods, 0, &cart), MPI_ERR_DIMS);
+    /* MPI_Cart_create over an empty grid: MPI_COMM_NULL everywhere. */
+    MPI_Comm cart = MPI_COMM_WORLD;
+    MPI_CHECK(MPI_Cart_create(MPI_COMM_WORLD, 3, z3, periods, 0, &cart));
+    CHECK(cart == MPI_COMM_NULL, "Cart_create over dims {2, 0, 3} made a communicator");
     t_finish("cart_map");
     return 0;
 }

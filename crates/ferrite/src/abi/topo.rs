@@ -66,7 +66,6 @@ unsafe fn dims_periods(
     ndims: c_int,
     dims: *const c_int,
     periods: *const c_int,
-    zero_ok: bool,
 ) -> MpiResult<(Vec<i32>, Vec<bool>)> {
     if ndims < 0 {
         return Err(crate::mpi_err!(MPI_ERR_DIMS, "negative ndims {ndims}"));
@@ -78,10 +77,12 @@ unsafe fn dims_periods(
             slice(periods, ndims, "periods")?,
         )
     };
-    if let Some(x) = d.iter().find(|&&x| x < 0 || (x == 0 && !zero_ok)) {
+    // An empty dimension makes a grid of no process (MPI_Cart_create gives MPI_COMM_NULL and
+    // MPI_Cart_map MPI_UNDEFINED to every rank, as in MPICH and Open MPI).
+    if let Some(x) = d.iter().find(|&&x| x < 0) {
         return Err(crate::mpi_err!(
             MPI_ERR_DIMS,
-            "dimension {x} must be positive"
+            "dimension {x} must not be negative"
         ));
     }
     Ok((d.to_vec(), p.iter().map(|&x| x != 0).collect()))
@@ -111,7 +112,7 @@ mpi_fn! {
         periods: *const c_int, _reorder: c_int, comm_cart: *mut MPI_Comm)
         on ErrObj::Comm(comm_old) => {
         // SAFETY: the caller's arrays hold `ndims` ints.
-        let (d, p) = unsafe { dims_periods(ndims, dims, periods, false) }?;
+        let (d, p) = unsafe { dims_periods(ndims, dims, periods) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
         let h = state::with(|st| st.comm_with_topo(comm_old, n as usize,
             Topo::Cart { dims: d, periods: p }))?;
@@ -123,9 +124,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int,
         newrank: *mut c_int) on ErrObj::Comm(comm) => {
-        // SAFETY: the caller's arrays hold `ndims` ints. A grid with an empty dimension
-        // has no process: every rank gets MPI_UNDEFINED (as MPICH and Open MPI answer).
-        let (d, _) = unsafe { dims_periods(ndims, dims, periods, true) }?;
+        // SAFETY: the caller's arrays hold `ndims` ints.
+        let (d, _) = unsafe { dims_periods(ndims, dims, periods) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
         let (rank, size) = state::with(|st| { let c = st.objects.comms.get(comm)?; Ok((c.rank as i64, c.size() as i64)) })?;
         if n > size {
