@@ -146,14 +146,25 @@ impl Ferrite {
     /// get a communicator in the group's order, the others MPI_COMM_NULL. Processes may pass
     /// different, disjoint groups (MPI-2.2): each group is one split color, named by its
     /// lowest member's rank in `comm` (e.g. the local groups of a merged intercommunicator).
+    ///
+    /// On an intercommunicator `group` is a subgroup of the local group, and each side's
+    /// members of its group get an intercommunicator with the other side's as remote group
+    /// (MPI 4.1 section 7.4.2): a split with one color, keyed by the rank in `group`, so
+    /// both sides keep their group's order; MPI_COMM_NULL where either side is empty.
     pub fn comm_create(&mut self, comm: MPI_Comm, group: &[u32]) -> MpiResult<MPI_Comm> {
-        self.intra_only(comm, "MPI_Comm_create")?;
         let (parent, _, _) = self.comm_info(comm)?;
         if let Some(w) = group.iter().find(|w| !parent.contains(w)) {
             return Err(crate::mpi_err!(
                 MPI_ERR_GROUP,
-                "group member (world rank {w}) is not in the communicator"
+                "group member (world rank {w}) is not in the {}communicator's group",
+                if self.objects.comms.get(comm)?.inter.is_some() { "inter" } else { "" }
             ));
+        }
+        if let Some(i) = self.objects.comms.get(comm)?.inter.clone() {
+            return match rank_of(group, self.world_rank) {
+                Some(r) => self.inter_split(comm, &i, 0, r as i32),
+                None => self.inter_split(comm, &i, MPI_UNDEFINED, 0),
+            };
         }
         match rank_of(group, self.world_rank) {
             Some(r) => {
