@@ -6,7 +6,6 @@ use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::comm::Comm;
-use crate::objects::info::Info;
 use crate::runtime::pmi;
 use crate::state;
 use std::ffi::c_void;
@@ -121,12 +120,7 @@ pub(crate) fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
 /// Copies the hints of `info` (MPI_INFO_NULL: none) onto `comm`.
 fn set_info(comm: MPI_Comm, info: MPI_Info) -> MpiResult<()> {
     state::with(|st| {
-        let hints = if info == MPI_INFO_NULL {
-            Info::default()
-        } else {
-            st.objects.infos.get(info)?.clone()
-        };
-        st.objects.comms.get_mut(comm)?.info = hints;
+        st.objects.comms.get_mut(comm)?.info = crate::objects::info::hints(info)?;
         Ok(())
     })
 }
@@ -189,10 +183,8 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) on ErrObj::Comm(comm) => {
-        let h = state::with(|st| {
-            let hints = st.objects.comms.get(comm)?.info.clone();
-            Ok(st.objects.infos.user.insert(hints))
-        })?;
+        let hints = state::with(|st| Ok(st.objects.comms.get(comm)?.info.clone()))?;
+        let h = crate::objects::info::insert(hints);
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(info_used, h) }
     }
@@ -212,11 +204,7 @@ mpi_fn! {
         newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
         const RESOURCE: &str = "mpi_hw_resource_type";
         const SHARED_MEMORY: &str = "mpi_shared_memory";
-        let asked = state::with(|st| {
-            Ok(if info == MPI_INFO_NULL { None } else {
-                st.objects.infos.get(info)?.get(RESOURCE).map(str::to_string)
-            })
-        })?;
+        let asked = crate::objects::info::hints(info)?.get(RESOURCE).map(str::to_string);
         // Shared memory is the one resource we know: guided requests for it (or nothing
         // else) get the host's processes; an unguided request gets them when that is a
         // strict subset of `comm`, and says so through `info`.
@@ -234,7 +222,7 @@ mpi_fn! {
                 state::with(|st| { st.comm_remove(h); Ok(()) })?;
                 h = MPI_COMM_NULL;
             } else if info != MPI_INFO_NULL {
-                state::with(|st| { st.objects.infos.get_mut(info)?.set(RESOURCE, SHARED_MEMORY); Ok(()) })?;
+                crate::objects::info::with(|i| { i.get_mut(info)?.set(RESOURCE, SHARED_MEMORY); Ok(()) })?;
             }
         }
         // SAFETY: the caller passes an MPI_Comm* output.

@@ -3,8 +3,7 @@
 use super::consts::*;
 use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::objects::info::Info;
-use crate::state;
+use crate::objects::info::{self, Info};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
@@ -33,7 +32,7 @@ unsafe fn key_arg(p: *const c_char) -> MpiResult<String> {
 
 mpi_fn! {
     fn MPI_Info_create(info: *mut MPI_Info) on ErrObj::NoObject => {
-        let h = state::with(|st| Ok(st.objects.infos.user.insert(Info::default())))?;
+        let h = info::with(|i| Ok(i.user.insert(Info::default())))?;
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(info, h) }
     }
@@ -53,8 +52,8 @@ mpi_fn! {
             return Err(crate::mpi_err!(MPI_ERR_INFO_VALUE,
                 "info value of {} characters (must be 1 to {MPI_MAX_INFO_VAL})", v.len()));
         }
-        state::with(|st| {
-            st.objects.infos.get_mut(info)?.set(&k, &v);
+        info::with(|i| {
+            i.get_mut(info)?.set(&k, &v);
             Ok(())
         })
     }
@@ -64,8 +63,8 @@ mpi_fn! {
     fn MPI_Info_delete(info: MPI_Info, key: *const c_char) on ErrObj::NoObject => {
         // SAFETY: C string from the caller.
         let k = unsafe { key_arg(key) }?;
-        state::with(|st| {
-            if st.objects.infos.get_mut(info)?.delete(&k) {
+        info::with(|i| {
+            if i.get_mut(info)?.delete(&k) {
                 Ok(())
             } else {
                 Err(crate::mpi_err!(MPI_ERR_INFO_NOKEY, "info key \"{k}\" is not set"))
@@ -75,7 +74,7 @@ mpi_fn! {
 }
 
 fn lookup(info: MPI_Info, key: &str) -> MpiResult<Option<String>> {
-    state::with(|st| Ok(st.objects.infos.get(info)?.get(key).map(str::to_string)))
+    info::with(|i| Ok(i.get(info)?.get(key).map(str::to_string)))
 }
 
 mpi_fn! {
@@ -139,7 +138,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) on ErrObj::NoObject => {
-        let n = state::with(|st| Ok(st.objects.infos.get(info)?.entries.len()))?;
+        let n = info::with(|i| Ok(i.get(info)?.entries.len()))?;
         // SAFETY: the caller passes an int* output.
         unsafe { out(nkeys, n as c_int) }
     }
@@ -147,8 +146,8 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) on ErrObj::NoObject => {
-        let k = state::with(|st| {
-            let i = st.objects.infos.get(info)?;
+        let k = info::with(|i| {
+            let i = i.get(info)?;
             usize::try_from(n).ok().and_then(|n| i.entries.get(n)).map(|e| e.0.clone())
                 .ok_or_else(|| crate::mpi_err!(MPI_ERR_ARG,
                     "key index {n} out of range (the info has {} keys)", i.entries.len()))
@@ -160,9 +159,9 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) on ErrObj::NoObject => {
-        let h = state::with(|st| {
-            let copy = st.objects.infos.get(info)?.clone();
-            Ok(st.objects.infos.user.insert(copy))
+        let h = info::with(|i| {
+            let copy = i.get(info)?.clone();
+            Ok(i.user.insert(copy))
         })?;
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(newinfo, h) }
@@ -176,12 +175,12 @@ mpi_fn! {
         }
         // SAFETY: non-null; the caller passes an MPI_Info*.
         let h = unsafe { *info };
-        state::with(|st| {
+        info::with(|i| {
             if h == MPI_INFO_ENV {
                 return Err(MpiError::new(MPI_ERR_INFO, "MPI_INFO_ENV cannot be freed"));
             }
-            st.objects.infos.get(h)?;
-            st.objects.infos.user.remove(h);
+            i.get(h)?;
+            i.user.remove(h);
             Ok(())
         })?;
         // SAFETY: as above.
@@ -192,10 +191,10 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut MPI_Info)
         on ErrObj::NoObject => {
-        // Callable before MPI_Init (MPI 4.1 11.2.3): build the object only if MPI runs.
-        let h = state::with(|st| {
-            let env = st.objects.infos.env.clone();
-            Ok(st.objects.infos.user.insert(env))
+        // Callable before MPI_Init (MPI 4.1 11.2.3), as every MPI_Info function.
+        let h = info::with(|i| {
+            let env = i.env.clone();
+            Ok(i.user.insert(env))
         })?;
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(info, h) }

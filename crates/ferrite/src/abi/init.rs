@@ -32,6 +32,10 @@ fn init(required: c_int) -> MpiResult<c_int> {
     let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
     // MPI is initialized once per process, so the first value is the only one.
     let _ = MAIN_THREAD.set(std::thread::current().id());
+    crate::objects::info::with(|i| {
+        i.env.set("maxprocs", &size.to_string());
+        Ok(())
+    })?;
     state::install(Box::new(Ferrite {
         world_rank: rank,
         world_size: size,

@@ -9,7 +9,6 @@ use super::{out, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::errhandler::{self, Handler, WinErrhandlerFn};
-use crate::objects::info::Info;
 use crate::objects::win::{Predefined, Win};
 use crate::state;
 use std::ffi::c_void;
@@ -56,11 +55,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
                 comm as u32
             ));
         }
-        let hints = if info == MPI_INFO_NULL {
-            Info::default()
-        } else {
-            st.objects.infos.get(info)?.clone()
-        };
+        let hints = crate::objects::info::hints(info)?;
         let dup = st.comm_dup(comm)?;
         let (group, rank) = st
             .objects
@@ -243,8 +238,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) on ErrObj::Win(win) => {
         state::with(|st| {
-            let hints = if info == MPI_INFO_NULL { Info::default() } else { st.objects.infos.get(info)?.clone() };
-            st.objects.wins.get_mut(win)?.info = hints;
+            st.objects.wins.get_mut(win)?.info = crate::objects::info::hints(info)?;
             Ok(())
         })
     }
@@ -252,10 +246,8 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) on ErrObj::Win(win) => {
-        let h = state::with(|st| {
-            let hints = st.objects.wins.get(win)?.info.clone();
-            Ok(st.objects.infos.user.insert(hints))
-        })?;
+        let hints = state::with(|st| Ok(st.objects.wins.get(win)?.info.clone()))?;
+        let h = crate::objects::info::insert(hints);
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(info_used, h) }
     }

@@ -157,7 +157,11 @@ impl Ferrite {
             return Err(crate::mpi_err!(
                 MPI_ERR_GROUP,
                 "group member (world rank {w}) is not in the {}communicator's group",
-                if self.objects.comms.get(comm)?.inter.is_some() { "inter" } else { "" }
+                if self.objects.comms.get(comm)?.inter.is_some() {
+                    "inter"
+                } else {
+                    ""
+                }
             ));
         }
         if let Some(i) = self.objects.comms.get(comm)?.inter.clone() {

@@ -3,6 +3,7 @@
 use super::handles::{kind, HandleTable};
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
+use std::sync::Mutex;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Info {
@@ -37,10 +38,37 @@ pub struct Infos {
     pub env: Info,
 }
 
+/// The info objects of the process. They live outside the MPI state, behind a lock of their
+/// own, because MPI 4.1 (section 10.1) lets the MPI_Info functions run before MPI_Init and
+/// after MPI_Finalize. The lock is a leaf: taken inside the state lock, never around it.
+static INFOS: Mutex<Option<Infos>> = Mutex::new(None);
+
+/// Runs `f` on the process's info objects.
+pub fn with<R>(f: impl FnOnce(&mut Infos) -> MpiResult<R>) -> MpiResult<R> {
+    let mut g = INFOS.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(Infos::new))
+}
+
+/// A copy of the hints of `h` (none for MPI_INFO_NULL), to keep on an object.
+pub fn hints(h: MPI_Info) -> MpiResult<Info> {
+    if h == MPI_INFO_NULL {
+        return Ok(Info::default());
+    }
+    with(|i| i.get(h).cloned())
+}
+
+/// A new info object holding `info` (MPI_*_get_info).
+pub fn insert(info: Info) -> MPI_Info {
+    with(|i| Ok(i.user.insert(info))).unwrap_or(MPI_INFO_NULL)
+}
+
 impl Infos {
-    pub fn new(world_size: u32) -> Self {
+    fn new() -> Self {
         let mut env = Info::default();
-        env.set("maxprocs", &world_size.to_string());
+        // The launcher's process count until MPI_Init knows the world's size.
+        if let Ok(n) = std::env::var("PMI_SIZE") {
+            env.set("maxprocs", &n);
+        }
         env.set("host", &crate::runtime::hostname());
         if let Ok(d) = std::env::current_dir() {
             env.set("wdir", &d.to_string_lossy());

@@ -17,7 +17,6 @@ use comm::Comms;
 use datatype::Datatypes;
 use errhandler::Errhandlers;
 use group::Groups;
-use info::Infos;
 use win::Wins;
 
 /// Every object table of the process.
@@ -27,7 +26,6 @@ pub struct Objects {
     pub datatypes: Datatypes,
     pub groups: Groups,
     pub attrs: Attrs,
-    pub infos: Infos,
     pub wins: Wins,
 }
 
@@ -39,7 +37,6 @@ impl Objects {
             datatypes: Datatypes::new(),
             groups: Groups::default(),
             attrs: Attrs::default(),
-            infos: Infos::new(world_size),
             wins: Wins::default(),
         }
     }
