@@ -32,13 +32,17 @@ use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Collective k on a communicator uses tags TAG_BASE + (k mod TAG_SPAN) * 256 + (0..=255):
-/// every member calls collectives in the same order, so the tags agree, and consecutive
-/// collectives between the same two ranks can never match each other's messages. The low
-/// byte is the transfer's own offset ([`sched::Xfer::tag`]).
+/// Collective k on a communicator uses tags TAG_BASE + space + (k mod TAG_SPAN) * 256 +
+/// (0..=255): every member calls collectives in the same order, so the tags agree, and
+/// consecutive collectives between the same two ranks can never match each other's
+/// messages. Blocking and nonblocking (or persistent) collectives count in separate spaces
+/// (`NONBLOCKING_SPACE`), as in MPICH: a program that starts an Iallreduce on one rank and a
+/// Barrier on another first (erroneous, but common) still matches each with its own kind.
+/// The low byte is the transfer's own offset ([`sched::Xfer::tag`]).
 /// (Communicator creation uses tags below 0x6000_0000 on the same context.)
 const TAG_BASE: i32 = 0x6000_0000;
-const TAG_SPAN: u32 = 0x10_0000;
+const TAG_SPAN: u32 = 0x8_0000;
+const NONBLOCKING_SPACE: i32 = 0x0800_0000;
 
 /// A running nonblocking or persistent collective.
 struct Active {
@@ -51,8 +55,8 @@ struct Active {
 #[derive(Default)]
 pub struct Coll {
     pub ops: reduce::Ops,
-    /// Collectives started per context id (tags, see TAG_BASE).
-    seq: FxHashMap<u32, u32>,
+    /// Collectives started per (context id, nonblocking) (tags, see TAG_BASE).
+    seq: FxHashMap<(u32, bool), u32>,
     active: Vec<Active>,
     /// Persistent collective requests: their plan.
     persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>)>,
@@ -223,10 +227,11 @@ impl Link for CommLink<'_> {
 
 impl Ferrite {
     /// The tag of the next collective on `comm`.
-    fn coll_tag(&mut self, comm: MPI_Comm) -> MpiResult<i32> {
+    fn coll_tag(&mut self, comm: MPI_Comm, nonblocking: bool) -> MpiResult<i32> {
         let ctx = self.objects.comms.get(comm)?.context_id;
-        let k = self.coll.seq.entry(ctx).or_insert(0);
-        let tag = TAG_BASE + ((*k % TAG_SPAN) << 8) as i32;
+        let k = self.coll.seq.entry((ctx, nonblocking)).or_insert(0);
+        let space = if nonblocking { NONBLOCKING_SPACE } else { 0 };
+        let tag = TAG_BASE + space + ((*k % TAG_SPAN) << 8) as i32;
         *k = k.wrapping_add(1);
         Ok(tag)
     }
@@ -297,7 +302,7 @@ impl Ferrite {
 
     fn coll_launch(&mut self, h: MPI_Request, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<()> {
         let comm = plan.comm.unwrap_or(comm);
-        let tag = self.coll_tag(comm)?;
+        let tag = self.coll_tag(comm, true)?;
         // SAFETY: the caller's input buffers are valid (MPI contract for the call).
         let run = unsafe { Run::start(plan, tag) };
         if let Some(r) = self.p2p.reqs.get_mut(h) {
@@ -371,7 +376,7 @@ fn blocking_plan(
     let (mut run, comm) = state::with(|st| {
         let plan = build(st)?;
         let comm = plan.comm.unwrap_or(comm);
-        let tag = st.coll_tag(comm)?;
+        let tag = st.coll_tag(comm, false)?;
         // SAFETY: the caller's input buffers are valid for the call.
         Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
     })?;
@@ -473,7 +478,7 @@ impl Ferrite {
             count: bs,
             dt: Arc::new(crate::objects::datatype::Datatype::basic(1)),
         });
-        let tag = self.coll_tag(comm)?;
+        let tag = self.coll_tag(comm, false)?;
         // SAFETY: the input points at `mine`, alive for this call.
         let mut run = unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) };
         let mut out = Ok(Poll::Pending);
