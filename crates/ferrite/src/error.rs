@@ -269,7 +269,22 @@ pub fn unsupported(func: &'static str) -> c_int {
 
 /// Like [`unsupported`], raised on the handler of the call's object (its first communicator,
 /// window or file argument), as a real implementation of `func` would.
+///
+/// The call's handle arguments are checked first, as the real function would: an invalid
+/// communicator or window is MPI_ERR_COMM / MPI_ERR_WIN, a null file MPI_ERR_FILE.
 pub fn unsupported_on(func: &'static str, obj: ErrObj) -> c_int {
+    let invalid = match obj {
+        ErrObj::Comm(c) => crate::state::try_with(|st| st.objects.comms.get(c).err()).flatten(),
+        ErrObj::Win(w) => crate::state::try_with(|st| st.objects.wins.get(w).err()).flatten(),
+        ErrObj::File(0) => Some(MpiError::new(
+            MPI_ERR_FILE,
+            "null file handle (MPI_FILE_NULL)",
+        )),
+        _ => None,
+    };
+    if let Some(e) = invalid {
+        return raise(func, e, || obj);
+    }
     raise(
         func,
         MpiError::new(

@@ -305,30 +305,56 @@ mpi_fn! {
     }
 }
 
+/// MPI_Comm_free's work, shared with MPI_Comm_disconnect.
+///
+/// # Safety
+/// `comm` is null or the caller's MPI_Comm*.
+unsafe fn free(comm: *mut MPI_Comm, disconnect: bool) -> MpiResult<()> {
+    if comm.is_null() {
+        return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for comm"));
+    }
+    // SAFETY: non-null; the caller passes an MPI_Comm*.
+    let h = unsafe { *comm };
+    state::with(|st| {
+        if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {
+            return Err(crate::mpi_err!(
+                MPI_ERR_COMM,
+                "cannot free a predefined communicator"
+            ));
+        }
+        st.objects.comms.get(h).map_err(|e| e.on(ErrObj::Comm(h)))?;
+        Ok(())
+    })?;
+    if disconnect {
+        // MPI_Comm_disconnect completes the communicator's pending communication on every
+        // member before it goes: a barrier over it does (ours all complete in order).
+        crate::coll::blocking(h, |st| crate::coll::plans::barrier(st, h))?;
+    }
+    // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
+    attr::delete_all(Owner::Comm, h)?;
+    state::with(|st| {
+        // Its attached buffer goes with it (a later communicator may reuse the handle).
+        crate::abi::p2p::comm_buffer_freed(st, h)?;
+        st.comm_remove(h);
+        Ok(())
+    })?;
+    // SAFETY: as above.
+    unsafe { out(comm, MPI_COMM_NULL) }
+}
+
+mpi_fn! {
+    /// Collective over the communicator; with no dynamic processes, a free after the
+    /// communicator's pending communication has completed everywhere.
+    fn MPI_Comm_disconnect(comm: *mut MPI_Comm) on ErrObj::NoObject => {
+        // SAFETY: the caller passes an MPI_Comm*.
+        unsafe { free(comm, true) }
+    }
+}
+
 mpi_fn! {
     fn MPI_Comm_free(comm: *mut MPI_Comm) on ErrObj::NoObject => {
-        if comm.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for comm"));
-        }
-        // SAFETY: non-null; the caller passes an MPI_Comm*.
-        let h = unsafe { *comm };
-        state::with(|st| {
-            if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {
-                return Err(crate::mpi_err!(MPI_ERR_COMM, "cannot free a predefined communicator"));
-            }
-            st.objects.comms.get(h).map_err(|e| e.on(ErrObj::Comm(h)))?;
-            Ok(())
-        })?;
-        // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
-        attr::delete_all(Owner::Comm, h)?;
-        state::with(|st| {
-            // Its attached buffer goes with it (a later communicator may reuse the handle).
-            crate::abi::p2p::comm_buffer_freed(st, h)?;
-            st.comm_remove(h);
-            Ok(())
-        })?;
-        // SAFETY: as above.
-        unsafe { out(comm, MPI_COMM_NULL) }
+        // SAFETY: the caller passes an MPI_Comm*.
+        unsafe { free(comm, false) }
     }
 }
 

@@ -3,7 +3,7 @@
 use super::consts::*;
 use super::{out, out_str};
 use crate::error::{self, ErrObj, MpiError, MpiResult};
-use crate::objects::errhandler::{self, CommErrhandlerFn, Handler};
+use crate::objects::errhandler::{self, CommErrhandlerFn, FileErrhandlerFn, Handler};
 use crate::state;
 use std::os::raw::{c_char, c_int};
 
@@ -35,10 +35,10 @@ fn set_comm_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> crate::err
                     errhandler as u32
                 ))
             }
-            Some(Handler::Win(_)) => {
+            Some(Handler::Win(_) | Handler::File(_)) => {
                 return Err(crate::mpi_err!(
                     MPI_ERR_ARG,
-                    "error handler {:#x} was made for windows (MPI_Win_create_errhandler), not communicators",
+                    "error handler {:#x} was made for windows or files, not communicators",
                     errhandler as u32
                 ))
             }
@@ -233,4 +233,61 @@ pub(crate) fn remove_string(errorcode: c_int) -> MpiResult<()> {
     }
     errhandler::remove_string(errorcode);
     Ok(())
+}
+
+mpi_fn! {
+    fn MPI_File_create_errhandler(file_errhandler_fn: Option<FileErrhandlerFn>,
+        errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
+        let f = file_errhandler_fn
+            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
+        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::File(f))))?;
+        // SAFETY: the caller passes an MPI_Errhandler* output.
+        unsafe { out(errhandler, h) }
+    }
+}
+
+/// Ferrite has no files yet: MPI_FILE_NULL, whose handler is the default for files, is the
+/// only file handle an error-handler call can name.
+fn file_null_only(file: MPI_File) -> MpiResult<()> {
+    if !file.is_null() {
+        return Err(crate::mpi_err!(
+            MPI_ERR_FILE,
+            "invalid file handle {file:p}"
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler)
+        on ErrObj::File(file as usize) => {
+        file_null_only(file)?;
+        match state::try_with(|st| st.objects.errhandlers.resolve(errhandler)).flatten() {
+            Some(Handler::Comm(_) | Handler::Win(_)) => Err(crate::mpi_err!(MPI_ERR_ARG,
+                "error handler {:#x} was not made for files (MPI_File_create_errhandler)", errhandler as u32)),
+            Some(_) => {
+                errhandler::set_file_null_handler(errhandler);
+                Ok(())
+            }
+            None => Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error handler {:#x}", errhandler as u32)),
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler)
+        on ErrObj::File(file as usize) => {
+        file_null_only(file)?;
+        // SAFETY: the caller passes an MPI_Errhandler* output.
+        unsafe { out(errhandler, errhandler::file_null_handler()) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_call_errhandler(file: MPI_File, errorcode: c_int) on ErrObj::File(file as usize) => {
+        file_null_only(file)?;
+        // The handler runs without the state lock; its return value is not ours to report.
+        errhandler::invoke("MPI_File_call_errhandler", ErrObj::File(file as usize), errorcode);
+        Ok(())
+    }
 }

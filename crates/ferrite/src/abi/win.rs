@@ -270,8 +270,8 @@ mpi_fn! {
             match st.objects.errhandlers.resolve(errhandler) {
                 None => return Err(crate::mpi_err!(MPI_ERR_ARG,
                     "invalid error handler {:#x}", errhandler as u32)),
-                Some(Handler::Comm(_)) => return Err(crate::mpi_err!(MPI_ERR_ARG,
-                    "error handler {:#x} was made for communicators (MPI_Comm_create_errhandler), not windows",
+                Some(Handler::Comm(_) | Handler::File(_)) => return Err(crate::mpi_err!(MPI_ERR_ARG,
+                    "error handler {:#x} was made for communicators or files, not windows",
                     errhandler as u32)),
                 Some(_) => {}
             }

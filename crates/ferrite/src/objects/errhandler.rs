@@ -12,6 +12,22 @@ use std::sync::Mutex;
 pub type CommErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut c_int, ...);
 /// `void handler(MPI_Win *, int *, ...)`
 pub type WinErrhandlerFn = unsafe extern "C" fn(*mut MPI_Win, *mut c_int, ...);
+/// `void handler(MPI_File *, int *, ...)`
+pub type FileErrhandlerFn = unsafe extern "C" fn(*mut MPI_File, *mut c_int, ...);
+
+/// The error handler of MPI_FILE_NULL: the one file errors are raised on while Ferrite has
+/// no files (MPI_File_open's errors go there too). MPI_ERRORS_RETURN by default, as MPI 4.1
+/// section 9.3 says for files.
+static FILE_NULL_HANDLER: std::sync::atomic::AtomicI32 =
+    std::sync::atomic::AtomicI32::new(MPI_ERRORS_RETURN);
+
+pub fn file_null_handler() -> MPI_Errhandler {
+    FILE_NULL_HANDLER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+pub fn set_file_null_handler(h: MPI_Errhandler) {
+    FILE_NULL_HANDLER.store(h, std::sync::atomic::Ordering::Relaxed)
+}
 
 #[derive(Clone, Copy, Debug)]
 pub enum Handler {
@@ -25,6 +41,8 @@ pub enum Handler {
     Comm(CommErrhandlerFn),
     /// A handler made by MPI_Win_create_errhandler.
     Win(WinErrhandlerFn),
+    /// A handler made by MPI_File_create_errhandler.
+    File(FileErrhandlerFn),
     /// A C++ handler (MPICH's C++ library marks its handlers with MPII_Errhandler_set_cxx):
     /// `call(kind, &handle, &code, user)` runs the C++ function `user`, where kind is 0 for a
     /// communicator, 2 for a window.
@@ -92,6 +110,22 @@ impl Errhandlers {
 /// Applies the error handler of `obj` to `code` (raised by `func`) and returns the code.
 /// Called without the state lock held, so a user handler may call MPI.
 pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
+    if let ErrObj::File(f) = obj {
+        let h = state::try_with(|st| st.objects.errhandlers.resolve(file_null_handler()))
+            .flatten()
+            .unwrap_or(Handler::Return);
+        return match h {
+            Handler::Return => code,
+            Handler::File(cb) => {
+                let (mut fh, mut e) = (f as MPI_File, code);
+                // SAFETY: `cb` was registered through MPI_File_create_errhandler with the C
+                // signature `void(MPI_File *, int *, ...)`; both pointers are valid locals.
+                unsafe { cb(&mut fh, &mut e) };
+                code
+            }
+            _ => fatal(func, code),
+        };
+    }
     let (handler, handle) = state::try_with(|st| {
         // A window's own handler; everything else (and an invalid window) goes to a
         // communicator's.
@@ -139,6 +173,8 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
             unsafe { f(&mut w, &mut e) };
             code
         }
+        // A file handler cannot be set on a communicator or window.
+        Handler::File(_) => code,
         Handler::Cxx { call, user, win } => {
             let (mut h, mut e) = (handle, code);
             // SAFETY: MPICH's C++ library registered `call` as the trampoline for its handler
