@@ -3,7 +3,9 @@
  * (erroneous by the standard, but MPICH tolerates it and programs rely on it): rank 0 starts
  * an Iallreduce, then calls Barrier and Bcast, then waits; the others call Barrier and
  * Bcast first and start the Iallreduce after. Each collective must match its own kind
- * (no MPI_ERR_TRUNCATE, no hang), and the data must be right. */
+ * (no MPI_ERR_TRUNCATE, no hang), and the data must be right. Persistent collectives match
+ * in the order they were initialized (MPI 4.1 section 6.13), whatever order they are
+ * started in: rank 0 starts a Bcast before a Barrier, the others the other way round. */
 #include "common.h"
 
 int main(int argc, char **argv)
@@ -32,6 +34,24 @@ int main(int argc, char **argv)
             CHECK(sum[i] == want, "round %d: iallreduce[%d] = %ld, expected %ld", round, i, sum[i], want);
         }
     }
+    int a = -1;
+    MPI_Request pr[2];
+    MPI_CHECK(MPI_Bcast_init(&a, 1, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &pr[0]));
+    MPI_CHECK(MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &pr[1]));
+    for (int round = 0; round < 3; round++) {
+        a = t_rank == 0 ? 42 + round : -1;
+        if (t_rank == 0) {
+            MPI_CHECK(MPI_Start(&pr[0]));
+            MPI_CHECK(MPI_Start(&pr[1]));
+        } else {
+            MPI_CHECK(MPI_Start(&pr[1]));
+            MPI_CHECK(MPI_Start(&pr[0]));
+        }
+        MPI_CHECK(MPI_Waitall(2, pr, MPI_STATUSES_IGNORE));
+        CHECK(a == 42 + round, "round %d: persistent bcast gave %d", round, a);
+    }
+    MPI_CHECK(MPI_Request_free(&pr[0]));
+    MPI_CHECK(MPI_Request_free(&pr[1]));
     t_finish("coll_order");
     return 0;
 }

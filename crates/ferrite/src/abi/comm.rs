@@ -113,7 +113,16 @@ mpi_fn! {
 /// copied through their callbacks (outside the state lock).
 pub(crate) fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
     let h = state::with(|st| st.comm_dup(comm))?;
-    attr::copy_all(Owner::Comm, comm, h)?;
+    if let Err(e) = attr::copy_all(Owner::Comm, comm, h) {
+        // A failed copy callback fails the dup: no new communicator (MPI 4.1 7.7.2), and the
+        // attributes already copied onto it are deleted with it.
+        let _ = attr::delete_all(Owner::Comm, h);
+        state::with(|st| {
+            st.comm_remove(h);
+            Ok(())
+        })?;
+        return Err(e);
+    }
     Ok(h)
 }
 
@@ -127,7 +136,11 @@ fn set_info(comm: MPI_Comm, info: MPI_Info) -> MpiResult<()> {
 
 mpi_fn! {
     fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
-        let h = dup(comm)?;
+        // On failure *newcomm is MPI_COMM_NULL (MPI 4.1 7.7.2; MPICH's attrerr test).
+        let h = dup(comm).inspect_err(|_| {
+            // SAFETY: the caller passes an MPI_Comm* output (null is refused by out).
+            let _ = unsafe { out(newcomm, MPI_COMM_NULL) };
+        })?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }
     }

@@ -667,7 +667,19 @@ mpi_fn! {
         h?;
         // SAFETY: `make` wrote the new handle.
         let new = unsafe { *newtype };
-        crate::objects::attr::copy_all(crate::objects::attr::Owner::Type, oldtype, new)
+        let copied = crate::objects::attr::copy_all(crate::objects::attr::Owner::Type, oldtype, new);
+        if copied.is_err() {
+            // A failed copy callback fails the dup: no new type, *newtype is
+            // MPI_DATATYPE_NULL (MPI 4.1 7.7.2).
+            let _ = crate::objects::attr::delete_all(crate::objects::attr::Owner::Type, new);
+            state::with(|st| {
+                st.objects.datatypes.user.remove(new);
+                Ok(())
+            })?;
+            // SAFETY: as above.
+            unsafe { out(newtype, MPI_DATATYPE_NULL)? };
+        }
+        copied
     }
 }
 

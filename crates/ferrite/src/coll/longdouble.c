@@ -1,7 +1,8 @@
 /* Reductions on C long double types, which Rust has no type for (x86-64: the 80-bit x87
  * format in 16 bytes). Compiled by build.rs with the system C compiler and called from
  * coll/op.rs on packed, possibly unaligned buffers: inout[i] = in[i] op inout[i].
- * op: 0 MAX, 1 MIN, 2 SUM, 3 PROD (complex: SUM, PROD; pairs: 0 MINLOC, 1 MAXLOC). */
+ * op: 0 MAX, 1 MIN, 2 SUM, 3 PROD, 4 LAND, 5 LOR, 6 LXOR (complex: SUM, PROD; pairs:
+ * 0 MINLOC, 1 MAXLOC). */
 #include <complex.h>
 #include <stddef.h>
 #include <string.h>
@@ -13,7 +14,10 @@ void ferrite_ld_reduce(int op, unsigned char *inout, const unsigned char *in, si
         memcpy(&a, in + i * sizeof a, sizeof a);
         memcpy(&b, inout + i * sizeof b, sizeof b);
         long double r = op == 0 ? (a > b ? a : b) : op == 1 ? (a < b ? a : b)
-                      : op == 2 ? a + b : a * b;
+                      : op == 2 ? a + b : op == 3 ? a * b
+                      : op == 4 ? (long double)(a != 0 && b != 0)
+                      : op == 5 ? (long double)(a != 0 || b != 0)
+                      : (long double)((a != 0) != (b != 0));
         memcpy(inout + i * sizeof r, &r, sizeof r);
     }
 }

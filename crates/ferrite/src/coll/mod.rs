@@ -35,14 +35,23 @@ use std::sync::Arc;
 /// Collective k on a communicator uses tags TAG_BASE + space + (k mod TAG_SPAN) * 256 +
 /// (0..=255): every member calls collectives in the same order, so the tags agree, and
 /// consecutive collectives between the same two ranks can never match each other's
-/// messages. Blocking and nonblocking (or persistent) collectives count in separate spaces
-/// (`NONBLOCKING_SPACE`), as in MPICH: a program that starts an Iallreduce on one rank and a
-/// Barrier on another first (erroneous, but common) still matches each with its own kind.
+/// messages. Blocking, nonblocking and persistent collectives count in separate spaces
+/// ([`Space`]), as in MPICH: a program that starts an Iallreduce on one rank and a Barrier on
+/// another first (erroneous, but common) still matches each with its own kind. A persistent
+/// collective takes its tag when it is initialized (MPI 4.1 section 6.13: they match in
+/// initialization order), so its starts may come in any order.
 /// The low byte is the transfer's own offset ([`sched::Xfer::tag`]).
 /// (Communicator creation uses tags below 0x6000_0000 on the same context.)
 const TAG_BASE: i32 = 0x6000_0000;
 const TAG_SPAN: u32 = 0x8_0000;
-const NONBLOCKING_SPACE: i32 = 0x0800_0000;
+
+/// The tag spaces of collectives (see TAG_BASE).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Space {
+    Blocking = 0,
+    Nonblocking = 0x0800_0000,
+    Persistent = 0x1000_0000,
+}
 
 /// A running nonblocking or persistent collective.
 struct Active {
@@ -55,11 +64,11 @@ struct Active {
 #[derive(Default)]
 pub struct Coll {
     pub ops: reduce::Ops,
-    /// Collectives started per (context id, nonblocking) (tags, see TAG_BASE).
-    seq: FxHashMap<(u32, bool), u32>,
+    /// Collectives started per (context id, tag space) (tags, see TAG_BASE).
+    seq: FxHashMap<(u32, Space), u32>,
     active: Vec<Active>,
     /// Persistent collective requests: their plan.
-    persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>)>,
+    persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>, i32)>,
     /// Completed schedules whose last local steps call user code (see [`run_tails`]).
     tails: Vec<Run<MPI_Request>>,
     /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
@@ -227,11 +236,10 @@ impl Link for CommLink<'_> {
 
 impl Ferrite {
     /// The tag of the next collective on `comm`.
-    fn coll_tag(&mut self, comm: MPI_Comm, nonblocking: bool) -> MpiResult<i32> {
+    fn coll_tag(&mut self, comm: MPI_Comm, space: Space) -> MpiResult<i32> {
         let ctx = self.objects.comms.get(comm)?.context_id;
-        let k = self.coll.seq.entry((ctx, nonblocking)).or_insert(0);
-        let space = if nonblocking { NONBLOCKING_SPACE } else { 0 };
-        let tag = TAG_BASE + space + ((*k % TAG_SPAN) << 8) as i32;
+        let k = self.coll.seq.entry((ctx, space)).or_insert(0);
+        let tag = TAG_BASE + space as i32 + ((*k % TAG_SPAN) << 8) as i32;
         *k = k.wrapping_add(1);
         Ok(tag)
     }
@@ -296,13 +304,19 @@ impl Ferrite {
     /// Starts a nonblocking collective: a new request running `plan`.
     fn coll_start_new(&mut self, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<MPI_Request> {
         let h = self.p2p.new_request(comm, false);
-        self.coll_launch(h, comm, plan)?;
+        let tag = self.coll_tag(plan.comm.unwrap_or(comm), Space::Nonblocking)?;
+        self.coll_launch(h, comm, plan, tag)?;
         Ok(h)
     }
 
-    fn coll_launch(&mut self, h: MPI_Request, comm: MPI_Comm, plan: Arc<Plan>) -> MpiResult<()> {
+    fn coll_launch(
+        &mut self,
+        h: MPI_Request,
+        comm: MPI_Comm,
+        plan: Arc<Plan>,
+        tag: i32,
+    ) -> MpiResult<()> {
         let comm = plan.comm.unwrap_or(comm);
-        let tag = self.coll_tag(comm, true)?;
         // SAFETY: the caller's input buffers are valid (MPI contract for the call).
         let run = unsafe { Run::start(plan, tag) };
         if let Some(r) = self.p2p.reqs.get_mut(h) {
@@ -315,13 +329,13 @@ impl Ferrite {
 
     /// MPI_Start on a persistent collective request.
     pub fn coll_start_persistent(&mut self, h: MPI_Request) -> MpiResult<()> {
-        let (comm, plan) = self
+        let (comm, plan, tag) = self
             .coll
             .persistent
             .get(&h)
             .cloned()
             .ok_or_else(|| crate::p2p::ops::invalid_request(h))?;
-        self.coll_launch(h, comm, plan)
+        self.coll_launch(h, comm, plan, tag)
     }
 }
 
@@ -376,7 +390,7 @@ fn blocking_plan(
     let (mut run, comm) = state::with(|st| {
         let plan = build(st)?;
         let comm = plan.comm.unwrap_or(comm);
-        let tag = st.coll_tag(comm, false)?;
+        let tag = st.coll_tag(comm, Space::Blocking)?;
         // SAFETY: the caller's input buffers are valid for the call.
         Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
     })?;
@@ -450,8 +464,9 @@ pub fn persistent(
             reqs.get(h)
                 .is_some_and(|r| matches!(r.persistent, Some(crate::p2p::request::Spec::Coll)))
         });
+        let tag = st.coll_tag(plan.comm.unwrap_or(comm), Space::Persistent)?;
         let h = st.persistent(comm, crate::p2p::request::Spec::Coll);
-        st.coll.persistent.insert(h, (comm, Arc::new(plan)));
+        st.coll.persistent.insert(h, (comm, Arc::new(plan), tag));
         Ok(h)
     })
 }
@@ -478,7 +493,7 @@ impl Ferrite {
             count: bs,
             dt: Arc::new(crate::objects::datatype::Datatype::basic(1)),
         });
-        let tag = self.coll_tag(comm, false)?;
+        let tag = self.coll_tag(comm, Space::Blocking)?;
         // SAFETY: the input points at `mine`, alive for this call.
         let mut run = unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) };
         let mut out = Ok(Poll::Pending);

@@ -161,6 +161,8 @@ macro_rules! int_ops {
     };
 }
 
+/// Floating point: the arithmetic ops, and (as MPICH allows beyond the standard, and its
+/// test suite checks) the logical ones, giving 1.0 or 0.0.
 macro_rules! float_ops {
     ($t:ty, $op:expr, $io:expr, $i:expr) => {
         match $op {
@@ -168,6 +170,9 @@ macro_rules! float_ops {
             MPI_MIN => each::<$t>($io, $i, |a, b| if a < b { a } else { b }),
             MPI_SUM => each::<$t>($io, $i, |a, b| a + b),
             MPI_PROD => each::<$t>($io, $i, |a, b| a * b),
+            MPI_LAND => each::<$t>($io, $i, |a, b| ((a != 0.0) && (b != 0.0)) as u8 as $t),
+            MPI_LOR => each::<$t>($io, $i, |a, b| ((a != 0.0) || (b != 0.0)) as u8 as $t),
+            MPI_LXOR => each::<$t>($io, $i, |a, b| ((a != 0.0) != (b != 0.0)) as u8 as $t),
             _ => return Err(NotDefined),
         }
     };
@@ -268,6 +273,9 @@ pub fn apply(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(
                 MPI_MIN => 1,
                 MPI_SUM => 2,
                 MPI_PROD => 3,
+                MPI_LAND => 4,
+                MPI_LOR => 5,
+                MPI_LXOR => 6,
                 _ => return Err(NotDefined),
             };
             long_double(ferrite_ld_reduce, code, LD, inout, input);

@@ -135,9 +135,13 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
                 return (h.unwrap_or(Handler::Fatal), w);
             }
         }
+        // No object: MPI 4.1 raises on MPI_COMM_SELF. MPICH 4.0 raises on MPI_COMM_WORLD,
+        // and programs written for it set only WORLD's handler: SELF's handler is used once
+        // the program has changed it, WORLD's until then (the same when neither is set).
         let comm = match obj {
             ErrObj::Comm(c) => c,
-            _ => MPI_COMM_SELF,
+            _ if st.objects.comms.self_.errhandler != MPI_ERRORS_ARE_FATAL => MPI_COMM_SELF,
+            _ => MPI_COMM_WORLD,
         };
         let h = st
             .objects
