@@ -129,7 +129,11 @@ pub(crate) fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
 /// Copies the hints of `info` (MPI_INFO_NULL: none) onto `comm`.
 fn set_info(comm: MPI_Comm, info: MPI_Info) -> MpiResult<()> {
     state::with(|st| {
-        st.objects.comms.get_mut(comm)?.info = crate::objects::info::hints(info)?;
+        // MPI_Comm_get_info returns the hints in use: the standard's (mpi_*) ones; keys
+        // Ferrite does not know are ignored, as MPICH ignores them.
+        let mut hints = crate::objects::info::hints(info)?;
+        hints.entries.retain(|(k, _)| k.starts_with("mpi_"));
+        st.objects.comms.get_mut(comm)?.info = hints;
         Ok(())
     })
 }

@@ -248,9 +248,12 @@ impl PartialEq for Datatype {
     }
 }
 
-/// Bounds and size of a piece of a type being built.
+/// Bounds and size of a piece of a type being built. `any` says whether it has bounds at
+/// all: with a negative extent (MPI_Type_create_resized allows one) lb > ub is legitimate,
+/// so the bounds themselves cannot mark "nothing yet".
 #[derive(Clone, Copy, Debug)]
 struct Span {
+    any: bool,
     lb: isize,
     ub: isize,
     tlb: isize,
@@ -261,8 +264,9 @@ struct Span {
 
 impl Span {
     const EMPTY: Span = Span {
-        lb: isize::MAX,
-        ub: isize::MIN,
+        any: false,
+        lb: 0,
+        ub: 0,
         tlb: isize::MAX,
         tub: isize::MIN,
         size: 0,
@@ -271,6 +275,7 @@ impl Span {
 
     fn of(t: &Datatype) -> Span {
         Span {
+            any: true,
             lb: t.lb,
             ub: t.lb + t.extent,
             tlb: t.true_lb,
@@ -282,13 +287,14 @@ impl Span {
 
     /// `n` copies of self, copy k shifted by `disp + k * step`.
     fn repeat(self, disp: isize, n: usize, step: isize) -> Span {
-        if n == 0 || self.lb > self.ub {
+        if n == 0 || !self.any {
             return Span::EMPTY;
         }
         let reach = (n as isize - 1) * step;
         let (lo, hi) = (reach.min(0), reach.max(0));
         let data = self.size > 0;
         Span {
+            any: true,
             lb: disp + self.lb + lo,
             ub: disp + self.ub + hi,
             tlb: if data {
@@ -307,7 +313,14 @@ impl Span {
     }
 
     fn union(self, o: Span) -> Span {
+        if !self.any {
+            return o;
+        }
+        if !o.any {
+            return self;
+        }
         Span {
+            any: true,
             lb: self.lb.min(o.lb),
             ub: self.ub.max(o.ub),
             tlb: self.tlb.min(o.tlb),
@@ -526,11 +539,7 @@ impl Datatype {
     }
 
     fn finish(nodes: Vec<Node>, span: Span, align: usize) -> Datatype {
-        let (lb, ub) = if span.lb > span.ub {
-            (0, 0)
-        } else {
-            (span.lb, span.ub)
-        };
+        let (lb, ub) = (span.lb, span.ub);
         let (tlb, tub) = if span.tlb > span.tub {
             (lb, lb)
         } else {
