@@ -10,7 +10,7 @@
 use super::consts::*;
 use super::grequest;
 use super::out;
-use super::status::{ignored, load, store};
+use super::status::{ignored, load, store, store_with_error};
 use super::types::MPI_Status;
 use crate::error::{class_of, ErrObj, MpiError, MpiResult};
 use crate::p2p::ops::invalid_request;
@@ -119,12 +119,21 @@ unsafe fn req_array<'a>(n: c_int, p: *mut MPI_Request) -> MpiResult<&'a mut [MPI
     Ok(unsafe { std::slice::from_raw_parts_mut(p, n as usize) })
 }
 
+/// Stores status `i` of an array; `with_error` when the call returns MPI_ERR_IN_STATUS
+/// (only then is MPI_ERROR set).
+///
 /// # Safety
 /// `statuses` is MPI_STATUSES_IGNORE or has room for index `i`.
-unsafe fn store_at(statuses: *mut MPI_Status, i: usize, s: &Status) {
+unsafe fn store_at(statuses: *mut MPI_Status, i: usize, s: &Status, with_error: bool) {
     if !ignored(statuses) {
         // SAFETY: per the contract, element `i` exists.
-        unsafe { store(statuses.add(i), s) }
+        unsafe {
+            if with_error {
+                store_with_error(statuses.add(i), s)
+            } else {
+                store(statuses.add(i), s)
+            }
+        }
     }
 }
 
@@ -246,7 +255,7 @@ unsafe fn finish_all(
     }
     for (i, s) in got.iter().enumerate() {
         // SAFETY: per the contract, room for every index.
-        unsafe { store_at(statuses, i, s) };
+        unsafe { store_at(statuses, i, s, failed.is_some()) };
     }
     match failed {
         None => Ok(()),
@@ -469,7 +478,7 @@ fn some(
                 // SAFETY: `outcount` is the caller's int*.
                 return unsafe { out(outcount, MPI_UNDEFINED) };
             }
-            let mut n = 0usize;
+            let mut done = Vec::new();
             let mut failed = None;
             for (i, h) in reqs.iter_mut().enumerate() {
                 if !matches!(slot(st, *h)?, Slot::Done) {
@@ -479,13 +488,16 @@ fn some(
                 if s.error != MPI_SUCCESS && failed.is_none() {
                     failed = Some((comm, s.error));
                 }
+                done.push((i, s));
+            }
+            let n = done.len();
+            for (k, (i, s)) in done.iter().enumerate() {
                 if !indices.is_null() {
-                    // SAFETY: `indices` has room for `incount` ints and n < incount.
-                    unsafe { indices.add(n).write(i as c_int) };
+                    // SAFETY: `indices` has room for `incount` ints and k < incount.
+                    unsafe { indices.add(k).write(*i as c_int) };
                 }
                 // SAFETY: statuses are ignored or have room for `incount`.
-                unsafe { store_at(statuses, n, &s) };
-                n += 1;
+                unsafe { store_at(statuses, k, s, failed.is_some()) };
             }
             // SAFETY: `outcount` is the caller's int*.
             unsafe { out(outcount, n as c_int) }?;

@@ -11,7 +11,10 @@ pub fn ignored(p: *const MPI_Status) -> bool {
     p.is_null() || p as usize == 1
 }
 
-/// Stores `st` into `*p` unless the caller passed MPI_STATUS_IGNORE.
+/// Stores `st` into `*p` unless the caller passed MPI_STATUS_IGNORE, leaving its MPI_ERROR
+/// field as it was: MPI 4.1 section 3.2.5 sets MPI_ERROR only in the statuses of calls that
+/// return MPI_ERR_IN_STATUS (see [`store_with_error`]); a single-status call returns its
+/// error instead, and programs (MPICH's mprobe test) check that the field is untouched.
 ///
 /// # Safety
 /// `p` is MPI_STATUS_IGNORE or points to writable memory for one `MPI_Status`.
@@ -19,15 +22,32 @@ pub unsafe fn store(p: *mut MPI_Status, st: &Status) {
     if ignored(p) {
         return;
     }
-    let out = MPI_Status {
+    // SAFETY: per this function's contract `p` is valid for reads and writes.
+    let error = unsafe { (*p).MPI_ERROR };
+    // SAFETY: as above.
+    unsafe { p.write(c_status(st, error)) };
+}
+
+/// Like [`store`], MPI_ERROR included (multiple-completion calls returning
+/// MPI_ERR_IN_STATUS).
+///
+/// # Safety
+/// As for [`store`].
+pub unsafe fn store_with_error(p: *mut MPI_Status, st: &Status) {
+    if !ignored(p) {
+        // SAFETY: per this function's contract `p` is valid for one write.
+        unsafe { p.write(c_status(st, st.error)) };
+    }
+}
+
+fn c_status(st: &Status, error: c_int) -> MPI_Status {
+    MPI_Status {
         count_lo: st.bytes as u32 as i32,
         count_hi_and_cancelled: (((st.bytes >> 32) as i32) << 1) | st.cancelled as i32,
         MPI_SOURCE: st.source,
         MPI_TAG: st.tag,
-        MPI_ERROR: st.error,
-    };
-    // SAFETY: per this function's contract `p` is valid for one write.
-    unsafe { p.write(out) };
+        MPI_ERROR: error,
+    }
 }
 
 /// Reads a C status back (MPI_Get_count, MPI_Status_set_*).
