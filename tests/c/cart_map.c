@@ -37,6 +37,13 @@ int main(int argc, char **argv)
     int neg[2] = {1, -1};
     if (t_is_ferrite()) EXPECT_CLASS(MPI_Cart_map(MPI_COMM_WORLD, 2, neg, periods, &r), MPI_ERR_DIMS);
 
+    /* A grid larger than the communicator: an error, and MPI_COMM_NULL. */
+    MPI_Comm toobig = MPI_COMM_WORLD;
+    /* (Ferrite says MPI_ERR_TOPOLOGY, MPICH 4.0 MPI_ERR_ARG.) */
+    int rc = MPI_Cart_create(MPI_COMM_WORLD, 2, big, periods, 0, &toobig);
+    CHECK(t_class(rc) == (t_is_ferrite() ? MPI_ERR_TOPOLOGY : MPI_ERR_ARG), "too big a grid: class %d",
+          t_class(rc));
+    CHECK(toobig == MPI_COMM_NULL, "a failed MPI_Cart_create left its output set");
     /* MPI_Cart_create over an empty grid: MPI_COMM_NULL everywhere. */
     MPI_Comm cart = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Cart_create(MPI_COMM_WORLD, 3, z3, periods, 0, &cart));

@@ -2,7 +2,8 @@
 /* The MPI_ERROR field of a status (MPI 4.1 section 3.2.5): calls with one status (Recv,
  * Wait, Test, Probe, Mprobe, Mrecv, Sendrecv, Waitany) leave it as it was; calls with an
  * array of statuses set it only when they return MPI_ERR_IN_STATUS, and then in every
- * status they fill (MPI_SUCCESS for the requests that did not fail). */
+ * status they fill (MPI_SUCCESS for the requests that did not fail). A count of 2^62 and more
+ * set with MPI_Status_set_elements_x comes back whole. */
 #include "common.h"
 
 #define SENTINEL 12345
@@ -60,6 +61,10 @@ int main(int argc, char **argv)
     CHECK(ss[0].MPI_ERROR == MPI_SUCCESS, "status 0's MPI_ERROR is %d, expected MPI_SUCCESS", ss[0].MPI_ERROR);
     CHECK(t_class(ss[1].MPI_ERROR) == MPI_ERR_TRUNCATE, "status 1's MPI_ERROR class is %d",
           t_class(ss[1].MPI_ERROR));
+    MPI_Count big = (MPI_Count)0x7654321f71234567LL, back = 0;
+    MPI_CHECK(MPI_Status_set_elements_x(&s, MPI_BYTE, big));
+    MPI_CHECK(MPI_Get_elements_x(&s, MPI_BYTE, &back));
+    CHECK(back == big, "big count came back as %llx", (unsigned long long)back);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     t_finish("status_error");
     return 0;

@@ -61,7 +61,11 @@ pub unsafe fn load(p: *const MPI_Status) -> Status {
         source: s.MPI_SOURCE,
         tag: s.MPI_TAG,
         error: s.MPI_ERROR,
-        bytes: (s.count_lo as u32 as u64) | (((s.count_hi_and_cancelled >> 1) as u32 as u64) << 32),
+        // count_hi_and_cancelled holds the count's bits 32..63 above the cancelled bit:
+        // shifted as unsigned, or a count >= 2^62 would come back with its sign smeared
+        // into bit 63 (MPICH's big_count_status).
+        bytes: (s.count_lo as u32 as u64)
+            | ((((s.count_hi_and_cancelled as u32) >> 1) as u64) << 32),
         cancelled: s.count_hi_and_cancelled & 1 != 0,
     }
 }

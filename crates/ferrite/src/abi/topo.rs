@@ -114,8 +114,12 @@ mpi_fn! {
         // SAFETY: the caller's arrays hold `ndims` ints.
         let (d, p) = unsafe { dims_periods(ndims, dims, periods) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
+        // On error the output is MPI_COMM_NULL (as MPICH sets it; its cartsmall test).
         let h = state::with(|st| st.comm_with_topo(comm_old, n as usize,
-            Topo::Cart { dims: d, periods: p }))?;
+            Topo::Cart { dims: d, periods: p })).inspect_err(|_| {
+            // SAFETY: the caller passes an MPI_Comm* output (null is refused by out).
+            let _ = unsafe { out(comm_cart, MPI_COMM_NULL) };
+        })?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(comm_cart, h) }
     }

@@ -61,6 +61,60 @@ impl Topo {
 
 /// MPI_Dims_create: fills the zero entries of `dims` so that the product is `nnodes`, the
 /// free dimensions as close to each other as possible and in non-increasing order.
+/// Splits `n` into `k` factors in non-increasing order with the smallest spread (largest
+/// minus smallest), ties going to the lexicographically smallest: a search over divisors,
+/// each factor no larger than the previous and no smaller than the k-th root of what is
+/// left.
+fn balanced(n: i64, k: usize) -> Vec<i64> {
+    fn divisors(n: i64) -> Vec<i64> {
+        let mut small = Vec::new();
+        let mut large = Vec::new();
+        let mut i = 1;
+        while i * i <= n {
+            if n % i == 0 {
+                small.push(i);
+                if i * i != n {
+                    large.push(n / i);
+                }
+            }
+            i += 1;
+        }
+        small.extend(large.into_iter().rev());
+        small
+    }
+    fn search(n: i64, k: usize, max: i64, acc: &mut Vec<i64>, best: &mut Option<Vec<i64>>) {
+        if k == 1 {
+            if n <= max {
+                acc.push(n);
+                let spread = |d: &[i64]| d[0] - d[d.len() - 1];
+                let better = match best {
+                    None => true,
+                    Some(b) => (spread(acc), &acc[..]) < (spread(b), &b[..]),
+                };
+                if better {
+                    *best = Some(acc.clone());
+                }
+                acc.pop();
+            }
+            return;
+        }
+        for f in divisors(n).into_iter().rev() {
+            if f > max {
+                continue;
+            }
+            if (f as i128).pow(k as u32) < n as i128 {
+                break;
+            }
+            acc.push(f);
+            search(n / f, k - 1, f, acc, best);
+            acc.pop();
+        }
+    }
+    let mut best = None;
+    search(n, k, n, &mut Vec::with_capacity(k), &mut best);
+    best.unwrap_or_else(|| vec![1; k])
+}
+
 pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> MpiResult<()> {
     if nnodes <= 0 {
         return Err(crate::mpi_err!(
@@ -79,7 +133,7 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> MpiResult<()> {
         ));
     }
     let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
-    let mut rest = nnodes as i64 / fixed;
+    let rest = nnodes as i64 / fixed;
     if free.is_empty() {
         if rest != 1 {
             return Err(crate::mpi_err!(
@@ -89,24 +143,10 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> MpiResult<()> {
         }
         return Ok(());
     }
-    // Prime factors, largest first, each to the currently smallest free dimension.
-    let mut primes = Vec::new();
-    let mut p = 2;
-    while p * p <= rest {
-        while rest % p == 0 {
-            primes.push(p);
-            rest /= p;
-        }
-        p += 1;
-    }
-    if rest > 1 {
-        primes.push(rest);
-    }
-    let mut vals = vec![1i64; free.len()];
-    for &p in primes.iter().rev() {
-        let i = (0..vals.len()).min_by_key(|&i| vals[i]).unwrap_or(0);
-        vals[i] *= p;
-    }
+    // The most balanced split of `rest` into free.len() factors (MPI 4.1 8.5.2: "as close
+    // to each other as possible"): the smallest spread between the largest and smallest
+    // factor, then the lexicographically smallest (which keeps the inner ones balanced).
+    let mut vals = balanced(rest, free.len());
     vals.sort_unstable_by(|a, b| b.cmp(a));
     for (k, &i) in free.iter().enumerate() {
         dims[i] = vals[k] as i32;
@@ -187,6 +227,11 @@ mod tests {
         assert_eq!(dims(7, vec![0, 0]), vec![7, 1]);
         assert_eq!(dims(12, vec![0, 3, 0]), vec![2, 3, 2]);
         assert_eq!(dims(1, vec![0, 0]), vec![1, 1]);
+        // The most balanced split, not a greedy one (greedy prime placement gave 28 x 18).
+        assert_eq!(dims(504, vec![0, 0]), vec![24, 21]);
+        assert_eq!(dims(1323, vec![0, 0]), vec![49, 27]);
+        assert_eq!(dims(95580, vec![0, 0, 0, 0]), vec![59, 15, 12, 9]);
+        assert_eq!(dims(999_983, vec![0, 0, 0]), vec![999_983, 1, 1]);
         assert!(dims_create(10, &mut [3, 0]).is_err());
         assert!(dims_create(6, &mut [2, 2]).is_err());
     }
