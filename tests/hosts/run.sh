@@ -23,7 +23,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=231 # how many results a skipped run stands for (36 + 187 C runs, 8 checks; update when programs are added)
+checks=262 # how many results a skipped run stands for (36 + 187 C runs, 10 checks; update when programs are added)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -204,6 +204,54 @@ if [ "$rc" -ne 0 ] && grep -q "runs on another host" "$log"; then
     ok "FERRITE_TRANSPORTS=self,shm across hosts fails naming the other host (exit $rc)"
 else
     ko "FERRITE_TRANSPORTS=self,shm across hosts should fail with 'runs on another host' (exit $rc)" "$log"
+fi
+
+# The job's PMI password never shows on a command line: while a job with a rank on B runs,
+# the secret (read, as root, from that rank's environment) must be in no process's
+# /proc/<pid>/cmdline. Then an attacker who knows everything but the secret (the PMI port,
+# a rank id) connects to mpirun's PMI port from B and must be turned away, while the job
+# still completes.
+# The agent here stays alive while the rank runs, holding its command line, as an ssh client
+# does (the usual agent execs into the rank and its arguments vanish).
+log=$work/secret.log
+printf '#!/bin/sh\nhost=$1; shift\nip netns exec "$host" "$@"\n' >"$work/agent-keep"
+chmod +x "$work/agent-keep"
+"$PREFIX/bin/mpicc" -O2 -o "$work/idle" "$root/tests/c/idle.c" >"$log" 2>&1
+timeout -k 5 30 ip netns exec "$A" "$MPIRUN_BIN" --host "localhost,$B" --launcher "$work/agent-keep" \
+    --iface fh0 -n 2 "$work/idle" >>"$log" 2>&1 &
+job=$!
+secret=""; port=""
+for _ in $(seq 50); do
+    for pid in $(ip netns pids "$B" 2>/dev/null); do
+        env_of=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)
+        s=$(echo "$env_of" | sed -n 's/^FERRITE_PMI_SECRET=//p')
+        p=$(echo "$env_of" | sed -n 's/^PMI_PORT=//p')
+        [ -n "$s" ] && secret=$s && port=$p
+    done
+    [ -n "$secret" ] && break
+    sleep 0.1
+done
+leaks=""
+if [ -n "$secret" ]; then
+    for f in /proc/[0-9]*/cmdline; do
+        tr '\0' ' ' <"$f" 2>/dev/null | grep -qF -- "$secret" && leaks="$leaks ${f#/proc/}"
+    done
+    # The attacker: a well-formed initack for rank 1 with a wrong secret.
+    reply=$(ip netns exec "$B" timeout 5 bash -c \
+        "exec 3<>/dev/tcp/${port%:*}/${port##*:} && printf 'cmd=initack pmiid=1 secret=0000000000000000\n' >&3 && timeout 2 cat <&3" 2>&1)
+fi
+wait "$job"; rc=$?
+if [ -z "$secret" ]; then
+    ko "could not find the job's secret in a remote rank's environment (exit $rc)" "$log"
+elif [ -n "$leaks" ]; then
+    ko "the PMI secret is on the command line of:$leaks" "$log"
+else
+    ok "the PMI secret is on no command line while a multi-host job runs"
+fi
+if [ -n "$secret" ] && ! echo "$reply" | grep -q "cmd=" && [ "$rc" -eq 0 ] && grep -qx "done: idle" "$log"; then
+    ok "a PMI connection with a wrong secret is refused and the job completes"
+else
+    ko "wrong-secret PMI connection: reply '$reply', job exit $rc" "$log"
 fi
 
 # A remote rank killed: mpirun ends the job, non-zero, naming the rank and its host.

@@ -37,11 +37,12 @@ Options:
   --                   end of options
 
 Ranks inherit mpirun's environment plus PMI_FD, PMI_RANK, PMI_SIZE, MPI_LOCALRANKID and
-MPI_LOCALNRANKS. Ranks on other hosts start as `CMD <host> env VAR=VALUE... <program>`
-with PMI_PORT=<mpirun's address>:<port>, PMI_ID=<rank>, FERRITE_PMI_SECRET (the job's
-PMI password), FERRITE_TCP_IF (with --iface), the -x/-genv variables and every
-FERRITE_* variable of mpirun's environment (words quoted for the remote shell when CMD is
-ssh or rsh). Names of this machine (its hostname, localhost, 127.0.0.1) start directly.
+MPI_LOCALNRANKS. Ranks on other hosts start as `CMD <host> sh -c <read the secret> sh env
+VAR=VALUE... <program>` with PMI_PORT=<mpirun's address>:<port>, PMI_ID=<rank>,
+FERRITE_TCP_IF (with --iface), the -x/-genv variables and every FERRITE_* variable of
+mpirun's environment (words quoted for the remote shell when CMD is ssh or rsh); the job's
+PMI password (FERRITE_PMI_SECRET) goes to the remote shell as the first line of its
+standard input, never on a command line. Names of this machine (its hostname, localhost, 127.0.0.1) start directly.
 Rank 0 reads mpirun's standard input; the others read /dev/null.
 mpirun exits 0 when every rank exits 0; otherwise with the first failing rank's exit code
 (128+N for a rank killed by signal N), or with the code a rank passed to MPI_Abort.

@@ -118,19 +118,22 @@ impl Job {
         }
         let (mut pmi_listener, mut pmi_port) = (None, String::new());
         if place.any_remote() {
-            // On the --iface address, or on all of them.
-            let ip = match &opts.iface {
-                Some(spec) => sys::iface_addr(spec)?,
-                None => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            // Only on the address the job uses: the --iface one, else the address of ours
+            // that others reach this host by (the one remote ranks are told). Only when
+            // neither is known, every address, reached through the hostname.
+            let reachable = sys::reachable_addr(&hostname);
+            let ip = match (&opts.iface, reachable) {
+                (Some(spec), _) => sys::iface_addr(spec)?,
+                (None, Some(v4)) => IpAddr::V4(v4),
+                (None, None) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             };
             let l = TcpListener::bind(SocketAddr::new(ip, 0))?;
             l.set_nonblocking(true)?;
             let port = l.local_addr()?.port();
-            // Without --iface: an address of ours others may reach (else the hostname).
-            pmi_port = match (&opts.iface, sys::reachable_addr(&hostname)) {
-                (Some(_), _) => SocketAddr::new(ip, port).to_string(),
-                (None, Some(v4)) => SocketAddr::new(IpAddr::V4(v4), port).to_string(),
-                (None, None) => format!("{hostname}:{port}"),
+            pmi_port = if ip.is_unspecified() {
+                format!("{hostname}:{port}")
+            } else {
+                SocketAddr::new(ip, port).to_string()
             };
             pmi_listener = Some(l);
         }
@@ -156,13 +159,24 @@ impl Job {
         })
     }
 
-    /// The agent command for remote rank `r`: `CMD host env VAR=VALUE... program args`.
+    /// The agent command for remote rank `r`: `CMD host sh -c READ sh env VAR=VALUE...
+    /// program args`, where READ reads the job's PMI secret from the first line of standard
+    /// input into FERRITE_PMI_SECRET and execs the rest: the secret never appears on a
+    /// command line, where any user of either host could read it with `ps`. mpirun writes
+    /// that line first on every remote rank's standard input (see `spawn`).
     fn remote_command(&self, r: u32) -> Command {
         let host = &self.place.names[self.place.host_of[r as usize]];
         let (local_rank, local_n) = self.place.local_rank(r as usize);
-        let mut words = vec!["env".to_string()];
+        let mut words = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            "IFS= read -r FERRITE_PMI_SECRET && export FERRITE_PMI_SECRET && exec \"$@\""
+                .to_string(),
+            "sh".to_string(),
+            "env".to_string(),
+        ];
         let mut vars: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("FERRITE_"))
+            .filter(|(k, _)| k.starts_with("FERRITE_") && k != "FERRITE_PMI_SECRET")
             .collect();
         vars.sort();
         vars.extend(self.opts.env.iter().cloned());
@@ -171,7 +185,6 @@ impl Job {
         }
         vars.push(("PMI_PORT".into(), self.pmi_port.clone()));
         vars.push(("PMI_ID".into(), r.to_string()));
-        vars.push(("FERRITE_PMI_SECRET".into(), self.pmi_secret.clone()));
         vars.push(("MPI_LOCALRANKID".into(), local_rank.to_string()));
         vars.push(("MPI_LOCALNRANKS".into(), local_n.to_string()));
         words.extend(vars.into_iter().map(|(k, v)| format!("{k}={v}")));
@@ -219,7 +232,7 @@ impl Job {
             (cmd, Some(ours), Some(theirs))
         };
         let child_fd = theirs.as_ref().map_or(-1, |t| t.as_raw_fd());
-        cmd.stdin(if r == 0 {
+        cmd.stdin(if r == 0 || remote {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -261,10 +274,17 @@ impl Job {
         };
         let stdout = pipe(child.stdout.take().map(OwnedFd::from), "stdout", false)?;
         let stderr = pipe(child.stderr.take().map(OwnedFd::from), "stderr", true)?;
-        if let Some(stdin) = child.stdin.take() {
-            let fd = OwnedFd::from(stdin);
-            sys::set_nonblocking(fd.as_raw_fd())?;
-            self.rank0_stdin = Some(fd);
+        if let Some(mut stdin) = child.stdin.take() {
+            if remote {
+                // The secret's line, written while the pipe is still blocking (it fits in
+                // the pipe's buffer). Other ranks then see end of file, as from /dev/null.
+                stdin.write_all(format!("{}\n", self.pmi_secret).as_bytes())?;
+            }
+            if r == 0 {
+                let fd = OwnedFd::from(stdin);
+                sys::set_nonblocking(fd.as_raw_fd())?;
+                self.rank0_stdin = Some(fd);
+            }
         }
         if !remote {
             // A remote rank becomes a client when its connection says who it is.

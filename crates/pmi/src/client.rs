@@ -126,6 +126,9 @@ impl Client {
         if let Ok(port) = std::env::var("PMI_PORT") {
             let id = env_u32("PMI_ID")?;
             let secret = std::env::var("FERRITE_PMI_SECRET").ok();
+            // Programs this process starts must not inherit the job's password (this runs
+            // in MPI_Init, before the library starts threads of its own).
+            std::env::remove_var("FERRITE_PMI_SECRET");
             return Client::connect_port_with(&port, id, secret.as_deref()).map(Some);
         }
         Ok(None)
