@@ -331,8 +331,12 @@ impl Job {
             return;
         }
         self.kill_at = Some(Instant::now() + KILL_GRACE);
-        for rank in self.ranks.iter().filter(|r| !r.exited) {
-            sys::kill_rank(rank.pid, libc::SIGTERM, true);
+        // Ranks that have finalized are left to finish what they do after MPI_Finalize (as
+        // Hydra, srun and Open MPI do): killing them would lose their output.
+        for (r, rank) in self.ranks.iter().enumerate() {
+            if !rank.exited && !self.server.is_finalized(r) {
+                sys::kill_rank(rank.pid, libc::SIGTERM, true);
+            }
         }
         self.stdin_open = false;
         self.rank0_stdin = None;
@@ -340,9 +344,12 @@ impl Job {
 
     fn kill_hard(&mut self) {
         self.killed_hard = true;
-        // Exited ranks too: their process groups may still hold their children.
-        for rank in &self.ranks {
-            sys::kill_rank(rank.pid, libc::SIGKILL, !rank.exited);
+        // Exited ranks too: their process groups may still hold their children. Finalized
+        // ranks still running are spared (see `teardown`).
+        for (r, rank) in self.ranks.iter().enumerate() {
+            if rank.exited || !self.server.is_finalized(r) {
+                sys::kill_rank(rank.pid, libc::SIGKILL, !rank.exited);
+            }
         }
     }
 

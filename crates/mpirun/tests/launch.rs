@@ -250,6 +250,23 @@ fn exit_codes() {
     assert!(o.stderr.contains("no program"), "{}", o.stderr);
 }
 
+/// A rank failing after MPI_Finalize still fails the job, but ranks that have finalized
+/// are left to finish (as Hydra, srun and Open MPI do): their output is not lost.
+#[test]
+fn finalized_ranks_are_not_killed() {
+    let o = run(&["-n", "3", RANK, "fail-after-finalize"]);
+    assert_eq!(o.code, Some(4), "{}", o.stderr);
+    for r in 0..2 {
+        let line = format!("rank {r} finished its work after finalize");
+        assert!(
+            o.stdout.contains(&line),
+            "missing {line:?}: {}\n{}",
+            o.stdout,
+            o.stderr
+        );
+    }
+}
+
 #[test]
 fn help_and_version() {
     let o = run(&["--help"]);

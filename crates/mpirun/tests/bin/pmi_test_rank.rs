@@ -10,6 +10,8 @@
 //! - `garbage`: rank 0 sends a line that is not PMI.
 //! - `early-exit`: the last rank inits, finalizes and exits while the others enter a
 //!   barrier it will never join.
+//! - `fail-after-finalize`: every rank finalizes; then the last one exits with code 4 at
+//!   once while the others print a line after 500 ms and exit 0.
 
 use ferrite_pmi::Client;
 
@@ -22,6 +24,14 @@ fn main() {
     let (rank, size) = (info.rank, info.size);
     let last = rank == size - 1;
     match args.first().map(String::as_str) {
+        Some("fail-after-finalize") => {
+            c.finalize().unwrap();
+            if last {
+                std::process::exit(4);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            println!("rank {rank} finished its work after finalize");
+        }
         Some("exchange") => {
             c.put(&format!("card-{rank}"), &format!("hello from {rank}"))
                 .unwrap();
