@@ -24,6 +24,11 @@ const CLOSE_CAUSES: [&str; 3] = ["eviction", "idle", "peer"];
 /// Names of the datagram counters (udp), in `Record::datagrams` order.
 const DATAGRAM_COUNTS: [&str; 3] = ["retransmits", "acks", "duplicates"];
 
+/// Input the transports dropped, by reason, in `Record::dropped` order: datagrams,
+/// connections and doorbells from outside the job (no job secret, unknown sender), and
+/// malformed input from inside it (cells or frames that failed validation).
+const DROP_REASONS: [&str; 2] = ["strangers", "malformed"];
+
 /// One rank's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Record {
@@ -47,6 +52,8 @@ pub struct Record {
     pub peak_rss_kb: u64,
     /// Datagram transports (udp): retransmissions, standalone acknowledgements, duplicates.
     pub datagrams: [u64; 3],
+    /// Input dropped, by reason (DROP_REASONS).
+    pub dropped: [u64; 2],
 }
 
 impl Record {
@@ -92,6 +99,8 @@ impl Record {
         self.datagrams[0] += t.retransmits;
         self.datagrams[1] += t.acks_sent;
         self.datagrams[2] += t.duplicates;
+        self.dropped[0] += t.strangers_dropped;
+        self.dropped[1] += t.corrupt_dropped;
     }
 
     pub fn opened_total(&self) -> u64 {
@@ -113,6 +122,7 @@ impl Record {
             self.peak_rss_kb,
         ]);
         v.extend(self.datagrams);
+        v.extend(self.dropped);
         v.push(self.traffic.len() as u64);
         for (t, c) in &self.traffic {
             v.push(*t);
@@ -151,6 +161,9 @@ impl Record {
         r.used = next()?;
         r.peak_rss_kb = next()?;
         for x in &mut r.datagrams {
+            *x = next()?;
+        }
+        for x in &mut r.dropped {
             *x = next()?;
         }
         let n = next()?;
@@ -193,6 +206,7 @@ impl Record {
             );
         }
         write_datagrams_text(&mut s, self.datagrams);
+        write_dropped_text(&mut s, self.dropped);
         let _ = write!(s, "; peak RSS {} kB", self.peak_rss_kb);
         s
     }
@@ -220,6 +234,8 @@ impl Record {
         write_traffic(&mut s, &self.traffic);
         s.push_str("},\"datagrams\":{");
         join_obj(&mut s, DATAGRAM_COUNTS.iter().copied().zip(self.datagrams));
+        s.push_str("},\"dropped\":{");
+        join_obj(&mut s, DROP_REASONS.iter().copied().zip(self.dropped));
         let _ = write!(s, "}},\"peak_rss_kb\":{}}}", self.peak_rss_kb);
         s
     }
@@ -230,6 +246,16 @@ fn write_datagrams_text(s: &mut String, d: [u64; 3]) {
     if d != [0; 3] {
         s.push_str("; datagrams");
         for (n, v) in DATAGRAM_COUNTS.iter().zip(d) {
+            let _ = write!(s, " {n} {v}");
+        }
+    }
+}
+
+/// `; dropped strangers S malformed M`, when anything was dropped.
+fn write_dropped_text(s: &mut String, d: [u64; 2]) {
+    if d != [0; 2] {
+        s.push_str("; dropped");
+        for (n, v) in DROP_REASONS.iter().zip(d) {
             let _ = write!(s, " {n} {v}");
         }
     }
@@ -275,6 +301,7 @@ pub struct Summary {
     pub rss_max_kb: u64,
     pub rss_avg_kb: f64,
     pub datagrams: [u64; 3],
+    pub dropped: [u64; 2],
 }
 
 pub fn summarize(recs: &[Record]) -> Summary {
@@ -303,6 +330,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         rss_max_kb: recs.iter().map(|r| r.peak_rss_kb).max().unwrap_or(0),
         rss_avg_kb: sum(&|r| r.peak_rss_kb) as f64 / n,
         datagrams: [0; 3],
+        dropped: [0; 2],
     };
     for r in recs {
         for i in 0..4 {
@@ -311,6 +339,9 @@ pub fn summarize(recs: &[Record]) -> Summary {
         for i in 0..3 {
             s.closed[i] += r.closed[i];
             s.datagrams[i] += r.datagrams[i];
+        }
+        for i in 0..2 {
+            s.dropped[i] += r.dropped[i];
         }
         for (t, c) in &r.traffic {
             match s.traffic.iter_mut().find(|(u, _)| u == t) {
@@ -349,6 +380,7 @@ impl Summary {
             );
         }
         write_datagrams_text(&mut s, self.datagrams);
+        write_dropped_text(&mut s, self.dropped);
         let _ = write!(
             s,
             "; peak RSS max {} kB, avg {:.0} kB",
@@ -374,6 +406,8 @@ impl Summary {
         write_traffic(&mut s, &self.traffic);
         s.push_str("},\"datagrams\":{");
         join_obj(&mut s, DATAGRAM_COUNTS.iter().copied().zip(self.datagrams));
+        s.push_str("},\"dropped\":{");
+        join_obj(&mut s, DROP_REASONS.iter().copied().zip(self.dropped));
         let _ = write!(
             s,
             "}},\"peak_rss_max_kb\":{},\"peak_rss_avg_kb\":{:.0}}}",
@@ -493,6 +527,7 @@ mod tests {
             traffic: vec![(2, [3, 300, 4, 400]), (0, [1, 10, 1, 10])],
             peak_rss_kb: 1000 + rank,
             datagrams: [rank, 2, 3],
+            dropped: [rank + 1, 7],
             ..Record::default()
         }
     }
@@ -524,6 +559,10 @@ mod tests {
         assert!(j.contains("\"utilization\":0.2000"));
         assert_eq!(s.datagrams, [1, 4, 6]);
         assert!(j.contains("\"datagrams\":{\"retransmits\":1,\"acks\":4,\"duplicates\":6}"));
+        // Dropped input by reason, per rank and summed.
+        assert_eq!(s.dropped, [3, 14]);
+        assert!(j.contains("\"dropped\":{\"strangers\":2,\"malformed\":7}"));
+        assert!(j.contains("\"dropped\":{\"strangers\":3,\"malformed\":14}"));
         // Balanced braces and brackets: a minimal well-formedness check.
         let depth = j.chars().fold(0i64, |d, c| match c {
             '{' | '[' => d + 1,
