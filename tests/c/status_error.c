@@ -1,6 +1,7 @@
 /* np: 2 4 */
 /* The MPI_ERROR field of a status (MPI 4.1 section 3.2.5): calls with one status (Recv,
- * Wait, Test, Probe, Mprobe, Mrecv, Sendrecv, Waitany) leave it as it was; calls with an
+ * Wait, Test, Probe, Mprobe, Mrecv, Sendrecv, Waitany) that succeed leave it as it was; calls
+ * with an
  * array of statuses set it only when they return MPI_ERR_IN_STATUS, and then in every
  * status they fill (MPI_SUCCESS for the requests that did not fail). A count of 2^62 and more
  * set with MPI_Status_set_elements_x comes back whole. */

@@ -11,10 +11,11 @@ pub fn ignored(p: *const MPI_Status) -> bool {
     p.is_null() || p as usize == 1
 }
 
-/// Stores `st` into `*p` unless the caller passed MPI_STATUS_IGNORE, leaving its MPI_ERROR
-/// field as it was: MPI 4.1 section 3.2.5 sets MPI_ERROR only in the statuses of calls that
-/// return MPI_ERR_IN_STATUS (see [`store_with_error`]); a single-status call returns its
-/// error instead, and programs (MPICH's mprobe test) check that the field is untouched.
+/// Stores `st` into `*p` unless the caller passed MPI_STATUS_IGNORE. A single-status call
+/// returns its error as its result, and MPI 4.1 section 3.2.5 leaves MPI_ERROR to the calls
+/// that return MPI_ERR_IN_STATUS (see [`store_with_error`]): after a successful operation
+/// the field is left as it was (programs, MPICH's mprobe test among them, check that); after
+/// a failed one it says why, as MPICH's does.
 ///
 /// # Safety
 /// `p` is MPI_STATUS_IGNORE or points to writable memory for one `MPI_Status`.
@@ -22,8 +23,12 @@ pub unsafe fn store(p: *mut MPI_Status, st: &Status) {
     if ignored(p) {
         return;
     }
-    // SAFETY: per this function's contract `p` is valid for reads and writes.
-    let error = unsafe { (*p).MPI_ERROR };
+    let error = if st.error == MPI_SUCCESS {
+        // SAFETY: per this function's contract `p` is valid for reads and writes.
+        unsafe { (*p).MPI_ERROR }
+    } else {
+        st.error
+    };
     // SAFETY: as above.
     unsafe { p.write(c_status(st, error)) };
 }
