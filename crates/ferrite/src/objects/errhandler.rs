@@ -192,6 +192,12 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
 
 /// Reports an error the way ERRORS_ARE_FATAL must, then ends the job.
 pub fn fatal(func: &str, code: c_int) -> ! {
+    if crate::error::class_of(code) == MPI_ERR_PROC_ABORTED {
+        // A peer vanished: its own end (its MPI_Abort, its death) is the job's cause, and
+        // the launcher must see it first, not this survivor's report of it. The launcher
+        // ends this process meanwhile; if not, the report follows.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
     let rank = state::try_with(|st| st.world_rank.to_string()).unwrap_or_else(|| "?".into());
     let host = crate::runtime::hostname();
     eprintln!(
