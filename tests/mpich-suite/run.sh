@@ -62,15 +62,18 @@ CONF
 : >"$WORK/include/mtest_mpix.h"
 
 echo "mpich-suite: $suite with MPICC=$MPICC MPIRUN=$MPIRUN, work in $WORK"
-inc=(-I"$WORK/include" -I"$suite/include" -I"$suite/dtpools/include")
+# dtpools includes a configure-made ../dtpoolsconf.h: build it from a copy in $WORK.
+rm -rf "$WORK/dtpools" && cp -r "$suite/dtpools" "$WORK/dtpools" && : >"$WORK/dtpools/dtpoolsconf.h"
+inc=(-I"$WORK/include" -I"$suite/include" -I"$WORK/dtpools/include")
 mt=$WORK/libmtest.a
 rm -f "$mt"
 objs=()
 # MPICH's libmtest, libmtest_single (no thread package), libdtypes and libdtpools.
-for u in util/mtest.c util/mtest_common.c util/mtest_single.c util/dtypes.c dtpools/src/*.c; do
-    [ -f "$suite/$u" ] || continue
-    o=$WORK/$(echo "${u%.c}" | tr / _).o
-    if ! "$MPICC" -O1 -w "${inc[@]}" -c "$suite/$u" -o "$o" 2>"$WORK/log/util.log"; then
+for u in "$suite"/util/mtest.c "$suite"/util/mtest_common.c "$suite"/util/mtest_single.c \
+         "$suite"/util/dtypes.c "$WORK"/dtpools/src/*.c; do
+    [ -f "$u" ] || continue
+    o=$WORK/$(basename "${u%.c}").o
+    if ! "$MPICC" -O1 -w "${inc[@]}" -c "$u" -o "$o" 2>"$WORK/log/util.log"; then
         cat "$WORK/log/util.log"; echo "mpich-suite: building $u failed"
         echo "mpich-suite: 0 passed, 1 failed, 0 skipped"; exit 1
     fi
