@@ -22,6 +22,19 @@ pub fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
 }
 
+/// MPI_ERR_BUFFER when the send and receive buffers are the same memory without
+/// MPI_IN_PLACE: MPI forbids aliased arguments (MPI 4.1 2.3), the schedule would read what
+/// it writes, and MPICH reports it the same way.
+fn not_aliased(sb: *const c_void, rb: *const c_void) -> MpiResult<()> {
+    if !sb.is_null() && sb == rb && !in_place(sb) {
+        return Err(MpiError::new(
+            MPI_ERR_BUFFER,
+            "the send and receive buffers are the same (use MPI_IN_PLACE)",
+        ));
+    }
+    Ok(())
+}
+
 /// A user buffer with its datatype.
 #[derive(Clone)]
 pub struct Buf {
@@ -365,6 +378,7 @@ pub fn allreduce(
         return super::inter::allreduce(st, &ic, sb, rb, count(c)?, dt, op, None);
     }
     let (me, n) = me_n(st, comm)?;
+    not_aliased(sb, rb)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -409,6 +423,9 @@ pub fn reduce(
         return super::inter::reduce(st, &ic, sb, rb, c, dt, op, r);
     }
     let (me, n) = me_n(st, comm)?;
+    if me as c_int == r {
+        not_aliased(sb, rb)?;
+    }
     let (c, r) = (count(c)?, root(r, n)?);
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -471,6 +488,7 @@ pub fn reduce_scatter(
         return super::inter::allreduce(st, &ic, sb, rb, counts.iter().sum(), dt, op, Some(counts));
     }
     let (me, n) = me_n(st, comm)?;
+    not_aliased(sb, rb)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
     let inp = if in_place(sb) {
@@ -518,6 +536,7 @@ pub fn scan(
     mode: Mode,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
+    not_aliased(sb, rb)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -572,6 +591,9 @@ pub fn gather(
         return super::inter::gather(st, &ic, sb, sc, sdt, rb, rc, rdt, r, v);
     }
     let (me, n) = me_n(st, comm)?;
+    if me as c_int == r {
+        not_aliased(sb, rb)?;
+    }
     let r = root(r, n)?;
     let is_root = me == r;
     let inplace = is_root && in_place(sb);
@@ -672,6 +694,9 @@ pub fn scatter(
         return super::inter::scatter(st, &ic, sb, sc, sdt, rb, rc, rdt, r, v);
     }
     let (me, n) = me_n(st, comm)?;
+    if me as c_int == r {
+        not_aliased(sb, rb)?;
+    }
     let r = root(r, n)?;
     let is_root = me == r;
     let inplace = is_root && in_place(rb);
@@ -759,6 +784,7 @@ pub fn allgather(
         return super::inter::allgather(st, &ic, sb, sc, sdt, rb, rc, rdt, v);
     }
     let (me, n) = me_n(st, comm)?;
+    not_aliased(sb, rb)?;
     let out = buf(st, rb, rdt)?;
     let inplace = in_place(sb);
     let inp = if inplace {
@@ -849,6 +875,7 @@ pub fn alltoall(
         return super::inter::alltoallw(&ic, send, recv);
     }
     let (me, n) = me_n(st, comm)?;
+    not_aliased(sb, rb)?;
     let out = buf(st, rb, rdt)?;
     let rc = count(rc)?;
     let (inp, sc) = if in_place(sb) {
