@@ -63,6 +63,13 @@ int main(int argc, char **argv)
         EXPECT_CLASS(MPI_Reduce_scatter_block(buf, buf, 2, MPI_INT, MPI_SUM, c), MPI_ERR_BUFFER);
     }
 
+    /* MPI_Reduce_local: no MPI_IN_PLACE, no null or aliased buffers. */
+    EXPECT_CLASS(MPI_Reduce_local(MPI_IN_PLACE, out, 4, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+    EXPECT_CLASS(MPI_Reduce_local(buf, MPI_IN_PLACE, 4, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+    EXPECT_CLASS(MPI_Reduce_local(out, out, 4, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+    if (t_is_ferrite()) /* MPICH 4.0 crashes on a null input here */
+        EXPECT_CLASS(MPI_Reduce_local(NULL, out, 4, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+
     /* Pack and Unpack. MPICH 4.0 answers a null input with MPI_ERR_ARG and crashes on a
      * null output buffer: those checks are Ferrite's only. */
     char packed[64];

@@ -688,6 +688,22 @@ fn reduce_local(
     if n == 0 || d.size() == 0 {
         return Ok(()); // nothing to combine; the buffers may be null
     }
+    // Neither buffer may be MPI_IN_PLACE (there is no other buffer to take it from), null,
+    // or the other one (MPI_ERR_BUFFER, as MPICH; it used to crash reading address -1).
+    if plans::in_place(inbuf) || plans::in_place(inoutbuf) {
+        return Err(MpiError::new(
+            MPI_ERR_BUFFER,
+            "MPI_IN_PLACE is not allowed in MPI_Reduce_local",
+        ));
+    }
+    d.check_buffer(inbuf.cast(), n as u64)?;
+    d.check_buffer(inoutbuf.cast_const().cast(), n as u64)?;
+    if inbuf == inoutbuf.cast_const() {
+        return Err(MpiError::new(
+            MPI_ERR_BUFFER,
+            "the input and inout buffers are the same",
+        ));
+    }
     let (mut a, mut b) = (Vec::new(), Vec::new());
     // SAFETY: the caller's buffers hold `count` elements of `datatype`; the user function
     // runs here with no lock held.
