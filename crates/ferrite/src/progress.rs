@@ -90,7 +90,8 @@ impl Ferrite {
         let flushed = p2p.flush(net);
         // Collectives hook: nonblocking collective schedules advance here.
         let coll = self.coll_progress();
-        delivered > 0 || flushed || coll
+        let idup = self.idup_progress();
+        delivered > 0 || flushed || coll || idup
     }
 
     /// Makes progress until `done` holds: spins, yields, then blocks (see the module

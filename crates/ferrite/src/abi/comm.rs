@@ -2,7 +2,7 @@
 //! (dup/split) and free.
 
 use super::consts::*;
-use super::{out, out_str};
+use super::{out, out_given, out_str};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::comm::Comm;
@@ -140,6 +140,7 @@ fn set_info(comm: MPI_Comm, info: MPI_Info) -> MpiResult<()> {
 
 mpi_fn! {
     fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         // On failure *newcomm is MPI_COMM_NULL (MPI 4.1 7.7.2; MPICH's attrerr test).
         let h = dup(comm).inspect_err(|_| {
             // SAFETY: the caller passes an MPI_Comm* output (null is refused by out).
@@ -153,6 +154,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         let h = dup(comm)?;
         set_info(h, info)?;
         // SAFETY: the caller passes an MPI_Comm* output.
@@ -160,22 +162,31 @@ mpi_fn! {
     }
 }
 
-/// A request that is already complete (nonblocking calls that finish at once).
-fn completed_request(comm: MPI_Comm) -> MpiResult<MPI_Request> {
-    state::with(|st| {
-        let mut r = crate::p2p::request::Request::new(comm, false);
-        r.done = true;
-        r.status = crate::p2p::protocol::empty_status();
-        Ok(st.p2p.reqs.insert(r))
-    })
+/// MPI_Comm_idup: the new handle at once, its context id agreed in the background (see
+/// objects::comm_idup); attributes are copied now, through their callbacks.
+fn idup(comm: MPI_Comm, info: Option<MPI_Info>) -> MpiResult<(MPI_Comm, MPI_Request)> {
+    if let Some(info) = info {
+        // Checked first: a bad info handle must not leave a dup running.
+        crate::objects::info::hints(info)?;
+    }
+    let (h, r) = state::with(|st| st.comm_idup_start(comm))?;
+    if let Some(info) = info {
+        set_info(h, info)?;
+    }
+    if let Err(e) = attr::copy_all(Owner::Comm, comm, h) {
+        // The agreement still runs (the other members take part in it); the new
+        // communicator is not the caller's.
+        let _ = attr::delete_all(Owner::Comm, h);
+        return Err(e);
+    }
+    Ok((h, r))
 }
 
 mpi_fn! {
-    /// Completes at once: the exchange runs inside the call, the request is already done.
     fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request)
         on ErrObj::Comm(comm) => {
-        let h = dup(comm)?;
-        let r = completed_request(comm)?;
+        out_given(newcomm)?;
+        let (h, r) = idup(comm, None)?;
         // SAFETY: the caller passes MPI_Comm* and MPI_Request* outputs.
         unsafe { out(newcomm, h)?; out(request, r) }
     }
@@ -184,9 +195,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm,
         request: *mut MPI_Request) on ErrObj::Comm(comm) => {
-        let h = dup(comm)?;
-        set_info(h, info)?;
-        let r = completed_request(comm)?;
+        out_given(newcomm)?;
+        let (h, r) = idup(comm, Some(info))?;
         // SAFETY: the caller passes MPI_Comm* and MPI_Request* outputs.
         unsafe { out(newcomm, h)?; out(request, r) }
     }
@@ -210,6 +220,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         let h = state::with(|st| st.comm_split(comm, color, key))?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }
@@ -219,6 +230,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info,
         newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         const RESOURCE: &str = "mpi_hw_resource_type";
         const SHARED_MEMORY: &str = "mpi_shared_memory";
         let asked = crate::objects::info::hints(info)?.get(RESOURCE).map(str::to_string);
@@ -250,6 +262,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         let h = state::with(|st| {
             let g = st.objects.groups.get(group)?;
             st.comm_create(comm, &g)
@@ -262,6 +275,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int,
         newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         if tag < 0 {
             return Err(crate::mpi_err!(MPI_ERR_TAG, "invalid tag {tag}"));
         }
@@ -278,6 +292,7 @@ mpi_fn! {
     fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, peer_comm: MPI_Comm,
         remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm)
         on ErrObj::Comm(local_comm) => {
+        out_given(newintercomm)?;
         let h = state::with(|st| {
             st.intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag)
         })?;
@@ -289,6 +304,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm)
         on ErrObj::Comm(intercomm) => {
+        out_given(newintracomm)?;
         let h = state::with(|st| st.intercomm_merge(intercomm, high != 0))?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newintracomm, h) }
@@ -511,6 +527,7 @@ fn check_errhandler(errhandler: MPI_Errhandler) -> MpiResult<()> {
 mpi_fn! {
     fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: *const c_char, info: MPI_Info,
         errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) on ErrObj::NoObject => {
+        out_given(newcomm)?;
         // SAFETY: C string from the caller.
         let tag = unsafe { string_tag(stringtag) }?;
         check_errhandler(errhandler)?;
@@ -534,6 +551,7 @@ mpi_fn! {
     fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int,
         remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info,
         errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) on ErrObj::NoObject => {
+        out_given(newintercomm)?;
         // SAFETY: C string from the caller.
         let tag = unsafe { string_tag(stringtag) }?;
         check_errhandler(errhandler)?;

@@ -52,7 +52,7 @@ fn set_comm_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> crate::err
 mpi_fn! {
     fn MPI_Comm_get_errhandler(comm: MPI_Comm, errhandler: *mut MPI_Errhandler)
         on ErrObj::Comm(comm) => {
-        let h = state::with(|st| Ok(st.objects.comms.get(comm)?.errhandler))?;
+        let h = state::with(|st| st.objects.comms.reported_handler(comm))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
         unsafe { out(errhandler, h) }
     }
@@ -174,7 +174,7 @@ mpi_fn! {
     /// The MPI-1 name of MPI_Comm_get_errhandler.
     fn MPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut MPI_Errhandler)
         on ErrObj::Comm(comm) => {
-        let h = state::with(|st| Ok(st.objects.comms.get(comm)?.errhandler))?;
+        let h = state::with(|st| st.objects.comms.reported_handler(comm))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
         unsafe { out(errhandler, h) }
     }

@@ -36,14 +36,21 @@ use crate::error::{MpiError, MpiResult};
 /// # Safety
 /// `p` is null or valid for writing one `T` (an output argument from the C caller).
 pub unsafe fn out<T>(p: *mut T, v: T) -> MpiResult<()> {
+    out_given(p)?;
+    // SAFETY: non-null, and valid for one write per this function's contract.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// Refuses a null output pointer (MPI_ERR_ARG): constructors check theirs before they
+/// start, so a bad argument neither runs a collective nor leaks the new object.
+pub fn out_given<T>(p: *mut T) -> MpiResult<()> {
     if p.is_null() {
         return Err(MpiError::new(
             consts::MPI_ERR_ARG,
             "null pointer passed for an output argument",
         ));
     }
-    // SAFETY: non-null, and valid for one write per this function's contract.
-    unsafe { p.write(v) };
     Ok(())
 }
 

@@ -177,6 +177,7 @@ mpi_fn! {
     /// ULFM's shrink: a communicator of the surviving processes, all of them here (see
     /// MPIX_Comm_agree), so a duplicate.
     fn MPIX_Comm_shrink(comm: MPI_Comm, newcomm: *mut MPI_Comm) on ErrObj::Comm(comm) => {
+        super::out_given(newcomm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for newcomm"));
         }

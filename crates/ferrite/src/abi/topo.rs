@@ -2,7 +2,7 @@
 
 use super::consts::*;
 use super::symbols::{is_unweighted, is_weights_empty};
-use super::{out, slice};
+use super::{out, out_given, slice};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::topo::{self, Topo};
 use crate::state;
@@ -111,6 +111,7 @@ mpi_fn! {
     fn MPI_Cart_create(comm_old: MPI_Comm, ndims: c_int, dims: *const c_int,
         periods: *const c_int, _reorder: c_int, comm_cart: *mut MPI_Comm)
         on ErrObj::Comm(comm_old) => {
+        out_given(comm_cart)?;
         // SAFETY: the caller's arrays hold `ndims` ints.
         let (d, p) = unsafe { dims_periods(ndims, dims, periods) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
@@ -200,6 +201,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
+        out_given(newcomm)?;
         let (d, p, r) = cart(comm)?;
         // SAFETY: the caller's array holds one int per dimension.
         let keep = unsafe { slice(remain_dims, d.len() as c_int, "remain_dims") }?;
@@ -261,6 +263,7 @@ mpi_fn! {
     fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int,
         edges: *const c_int, _reorder: c_int, comm_graph: *mut MPI_Comm)
         on ErrObj::Comm(comm_old) => {
+        out_given(comm_graph)?;
         // SAFETY: the caller's arrays follow MPI_Graph_create's contract.
         let (ix, e) = unsafe { graph_args(nnodes, index, edges) }?;
         let h = state::with(|st| st.comm_with_topo(comm_old, nnodes as usize,
@@ -375,6 +378,7 @@ mpi_fn! {
         sources: *const c_int, sourceweights: *const c_int, outdegree: c_int,
         destinations: *const c_int, destweights: *const c_int, _info: MPI_Info,
         _reorder: c_int, comm_dist_graph: *mut MPI_Comm) on ErrObj::Comm(comm_old) => {
+        out_given(comm_dist_graph)?;
         // SAFETY: the caller's arrays hold indegree / outdegree ints (or are the
         // MPI_UNWEIGHTED / MPI_WEIGHTS_EMPTY markers).
         let (s, sw, d, dw) = unsafe {
@@ -395,6 +399,7 @@ mpi_fn! {
         degrees: *const c_int, destinations: *const c_int, weights_: *const c_int,
         _info: MPI_Info, _reorder: c_int, comm_dist_graph: *mut MPI_Comm)
         on ErrObj::Comm(comm_old) => {
+        out_given(comm_dist_graph)?;
         // SAFETY: the caller's arrays follow MPI_Dist_graph_create's contract.
         let (src, deg) = unsafe { (slice(sources, n, "sources")?, slice(degrees, n, "degrees")?) };
         if let Some(d) = deg.iter().find(|&&d| d < 0) {

@@ -290,7 +290,7 @@ impl Ferrite {
         changed
     }
 
-    fn coll_complete(&mut self, h: MPI_Request, code: i32) {
+    pub(crate) fn coll_complete(&mut self, h: MPI_Request, code: i32) {
         if let Some(r) = self.p2p.reqs.get_mut(h) {
             r.done = true;
             r.status = crate::p2p::protocol::empty_status();
@@ -471,14 +471,51 @@ pub fn persistent(
     })
 }
 
+/// An allgather of a few bytes per member, advanced by whoever owns it: communicator
+/// creation's exchanges (blocking ones wait for it under the lock; nonblocking ones poll it
+/// from the progress engine). No user code runs in it.
+pub struct Gather {
+    run: Run<MPI_Request>,
+    comm: MPI_Comm,
+    buf: usize,
+    me: usize,
+    n: usize,
+    bs: usize,
+}
+
+impl Gather {
+    /// Advances the exchange; every member's record in rank order once it is complete.
+    pub fn poll(&mut self, st: &mut Ferrite) -> MpiResult<Option<Vec<u8>>> {
+        let comm = self.comm;
+        match self.run.advance(&mut CommLink { st, comm })? {
+            Poll::Pending => Ok(None),
+            Poll::UserLocals => Err(MpiError::new(MPI_ERR_INTERN, "allgather ran user code")),
+            Poll::Done => {
+                // Block i holds rank (me + i) % n's record: rotate into rank order.
+                let (got, n, bs) = (self.run.buf(self.buf), self.n, self.bs);
+                let mut all = Vec::with_capacity(n * bs);
+                for r in 0..n {
+                    let i = (r + n - self.me) % n;
+                    all.extend_from_slice(&got[i * bs..(i + 1) * bs]);
+                }
+                Ok(Some(all))
+            }
+        }
+    }
+}
+
 impl Ferrite {
-    /// Every member's `mine` (all of the same length), concatenated in rank order: used by
-    /// communicator creation, under the state lock (no user code runs).
-    ///
-    /// A Bruck allgather (ceil(log2 n) rounds, at most 2 ceil(log2 n) peers per rank), on the
-    /// collective context with the communicator's next collective tag (communicator
-    /// creation is collective over `comm`, so every member takes the same tag).
-    pub fn allgather_fixed(&mut self, comm: MPI_Comm, mine: &[u8]) -> MpiResult<Vec<u8>> {
+    /// The tag of the next nonblocking collective on `comm` (nonblocking communicator
+    /// creation counts as one, as in MPI 4.1 section 7.4.2).
+    pub fn coll_tag_nonblocking(&mut self, comm: MPI_Comm) -> MpiResult<i32> {
+        self.coll_tag(comm, Space::Nonblocking)
+    }
+
+    /// Starts a Bruck allgather of `mine` (the same length on every member) on `comm`'s
+    /// collective context with `tag` (ceil(log2 n) rounds, at most 2 ceil(log2 n) peers per
+    /// rank). Several gathers may use one tag one after another: their messages between
+    /// two ranks match in order.
+    pub fn start_gather(&mut self, comm: MPI_Comm, mine: &[u8], tag: i32) -> MpiResult<Gather> {
         let (me, n) = {
             let c = self.objects.comms.get(comm)?;
             (c.rank as usize, c.size() as usize)
@@ -493,22 +530,30 @@ impl Ferrite {
             count: bs,
             dt: Arc::new(crate::objects::datatype::Datatype::basic(1)),
         });
+        // SAFETY: the input points at `mine`, alive for this call; it is packed at start.
+        let run = unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) };
+        Ok(Gather {
+            run,
+            comm,
+            buf: b,
+            me,
+            n,
+            bs,
+        })
+    }
+
+    /// Every member's `mine` (all of the same length), concatenated in rank order: used by
+    /// blocking communicator creation, under the state lock (no user code runs), with the
+    /// communicator's next blocking collective tag (creation is collective over `comm`, so
+    /// every member takes the same tag).
+    pub fn allgather_fixed(&mut self, comm: MPI_Comm, mine: &[u8]) -> MpiResult<Vec<u8>> {
         let tag = self.coll_tag(comm, Space::Blocking)?;
-        // SAFETY: the input points at `mine`, alive for this call.
-        let mut run = unsafe { Run::<MPI_Request>::start(Arc::new(plan), tag) };
-        let mut out = Ok(Poll::Pending);
+        let mut g = self.start_gather(comm, mine, tag)?;
+        let mut out = Ok(None);
         self.wait_until(|st| {
-            out = run.advance(&mut CommLink { st, comm });
-            !matches!(out, Ok(Poll::Pending))
+            out = g.poll(st);
+            !matches!(out, Ok(None))
         })?;
-        out?;
-        // Block i holds rank (me + i) % n's record: rotate into rank order.
-        let got = run.buf(b);
-        let mut all = Vec::with_capacity(n * bs);
-        for r in 0..n {
-            let i = (r + n - me) % n;
-            all.extend_from_slice(&got[i * bs..(i + 1) * bs]);
-        }
-        Ok(all)
+        Ok(out?.unwrap_or_default())
     }
 }

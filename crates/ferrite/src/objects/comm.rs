@@ -64,6 +64,14 @@ impl Comm {
     }
 }
 
+/// The error handler of a communicator on which the program never set one, nor on the
+/// communicator it was made from: errors on it go to MPI_COMM_WORLD's handler of the
+/// moment (MPI_ERRORS_ARE_FATAL until the program sets another), and
+/// MPI_Comm_get_errhandler reports MPI_ERRORS_ARE_FATAL. This is MPICH's behaviour, which
+/// programs written for it rely on: they set MPI_ERRORS_RETURN on MPI_COMM_WORLD after
+/// making communicators (MPICH's errors/comm/*_nullarg tests). Never given to the user.
+pub const DEFAULT_ERRHANDLER: MPI_Errhandler = 0x5400_00ff;
+
 /// Context ids of the builtins; user communicators get ids from 4 upwards.
 pub const WORLD_CONTEXT: u32 = 0;
 pub const SELF_CONTEXT: u32 = 2;
@@ -77,6 +85,8 @@ pub struct Comms {
     /// the maximum over the members, and every member moves past it, so an id is never
     /// reused by a process while communicators are live (ids are not recycled at all).
     pub next_context: u32,
+    /// Nonblocking dups: their own range of ids and the pending agreements.
+    pub nb: super::comm_idup::NbDups,
 }
 
 impl Comms {
@@ -88,20 +98,16 @@ impl Comms {
                     WORLD_CONTEXT,
                     world_rank,
                     (0..world_size).collect(),
-                    MPI_ERRORS_ARE_FATAL,
+                    DEFAULT_ERRHANDLER,
                 )
             },
             self_: Comm {
                 name: "MPI_COMM_SELF".into(),
-                ..Comm::new(
-                    SELF_CONTEXT,
-                    0,
-                    Arc::from([world_rank]),
-                    MPI_ERRORS_ARE_FATAL,
-                )
+                ..Comm::new(SELF_CONTEXT, 0, Arc::from([world_rank]), DEFAULT_ERRHANDLER)
             },
             user: HandleTable::new(kind::COMM),
             next_context: FIRST_USER_CONTEXT,
+            nb: Default::default(),
         }
     }
 
@@ -111,6 +117,24 @@ impl Comms {
             MPI_COMM_SELF => Ok(&self.self_),
             _ => self.user.get(h).ok_or_else(|| invalid(h)),
         }
+    }
+
+    /// The handler errors on `h` go to ([`DEFAULT_ERRHANDLER`] resolved).
+    pub fn handler_of(&self, h: MPI_Comm) -> MpiResult<MPI_Errhandler> {
+        let eh = self.get(h)?.errhandler;
+        Ok(match (eh, self.world.errhandler) {
+            (DEFAULT_ERRHANDLER, DEFAULT_ERRHANDLER) => MPI_ERRORS_ARE_FATAL,
+            (DEFAULT_ERRHANDLER, w) => w,
+            (e, _) => e,
+        })
+    }
+
+    /// The handler MPI_Comm_get_errhandler reports for `h`.
+    pub fn reported_handler(&self, h: MPI_Comm) -> MpiResult<MPI_Errhandler> {
+        Ok(match self.get(h)?.errhandler {
+            DEFAULT_ERRHANDLER => MPI_ERRORS_ARE_FATAL,
+            e => e,
+        })
     }
 
     pub fn get_mut(&mut self, h: MPI_Comm) -> MpiResult<&mut Comm> {

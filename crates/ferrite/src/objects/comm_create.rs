@@ -24,7 +24,7 @@ const TAG_INTERCOMM_LEADERS: i32 = 0x2000_0000;
 const TAG_CREATE_GROUP: i32 = 0x4000_0000;
 
 /// Context ids one intercommunicator takes: its own, its local and its union helper.
-const INTER_IDS: u32 = 6;
+pub(super) const INTER_IDS: u32 = 6;
 
 fn u32s(v: &[u8]) -> Vec<u32> {
     v.chunks_exact(4)
@@ -322,6 +322,30 @@ impl Ferrite {
         local_first: bool,
         errhandler: MPI_Errhandler,
     ) -> MPI_Comm {
+        let inter = self.inter_helpers(
+            context,
+            lrank,
+            local.clone(),
+            remote,
+            local_first,
+            errhandler,
+        );
+        let mut c = Comm::new(context, lrank as u32, local, errhandler);
+        c.inter = Some(inter);
+        self.objects.comms.user.insert(c)
+    }
+
+    /// The helper communicators of an intercommunicator with ids `context..context + 6`:
+    /// its local group (`context + 2`) and the union of both (`context + 4`).
+    pub(super) fn inter_helpers(
+        &mut self,
+        context: u32,
+        lrank: usize,
+        local: Arc<[u32]>,
+        remote: Arc<[u32]>,
+        local_first: bool,
+        errhandler: MPI_Errhandler,
+    ) -> Inter {
         let union: Arc<[u32]> = if local_first {
             local.iter().chain(remote.iter()).copied().collect()
         } else {
@@ -333,22 +357,17 @@ impl Ferrite {
             remote.len() + lrank
         };
         let comms = &mut self.objects.comms;
-        let local_comm = comms.user.insert(Comm::new(
-            context + 2,
-            lrank as u32,
-            local.clone(),
-            errhandler,
-        ));
+        let local_comm = comms
+            .user
+            .insert(Comm::new(context + 2, lrank as u32, local, errhandler));
         let union_comm = comms
             .user
             .insert(Comm::new(context + 4, urank as u32, union, errhandler));
-        let mut c = Comm::new(context, lrank as u32, local, errhandler);
-        c.inter = Some(Inter {
+        Inter {
             remote,
             local_comm,
             union_comm,
-        });
-        comms.user.insert(c)
+        }
     }
 
     /// MPI_Comm_split on an intercommunicator: each side's members of one color, with the

@@ -135,26 +135,19 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
                 return (h.unwrap_or(Handler::Fatal), w);
             }
         }
-        // No object: MPI 4.1 raises on MPI_COMM_SELF. MPICH 4.0 raises on MPI_COMM_WORLD,
-        // and programs written for it set only WORLD's handler: SELF's handler is used once
-        // the program has changed it, WORLD's until then (the same when neither is set).
+        // No object: MPI 4.1 raises on MPI_COMM_SELF, whose handler follows
+        // MPI_COMM_WORLD's until the program sets one (as MPICH, which raises on WORLD).
         let comm = match obj {
             ErrObj::Comm(c) => c,
-            _ if st.objects.comms.self_.errhandler != MPI_ERRORS_ARE_FATAL => MPI_COMM_SELF,
-            _ => MPI_COMM_WORLD,
+            _ => MPI_COMM_SELF,
         };
-        let h = st
-            .objects
-            .comms
-            .get(comm)
-            .ok()
-            .and_then(|c| st.objects.errhandlers.resolve(c.errhandler));
+        let comms = &st.objects.comms;
         // An error on an invalid communicator is raised on MPI_COMM_WORLD's handler (as MPICH does).
-        let h = h.or_else(|| {
-            st.objects
-                .errhandlers
-                .resolve(st.objects.comms.world.errhandler)
-        });
+        let h = comms
+            .handler_of(comm)
+            .or_else(|_| comms.handler_of(MPI_COMM_WORLD))
+            .ok()
+            .and_then(|h| st.objects.errhandlers.resolve(h));
         (h.unwrap_or(Handler::Fatal), comm)
     })
     .unwrap_or((Handler::Fatal, MPI_COMM_WORLD));

@@ -3,6 +3,7 @@
 pub mod attr;
 pub mod comm;
 pub mod comm_create;
+pub mod comm_idup;
 pub mod datatype;
 pub mod datatype_names;
 pub mod errhandler;
