@@ -85,6 +85,9 @@ run_suite conn tests/conn/run.sh
 # 256 ranks on one host under ondemand (shm and tcp): hello and ring, reports checked.
 run_suite scale tests/scale/run.sh
 
+# No shared memory survives a job, under mpirun or Hydra, a rank or the launcher killed.
+run_suite shm tests/shm/run.sh
+
 leftover=$(ls /dev/shm 2>/dev/null | grep -c '^ferrite-' || true)
 if [ "$leftover" -ne 0 ]; then
     echo "stale shared-memory files left in /dev/shm: $leftover"; record shm-cleanup 0 1

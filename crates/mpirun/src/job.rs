@@ -61,7 +61,6 @@ struct Unclaimed {
 
 pub struct Job {
     opts: Options,
-    kvsname: String,
     place: Placement,
     /// Remote ranks' PMI: the listener and the address they are told (PMI_PORT).
     pmi_listener: Option<TcpListener>,
@@ -140,7 +139,6 @@ impl Job {
         Ok(Job {
             server,
             opts,
-            kvsname,
             place,
             pmi_listener,
             pmi_port,
@@ -391,11 +389,9 @@ impl Job {
                 write_out(s.to_stderr, &s.fwd.finish());
             }
         }
-        // Whatever happened, the job's shared-memory segments go with it.
         if self.failure.is_some() || self.ranks.iter().any(|r| !r.exited) {
             self.kill_hard();
         }
-        remove_shm_segments(&self.kvsname);
         self.failure.map_or(0, |f| f.code)
     }
 
@@ -842,19 +838,6 @@ impl Job {
         }
         if !self.stdin_open {
             self.rank0_stdin = None;
-        }
-    }
-}
-
-/// Removes /dev/shm/ferrite-<kvsname>-*, the segments the job's shm transport made.
-pub fn remove_shm_segments(kvsname: &str) {
-    let prefix = format!("ferrite-{kvsname}-");
-    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = std::fs::remove_file(entry.path());
         }
     }
 }

@@ -417,32 +417,3 @@ fn malformed_pmi_ends_the_job() {
         o.stderr
     );
 }
-
-fn shm_segments(o: &Outcome) -> Vec<String> {
-    let made: Vec<String> = o
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("made "))
-        .map(String::from)
-        .collect();
-    assert_eq!(made.len(), 3, "{}", o.stdout);
-    made
-}
-
-#[test]
-fn shm_segments_are_removed_after_a_normal_end() {
-    let o = run(&["-n", "3", RANK, "shm", "ok"]);
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    for path in shm_segments(&o) {
-        assert!(!std::path::Path::new(&path).exists(), "{path} left behind");
-    }
-}
-
-#[test]
-fn shm_segments_are_removed_after_a_failure() {
-    let o = run(&["-n", "3", RANK, "shm", "fail"]);
-    assert_eq!(o.code, Some(3), "{}", o.stderr);
-    for path in shm_segments(&o) {
-        assert!(!std::path::Path::new(&path).exists(), "{path} left behind");
-    }
-}

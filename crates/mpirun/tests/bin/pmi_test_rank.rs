@@ -5,8 +5,6 @@
 //! - `no-finalize`: the last rank inits and exits 0 without finalize; the others wait in
 //!   a barrier that can never complete.
 //! - `abort`: the last rank aborts with code 7; the others wait in a barrier.
-//! - `shm ok|fail`: make /dev/shm/ferrite-<kvsname>-rank<r>, barrier, then finalize
-//!   (`ok`) or let rank 1 exit with code 3 (`fail`).
 //! - `garbage`: rank 0 sends a line that is not PMI.
 //! - `early-exit`: the last rank inits, finalizes and exits while the others enter a
 //!   barrier it will never join.
@@ -55,16 +53,6 @@ fn main() {
                 std::thread::sleep(std::time::Duration::from_secs(1000));
             }
             c.barrier().unwrap();
-        }
-        Some("shm") => {
-            let path = format!("/dev/shm/ferrite-{}-rank{rank}", info.kvsname);
-            std::fs::write(&path, b"segment").unwrap();
-            println!("made {path}");
-            c.barrier().unwrap();
-            if args.get(1).map(String::as_str) == Some("fail") && rank == 1 {
-                std::process::exit(3);
-            }
-            c.finalize().unwrap();
         }
         Some("garbage") => {
             if rank == 0 {

@@ -15,7 +15,7 @@ use crate::mpi_err;
 use crate::runtime::config;
 use doorbell::{BellAddr, Doorbell};
 use queue::{Queue, Received, Sent};
-use segment::{Geometry, Segment};
+use segment::{Card, Geometry, Segment};
 use std::os::unix::io::RawFd;
 
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +56,8 @@ pub struct Shm {
     size: u32,
     job: String,
     cfg: ShmConfig,
-    own: Segment,
+    /// Holds the mapping and the file `own_q` lives in (peers open it while it is open).
+    _own: Segment,
     /// The queue in `own`, laid out once (every progress pass polls it).
     own_q: Queue,
     bell: Doorbell,
@@ -89,13 +90,59 @@ fn random_token() -> u64 {
     }
 }
 
+/// The key under which a rank publishes its segment's [`Card`].
+fn card_key(rank: Proc) -> String {
+    format!("shm-{rank}")
+}
+
+/// Unit tests run ranks as threads and child processes without PMI: their jobs (`test-*`,
+/// `tcptest-*`, `udptest-*`) publish cards as files in the temporary directory instead.
+#[cfg(test)]
+pub(crate) fn test_card_path(job: &str, rank: Proc) -> Option<std::path::PathBuf> {
+    ["test-", "tcptest-", "udptest-"]
+        .iter()
+        .any(|p| job.starts_with(p))
+        .then(|| std::env::temp_dir().join(format!("ferrite-{job}-{rank}.card")))
+}
+
+/// Publishes this rank's card (read by peers after MPI_Init's barrier).
+fn publish(job: &str, rank: Proc, card: Card) -> MpiResult<()> {
+    #[cfg(test)]
+    if let Some(path) = test_card_path(job, rank) {
+        return std::fs::write(path, card.encode())
+            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "shm transport: test card: {e}"));
+    }
+    let _ = job;
+    crate::runtime::pmi::put(&card_key(rank), &card.encode())
+}
+
+/// `rank`'s card, if it published one.
+fn lookup(job: &str, rank: Proc) -> MpiResult<Option<Card>> {
+    #[cfg(test)]
+    if let Some(path) = test_card_path(job, rank) {
+        return Ok(std::fs::read_to_string(path)
+            .ok()
+            .and_then(|c| Card::decode(&c)));
+    }
+    let _ = job;
+    match crate::runtime::pmi::get(&card_key(rank))? {
+        None => Ok(None),
+        Some(c) => Card::decode(&c).map(Some).ok_or_else(|| {
+            mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport: rank {rank} published {c:?}, not a segment card"
+            )
+        }),
+    }
+}
+
 impl Shm {
-    /// Creates this process's segment `/dev/shm/ferrite-<job>-<rank>` and binds its doorbell.
+    /// Creates this process's segment, publishes where peers find it, binds its doorbell.
     pub fn new(rank: Proc, size: u32, job: &str, cfg: ShmConfig) -> MpiResult<Shm> {
         let token = random_token();
-        let name = segment::object_name(job, rank);
-        let own = Segment::create(&name, cfg.geom, rank, token)
+        let own = Segment::create(cfg.geom, rank, token)
             .map_err(|e| mpi_err!(MPI_ERR_OTHER, "shm transport: {e}"))?;
+        publish(job, rank, own.card())?;
         let bell = Doorbell::bind(&doorbell::bell_addr(job, rank), token).map_err(|e| {
             mpi_err!(
                 MPI_ERR_OTHER,
@@ -114,7 +161,7 @@ impl Shm {
             size,
             job: job.to_string(),
             cfg,
-            own,
+            _own: own,
             bell,
             peers: Vec::new(),
             peer_index: FxHashMap::default(),
@@ -150,14 +197,20 @@ impl Shm {
                 self.size
             ));
         }
-        let name = segment::object_name(&self.job, to);
-        let seg = match Segment::open(&name) {
+        let Some(card) = lookup(&self.job, to)? else {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "shm transport cannot reach rank {to}: it published no segment (it is on \
+                 another host, or has not started)"
+            ));
+        };
+        let seg = match Segment::open(card) {
             Ok(Some(s)) => s,
             Ok(None) => {
                 return Err(mpi_err!(
                     MPI_ERR_OTHER,
-                    "shm transport cannot reach rank {to}: /dev/shm{name} does not exist \
-                     (the rank is on another host, or has exited)"
+                    "shm transport cannot reach rank {to}: its process (pid {}) has exited",
+                    card.pid
                 ))
             }
             Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
@@ -165,7 +218,7 @@ impl Shm {
         if seg.owner_rank != to {
             return Err(mpi_err!(
                 MPI_ERR_OTHER,
-                "shm transport: /dev/shm{name} belongs to rank {}, not {to}",
+                "shm transport: the segment rank {to} published belongs to rank {}",
                 seg.owner_rank
             ));
         }
@@ -211,11 +264,6 @@ impl Shm {
                 self.stats.doorbells_rung += 1;
             }
         }
-    }
-
-    /// Removes this process's segment name (peers keep their mappings).
-    pub fn unlink(&mut self) {
-        self.own.unlink();
     }
 }
 
@@ -344,10 +392,6 @@ impl Transport for Shm {
         self.bell.drain();
         // Whoever is still out of credits finds out again on its next send.
         self.starved.clear();
-    }
-
-    fn shutdown(&mut self) {
-        self.unlink();
     }
 
     fn stats(&self) -> TransportStats {

@@ -1,5 +1,11 @@
-//! One process's receive segment: a POSIX shared-memory object `/dev/shm/ferrite-<job>-<rank>`
-//! holding a header, two rings of cell indices (free and ready) and the cells.
+//! One process's receive segment: an anonymous shared-memory file (memfd) holding a header,
+//! two rings of cell indices (free and ready) and the cells.
+//!
+//! The file never has a name, so nothing can be left behind however the job ends (a rank
+//! or the launcher SIGKILLed, any launcher): it lives as long as some process has it open
+//! or mapped. Peers open it as `/proc/<owner pid>/fd/<fd>` (see [`Card`]), which the
+//! kernel allows to processes of the same user (Yama's ptrace scope restricts attaching,
+//! not this).
 //!
 //! Layout (all offsets fixed by [`Geometry`], which peers re-derive and check from the header):
 //!
@@ -14,10 +20,9 @@
 //!        cells, ncells * cell_size bytes (64-byte aligned)
 //! ```
 //!
-//! No job secret is stored: the object is created with mode 0600, so only processes of the
-//! same user can map it, and those could ptrace us anyway.
+//! No job secret is stored: only processes of the same user can open the file, and those
+//! could ptrace us anyway.
 
-use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRSHM\0");
@@ -121,31 +126,39 @@ pub fn cell_count(size: u32, k: u32, b: u32) -> u32 {
     k.saturating_mul(log).saturating_add(b)
 }
 
-/// The shared-memory object name for a rank of a job (characters other than
-/// `[A-Za-z0-9_.-]` in the job name become `_`, so the name is one file in /dev/shm).
-pub fn object_name(job: &str, rank: u32) -> String {
-    format!("/ferrite-{}-{rank}", sanitize(job))
+/// Where a peer finds a rank's segment: the owner's pid, its descriptor of the file, and the
+/// random token in the header (a reused pid cannot pass for the owner).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Card {
+    pub pid: i32,
+    pub fd: i32,
+    pub token: u64,
 }
 
-pub fn sanitize(job: &str) -> String {
-    job.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+impl Card {
+    /// `<pid>:<fd>:<token in hex>`, as published through PMI.
+    pub fn encode(&self) -> String {
+        format!("{}:{}:{:x}", self.pid, self.fd, self.token)
+    }
+
+    pub fn decode(s: &str) -> Option<Card> {
+        let mut it = s.split(':');
+        let card = Card {
+            pid: it.next()?.parse().ok()?,
+            fd: it.next()?.parse().ok()?,
+            token: u64::from_str_radix(it.next()?, 16).ok()?,
+        };
+        it.next().is_none().then_some(card)
+    }
 }
 
-/// A mapped segment. The owner's mapping unlinks the name when dropped (or at `unlink`).
+/// A mapped segment. The owner keeps the file open (peers open it through /proc).
 pub struct Segment {
     base: *mut u8,
     len: usize,
     geom: Geometry,
-    name: CString,
-    owned_linked: bool,
+    /// The owner's descriptor of the file; -1 in peers (they close theirs once mapped).
+    fd: i32,
     /// Validated copies of the header fields.
     pub owner_rank: u32,
     pub pid: i32,
@@ -163,68 +176,80 @@ fn errno_msg() -> String {
     std::io::Error::last_os_error().to_string()
 }
 
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// A new anonymous shared-memory file: a memfd; where the kernel has none (before Linux
+/// 3.17), a POSIX shared-memory object removed the moment it is made.
+fn anonymous_file() -> Result<i32, String> {
+    // SAFETY: a valid NUL-terminated name and a plain flag.
+    let fd = unsafe { libc::memfd_create(c"ferrite-shm".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd >= 0 {
+        return Ok(fd);
+    }
+    if errno() != libc::ENOSYS {
+        return Err(format!("memfd_create failed: {}", errno_msg()));
+    }
+    let mut t = [0u8; 8];
+    // SAFETY: t is valid for 8 bytes.
+    unsafe { libc::getrandom(t.as_mut_ptr().cast(), 8, 0) };
+    let name = format!(
+        "/ferrite-{}-{:x}",
+        std::process::id(),
+        u64::from_le_bytes(t)
+    );
+    let cname = std::ffi::CString::new(name.clone()).map_err(|e| e.to_string())?;
+    // SAFETY: cname is a valid NUL-terminated string.
+    let fd = unsafe {
+        libc::shm_open(
+            cname.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "cannot create shared memory /dev/shm{name}: {}",
+            errno_msg()
+        ));
+    }
+    // SAFETY: as above; the open descriptor keeps the object alive.
+    unsafe { libc::shm_unlink(cname.as_ptr()) };
+    Ok(fd)
+}
+
 impl Segment {
-    /// Creates and initializes this process's segment. A stale object of the same name (a
-    /// crashed earlier job with the same job name) is removed first.
-    pub fn create(name: &str, geom: Geometry, owner_rank: u32, token: u64) -> Result<Self, String> {
-        let cname = CString::new(name).map_err(|_| format!("bad segment name {name:?}"))?;
+    /// Creates and initializes this process's segment.
+    pub fn create(geom: Geometry, owner_rank: u32, token: u64) -> Result<Self, String> {
         let len = geom.total();
-        let mut fd = -1;
-        for _ in 0..2 {
-            // SAFETY: cname is a valid NUL-terminated string.
-            fd = unsafe {
-                libc::shm_open(
-                    cname.as_ptr(),
-                    libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
-            if fd >= 0 {
-                break;
-            }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
-                break;
-            }
-            // SAFETY: cname is a valid NUL-terminated string.
-            unsafe { libc::shm_unlink(cname.as_ptr()) };
-        }
-        if fd < 0 {
-            return Err(format!(
-                "cannot create shared memory /dev/shm{name}: {}",
-                errno_msg()
-            ));
-        }
-        // SAFETY: fd is an open shared-memory object we own.
+        let fd = anonymous_file()?;
+        // SAFETY: fd is an open file we own.
         let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
         let mut err = if rc != 0 { Some(errno_msg()) } else { None };
         if err.is_none() {
-            // Reserve the pages now: a full /dev/shm is then an error here, not a SIGBUS
-            // when a cell is first touched.
-            // SAFETY: fd is an open shared-memory object we own.
+            // Reserve the pages now: running out of memory is then an error here, not a
+            // SIGBUS when a cell is first touched.
+            // SAFETY: fd is an open file we own.
             let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
             if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
                 err = Some(format!(
-                    "{} (is /dev/shm full? FERRITE_SHM_CELL_SIZE and FERRITE_SHM_CELLS_K/_B \
-                     set the size)",
+                    "{} (FERRITE_SHM_CELL_SIZE and FERRITE_SHM_CELLS_K/_B set the size)",
                     std::io::Error::from_raw_os_error(rc)
                 ));
             }
         }
-        let base = if err.is_none() {
-            map(fd, len)
-        } else {
-            Err(String::new())
+        let base = match err {
+            None => map(fd, len),
+            Some(e) => Err(e),
         };
-        // SAFETY: fd is ours; the mapping (if any) stays valid after close.
-        unsafe { libc::close(fd) };
-        let base = match (err, base) {
-            (None, Ok(b)) => b,
-            (e, b) => {
-                // SAFETY: cname is a valid NUL-terminated string.
-                unsafe { libc::shm_unlink(cname.as_ptr()) };
-                let why = e.or(b.err()).unwrap_or_default();
+        let base = match base {
+            Ok(b) => b,
+            Err(why) => {
+                // SAFETY: fd is ours.
+                unsafe { libc::close(fd) };
                 return Err(format!(
-                    "cannot size or map {len} bytes of shared memory /dev/shm{name}: {why}"
+                    "cannot size or map {len} bytes of shared memory: {why}"
                 ));
             }
         };
@@ -234,8 +259,7 @@ impl Segment {
             base,
             len,
             geom,
-            name: cname,
-            owned_linked: true,
+            fd,
             owner_rank,
             // SAFETY: getpid has no preconditions.
             pid: unsafe { libc::getpid() },
@@ -243,16 +267,31 @@ impl Segment {
         })
     }
 
-    /// Maps a peer's segment and validates its header. `Ok(None)`: it does not exist (yet).
-    pub fn open(name: &str) -> Result<Option<Self>, String> {
-        let cname = CString::new(name).map_err(|_| format!("bad segment name {name:?}"))?;
-        // SAFETY: cname is a valid NUL-terminated string.
-        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+    /// How peers find this segment.
+    pub fn card(&self) -> Card {
+        Card {
+            pid: self.pid,
+            fd: self.fd,
+            token: self.token,
+        }
+    }
+
+    /// Maps a peer's segment and validates its header. `Ok(None)`: the owner has exited.
+    pub fn open(card: Card) -> Result<Option<Self>, String> {
+        let path = format!("/proc/{}/fd/{}", card.pid, card.fd);
+        let cpath = std::ffi::CString::new(path.clone()).map_err(|e| e.to_string())?;
+        // SAFETY: cpath is a valid NUL-terminated string.
+        let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
         if fd < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
-                return Ok(None);
-            }
-            return Err(format!("cannot open /dev/shm{name}: {}", errno_msg()));
+            return match errno() {
+                libc::ENOENT | libc::ESRCH => Ok(None),
+                libc::EACCES | libc::EPERM => Err(format!(
+                    "cannot open {path}: {} (the process of another user, or one that made \
+                     itself non-dumpable?)",
+                    errno_msg()
+                )),
+                _ => Err(format!("cannot open {path}: {}", errno_msg())),
+            };
         }
         // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -268,7 +307,7 @@ impl Segment {
         };
         // SAFETY: fd is ours; the mapping stays valid after close.
         unsafe { libc::close(fd) };
-        let base = mapped.map_err(|e| format!("cannot map /dev/shm{name}: {e}"))?;
+        let base = mapped.map_err(|e| format!("cannot map {path}: {e}"))?;
         let mut seg = Segment {
             base,
             len,
@@ -276,27 +315,32 @@ impl Segment {
                 ncells: 0,
                 cell_size: 0,
             },
-            name: cname,
-            owned_linked: false,
+            fd: -1,
             owner_rank: 0,
             pid: 0,
             token: 0,
         };
         let h = seg.header();
         if h.magic.load(Ordering::Acquire) != MAGIC {
-            return Err(format!("/dev/shm{name} is not (yet) a Ferrite segment"));
+            return Err(format!("{path} is not a Ferrite segment"));
         }
         if h.version != VERSION {
             return Err(format!(
-                "/dev/shm{name} has layout version {}, this library {VERSION}",
+                "{path} has layout version {}, this library {VERSION}",
                 h.version
+            ));
+        }
+        if h.pid != card.pid || h.token != card.token {
+            return Err(format!(
+                "{path} belongs to another process (pid {} token {:x}), not the published one",
+                h.pid, h.token
             ));
         }
         let geom = Geometry::new(h.ncells, h.cell_size as usize)
             .ok()
             .filter(|g| g.cell_size == h.cell_size && g.ring_cap() == h.ring_cap as usize)
             .filter(|g| g.total() == len && h.pid > 0)
-            .ok_or_else(|| format!("/dev/shm{name} has an inconsistent header"))?;
+            .ok_or_else(|| format!("{path} has an inconsistent header"))?;
         let (owner_rank, pid, token) = (h.owner_rank, h.pid, h.token);
         seg.geom = geom;
         seg.owner_rank = owner_rank;
@@ -318,22 +362,18 @@ impl Segment {
         // repr(C) of plain integers and atomics, valid for any bit pattern.
         unsafe { &*(self.base as *const Header) }
     }
-
-    /// Removes the name (peers that mapped it keep their mapping).
-    pub fn unlink(&mut self) {
-        if self.owned_linked {
-            // SAFETY: name is a valid NUL-terminated string.
-            unsafe { libc::shm_unlink(self.name.as_ptr()) };
-            self.owned_linked = false;
-        }
-    }
 }
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        self.unlink();
-        // SAFETY: base/len describe a mapping made by `map` and not unmapped before.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        // SAFETY: base/len describe a mapping made by `map` and not unmapped before; fd
+        // (if any) is the owner's own descriptor.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+            if self.fd >= 0 {
+                libc::close(self.fd);
+            }
+        }
     }
 }
 

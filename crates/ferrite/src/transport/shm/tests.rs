@@ -1,5 +1,5 @@
 use super::queue::{Queue, Received, Sent};
-use super::segment::{object_name, Geometry, Segment};
+use super::segment::{Card, Geometry, Segment};
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -15,24 +15,39 @@ pub(crate) fn unique_job(tag: &str) -> String {
     )
 }
 
-/// Removes every /dev/shm file of a job when dropped (also when a test fails).
+/// Removes the card files of a job's ranks when dropped (also when a test fails).
 pub(crate) struct ShmFiles(pub String);
 
 impl Drop for ShmFiles {
     fn drop(&mut self) {
-        let prefix = format!("ferrite-{}-", segment::sanitize(&self.0));
-        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
-            for e in dir.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_file(e.path());
-                }
+        for rank in 0..64 {
+            if let Some(p) = test_card_path(&self.0, rank) {
+                let _ = std::fs::remove_file(p);
             }
         }
     }
 }
 
+/// True if `rank` of `job` made a segment (published its card).
 pub(crate) fn shm_exists(job: &str, rank: u32) -> bool {
-    std::path::Path::new(&format!("/dev/shm{}", object_name(job, rank))).exists()
+    lookup(job, rank).unwrap().is_some()
+}
+
+/// Files in /dev/shm whose name mentions `job` (segments never have one).
+pub(crate) fn named_files(job: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(job))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Maps `rank`'s segment as a peer would.
+fn open_rank(job: &str, rank: u32) -> Option<Segment> {
+    Segment::open(lookup(job, rank).ok()??).ok()?
 }
 
 fn cfg(ncells: u32, cell: usize, cma: bool) -> ShmConfig {
@@ -75,7 +90,7 @@ fn many_producers_every_packet_once_and_in_order() {
     let job = unique_job("mp");
     let _files = ShmFiles(job.clone());
     let geom = Geometry::new(4, 128).unwrap();
-    let seg = Arc::new(Segment::create(&object_name(&job, 0), geom, 0, 1).unwrap());
+    let seg = Arc::new(Segment::create(geom, 0, 1).unwrap());
     let max = queue(&seg).max_packet();
     let no_room = Arc::new(AtomicU32::new(0));
     let producers: Vec<_> = (0..PRODUCERS)
@@ -141,7 +156,7 @@ fn corrupt_cells_are_counted_and_dropped_without_losing_credits() {
     let job = unique_job("bad");
     let _files = ShmFiles(job.clone());
     let geom = Geometry::new(4, 64).unwrap();
-    let seg = Segment::create(&object_name(&job, 0), geom, 0, 1).unwrap();
+    let seg = Segment::create(geom, 0, 1).unwrap();
     let q = queue(&seg);
     assert!(q.corrupt_next(7, 4)); // rank 7 in a job of 2
     assert!(q.corrupt_next(1, 100_000)); // longer than a cell
@@ -161,12 +176,46 @@ fn corrupt_cells_are_counted_and_dropped_without_losing_credits() {
 
 #[test]
 fn a_peer_rejects_a_segment_that_is_not_ferrites() {
-    let job = unique_job("junk");
+    // SAFETY: a valid name; the descriptor is closed below.
+    let fd = unsafe { libc::memfd_create(c"junk".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0);
+    std::fs::write(format!("/proc/self/fd/{fd}"), vec![0u8; 4096]).unwrap();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let err = Segment::open(Card { pid, fd, token: 1 }).err().unwrap();
+    assert!(err.contains("not a Ferrite segment"), "{err}");
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    // A segment whose header does not carry the published pid and token.
+    let seg = Segment::create(Geometry::new(4, 128).unwrap(), 0, 7).unwrap();
+    let forged = Card {
+        token: 8,
+        ..seg.card()
+    };
+    let err = Segment::open(forged).err().unwrap();
+    assert!(err.contains("belongs to another process"), "{err}");
+    assert!(Segment::open(seg.card()).unwrap().is_some());
+    // An owner that has exited (no such descriptor any more): None, not an error.
+    let card = seg.card();
+    drop(seg);
+    assert!(Segment::open(card).unwrap().is_none());
+}
+
+#[test]
+fn segments_have_no_name_and_outlive_their_owner_only_while_mapped() {
+    let job = unique_job("noname");
     let _files = ShmFiles(job.clone());
-    std::fs::write(format!("/dev/shm{}", object_name(&job, 0)), vec![0u8; 4096]).unwrap();
-    let err = Segment::open(&object_name(&job, 0)).err().unwrap();
-    assert!(err.contains("not (yet) a Ferrite segment"), "{err}");
-    assert!(Segment::open(&object_name(&job, 1)).unwrap().is_none());
+    let mut a = Shm::new(0, 2, &job, cfg(4, 128, false)).unwrap();
+    let mut b = Shm::new(1, 2, &job, cfg(4, 128, false)).unwrap();
+    assert!(named_files(&job).is_empty(), "{:?}", named_files(&job));
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(maps.contains("/memfd:ferrite-shm"), "segments are memfds");
+    assert!(a.try_send(1, &[b"hello"]).unwrap());
+    let mut got = Vec::new();
+    b.poll(&mut |f, p| got.push((f, p.to_vec())));
+    assert_eq!(got, vec![(0, b"hello".to_vec())]);
 }
 
 mod interleavings {
@@ -196,7 +245,7 @@ mod interleavings {
             let job = unique_job("prop");
             let _files = ShmFiles(job.clone());
             let geom = Geometry::new(6, 128).unwrap();
-            let seg = Segment::create(&object_name(&job, 0), geom, 0, 1).unwrap();
+            let seg = Segment::create(geom, 0, 1).unwrap();
             let q = queue(&seg);
             let mut model: VecDeque<(u32, Vec<u8>)> = VecDeque::new();
             let mut unfreed = Vec::new();
@@ -243,7 +292,7 @@ fn doorbell_wakes_a_blocked_receiver_and_counts_strangers() {
     let _files = ShmFiles(job.clone());
     let mut rx = crate::transport::Net::init_with(0, 2, &job, "shm").unwrap();
     let mut tx = crate::transport::Net::init_with(1, 2, &job, "shm").unwrap();
-    let watch = Segment::open(&object_name(&job, 0)).unwrap().unwrap();
+    let watch = open_rank(&job, 0).unwrap();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let receiver = std::thread::spawn(move || {
         let mut got = Vec::new();
@@ -308,7 +357,9 @@ fn cma_reads_memory_and_can_be_disabled() {
     assert_eq!(on.stats().remote_read_bytes, src.len() as u64);
     let err = on.read_remote(1, 8, &mut dst[..16]).unwrap_err();
     assert!(err.msg.contains("from rank 1"), "{}", err.msg);
-    let mut off = Shm::new(0, 2, &unique_job("cma-off"), cfg(4, 256, false)).unwrap();
+    let off_job = unique_job("cma-off");
+    let _off_files = ShmFiles(off_job.clone());
+    let mut off = Shm::new(0, 2, &off_job, cfg(4, 256, false)).unwrap();
     assert!(!off.read_remote(1, src.as_ptr() as u64, &mut dst).unwrap());
 }
 
@@ -409,11 +460,7 @@ fn pattern(len: usize, salt: u32) -> Vec<u8> {
 
 fn wait_segment(job: &str, rank: u32) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Segment::open(&object_name(job, rank))
-        .ok()
-        .flatten()
-        .is_none()
-    {
+    while open_rank(job, rank).is_none() {
         assert!(
             Instant::now() < deadline,
             "rank {rank} never created its segment"

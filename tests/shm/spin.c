@@ -1,0 +1,38 @@
+/* A job that keeps its shared-memory queues busy until it is killed (or for `argv[1]`
+ * seconds): ring exchanges of checked data. Each rank prints "pid <rank> <pid>" once it has
+ * exchanged data with both neighbours (so its segment exists and peers have mapped it). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    double secs = argc > 1 ? atof(argv[1]) : 1e9;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    double end = MPI_Wtime() + secs;
+    for (long it = 0;; it++) {
+        long out[64], in[64];
+        for (int i = 0; i < 64; i++) out[i] = it * 1000 + rank * 64 + i;
+        MPI_Sendrecv(out, 64, MPI_LONG, next, 0, in, 64, MPI_LONG, prev, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        for (int i = 0; i < 64; i++)
+            if (in[i] != it * 1000 + prev * 64 + i) {
+                fprintf(stderr, "rank %d: bad data at iteration %ld\n", rank, it);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        if (it == 10) {
+            printf("pid %d %d\n", rank, (int)getpid());
+            fflush(stdout);
+        }
+        if (it % 100 == 0 && MPI_Wtime() > end) break;
+        if (it > 10) usleep(1000);
+    }
+    MPI_Finalize();
+    if (rank == 0) printf("done: spin\n");
+    return 0;
+}
