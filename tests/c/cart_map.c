@@ -2,7 +2,8 @@
 /* MPI_Cart_map: ranks below the grid size keep their rank, the others get MPI_UNDEFINED; a
  * grid with an empty dimension has no process, so every rank gets MPI_UNDEFINED (not an
  * error: rsmpi's cartesian_map example relies on it), and MPI_Cart_create over it gives
- * MPI_COMM_NULL; a grid larger than the communicator
+ * MPI_COMM_NULL; MPI_Cart_sub keeping no dimension gives rank 0 alone a zero-dimensional grid;
+ * a grid larger than the communicator
  * and (on Ferrite) a negative dimension are MPI_ERR_DIMS. */
 #include "common.h"
 
@@ -48,6 +49,24 @@ int main(int argc, char **argv)
     MPI_Comm cart = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Cart_create(MPI_COMM_WORLD, 3, z3, periods, 0, &cart));
     CHECK(cart == MPI_COMM_NULL, "Cart_create over dims {2, 0, 3} made a communicator");
+    /* MPI_Cart_sub keeping no dimension: a zero-dimensional grid of one process (rank 0,
+     * congruent to MPI_COMM_SELF), MPI_COMM_NULL elsewhere (as MPICH). */
+    int line[1] = {t_size}, keep[1] = {0}, nd = -1, topo = -1, res = -1;
+    MPI_Comm l, none = MPI_COMM_WORLD;
+    MPI_CHECK(MPI_Cart_create(MPI_COMM_WORLD, 1, line, periods, 0, &l));
+    MPI_CHECK(MPI_Cart_sub(l, keep, &none));
+    if (t_rank == 0) {
+        CHECK(none != MPI_COMM_NULL, "Cart_sub to no dimension gave rank 0 MPI_COMM_NULL");
+        MPI_CHECK(MPI_Comm_compare(none, MPI_COMM_SELF, &res));
+        MPI_CHECK(MPI_Topo_test(none, &topo));
+        MPI_CHECK(MPI_Cartdim_get(none, &nd));
+        CHECK(res == MPI_CONGRUENT && topo == MPI_CART && nd == 0,
+              "Cart_sub to no dimension: compare %d topo %d ndims %d", res, topo, nd);
+        MPI_CHECK(MPI_Comm_free(&none));
+    } else {
+        CHECK(none == MPI_COMM_NULL, "Cart_sub to no dimension gave rank %d a communicator", t_rank);
+    }
+    MPI_CHECK(MPI_Comm_free(&l));
     t_finish("cart_map");
     return 0;
 }

@@ -217,9 +217,18 @@ mpi_fn! {
                 color = color * d[k] + c[k];
             }
         }
+        if nd.is_empty() {
+            // No dimension kept: a zero-dimensional grid, which holds one process (as
+            // MPI_Cart_create with ndims 0): rank 0 gets it, the others MPI_COMM_NULL (as
+            // MPICH; its cartsuball test).
+            color = if r == 0 { 0 } else { MPI_UNDEFINED };
+        }
         let h = state::with(|st| {
             let h = st.comm_split(comm, color, r)?;
-            st.objects.comms.get_mut(h)?.topo = Some(Arc::new(Topo::Cart { dims: nd, periods: np }));
+            if h != MPI_COMM_NULL {
+                st.objects.comms.get_mut(h)?.topo =
+                    Some(Arc::new(Topo::Cart { dims: nd, periods: np }));
+            }
             Ok(h)
         })?;
         // SAFETY: the caller passes an MPI_Comm* output.

@@ -62,7 +62,8 @@ impl Topo {
 /// MPI_Dims_create: fills the zero entries of `dims` so that the product is `nnodes`, the
 /// free dimensions as close to each other as possible and in non-increasing order.
 /// Splits `n` into `k` factors in non-increasing order with the smallest spread (largest
-/// minus smallest), ties going to the lexicographically smallest: a search over divisors,
+/// minus smallest), ties going to the largest smallest factor, then the largest second
+/// smallest, and so on (MPICH's choice, which its dims tests check): a search over divisors,
 /// each factor no larger than the previous and no smaller than the k-th root of what is
 /// left.
 fn balanced(n: i64, k: usize) -> Vec<i64> {
@@ -89,7 +90,10 @@ fn balanced(n: i64, k: usize) -> Vec<i64> {
                 let spread = |d: &[i64]| d[0] - d[d.len() - 1];
                 let better = match best {
                     None => true,
-                    Some(b) => (spread(acc), &acc[..]) < (spread(b), &b[..]),
+                    Some(b) => {
+                        spread(acc) < spread(b)
+                            || (spread(acc) == spread(b) && acc.iter().rev().gt(b.iter().rev()))
+                    }
                 };
                 if better {
                     *best = Some(acc.clone());
@@ -102,7 +106,8 @@ fn balanced(n: i64, k: usize) -> Vec<i64> {
             if f > max {
                 continue;
             }
-            if (f as i128).pow(k as u32) < n as i128 {
+            // f^k (saturating: 300000^7 overflows even i128) must reach n.
+            if (f as i128).saturating_pow(k as u32) < n as i128 {
                 break;
             }
             acc.push(f);
@@ -145,7 +150,7 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> MpiResult<()> {
     }
     // The most balanced split of `rest` into free.len() factors (MPI 4.1 8.5.2: "as close
     // to each other as possible"): the smallest spread between the largest and smallest
-    // factor, then the lexicographically smallest (which keeps the inner ones balanced).
+    // factor, ties as MPICH breaks them (see `balanced`).
     let mut vals = balanced(rest, free.len());
     vals.sort_unstable_by(|a, b| b.cmp(a));
     for (k, &i) in free.iter().enumerate() {
@@ -232,6 +237,12 @@ mod tests {
         assert_eq!(dims(1323, vec![0, 0]), vec![49, 27]);
         assert_eq!(dims(95580, vec![0, 0, 0, 0]), vec![59, 15, 12, 9]);
         assert_eq!(dims(999_983, vec![0, 0, 0]), vec![999_983, 1, 1]);
+        // Equal spreads: the largest smallest factor wins (as MPICH; its dims5 test).
+        assert_eq!(dims(5040, vec![0, 0, 0]), vec![21, 16, 15]);
+        assert_eq!(dims(10800, vec![0, 0, 0]), vec![27, 20, 20]);
+        // Large sizes in many dimensions (the search's bound overflowed: all ones).
+        assert_eq!(dims(300_000, vec![0; 7]), vec![10, 8, 6, 5, 5, 5, 5]);
+        assert_eq!(dims(421_875, vec![0; 7]), vec![15, 9, 5, 5, 5, 5, 5]);
         assert!(dims_create(10, &mut [3, 0]).is_err());
         assert!(dims_create(6, &mut [2, 2]).is_err());
     }
