@@ -4,7 +4,7 @@
  * MPI_ERRORS_RETURN on WORLD after making communicators and expect errors on those to come
  * back (MPICH's errors/comm/ *_nullarg tests). MPI_Comm_get_errhandler still reports
  * MPI_ERRORS_ARE_FATAL there, and a handler set on a communicator sticks to it and its
- * children. Constructors refuse a null output pointer with MPI_ERR_ARG before they start. */
+ * children. Windows follow WORLD the same way. Constructors refuse a null output pointer with MPI_ERR_ARG before they start. */
 #include "common.h"
 
 static int calls = 0;
@@ -19,6 +19,10 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     MPI_Comm early, mid, inter_half;
+    int wbuf = 0;
+    MPI_Win win;
+    MPI_CHECK(MPI_Win_create(&wbuf, sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD,
+                             &win));
     MPI_Group g;
     MPI_Errhandler h;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &early));
@@ -45,6 +49,13 @@ int main(int argc, char **argv)
     int dims[1] = {t_size}, periods[1] = {0};
     EXPECT_CLASS(MPI_Cart_create(early, 1, dims, periods, 0, NULL), MPI_ERR_ARG);
     EXPECT_CLASS(MPI_Send(&n, 1, MPI_INT, t_size, 0, early), MPI_ERR_RANK);
+    /* A window made before, and a keyval of the wrong kind on it: WORLD's handler too. */
+    int ckey;
+    MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &ckey, NULL));
+    EXPECT_CLASS(MPI_Win_set_attr(win, ckey, &wbuf), MPI_ERR_KEYVAL);
+    MPI_CHECK(MPI_Win_get_errhandler(win, &h));
+    CHECK(h == MPI_ERRORS_ARE_FATAL, "a new window reports %#x", (unsigned)h);
+    MPI_CHECK(MPI_Comm_free_keyval(&ckey));
     /* MPI_COMM_SELF follows WORLD too. */
     EXPECT_CLASS(MPI_Send(NULL, 1, MPI_INT, 0, 0, MPI_COMM_SELF), MPI_ERR_BUFFER);
     MPI_CHECK(MPI_Comm_get_errhandler(early, &h));
@@ -70,6 +81,7 @@ int main(int argc, char **argv)
     int sum = 0;
     MPI_CHECK(MPI_Allreduce(&t_rank, &sum, 1, MPI_INT, MPI_SUM, mid));
     CHECK(sum == t_size * (t_size - 1) / 2, "allreduce %d", sum);
+    MPI_CHECK(MPI_Win_free(&win));
     MPI_CHECK(MPI_Group_free(&g));
     MPI_CHECK(MPI_Comm_free(&mid));
     MPI_CHECK(MPI_Comm_free(&inter_half));

@@ -2,7 +2,8 @@
 /* Truncation under MPI_ERRORS_RETURN: a message longer than the receive buffer gives
  * MPI_ERR_TRUNCATE from Recv and Wait, MPI_ERR_IN_STATUS from Waitall with the class in
  * the status of the truncated receive only; the bytes after the buffer are left intact;
- * the send completes without error; later traffic is unaffected. Eager and large sizes. */
+ * the send completes without error; later traffic is unaffected. Eager and large sizes. A
+ * message ending inside a basic element of a derived receive type is MPI_ERR_TRUNCATE. */
 #include "common.h"
 
 #define GUARD 64
@@ -75,6 +76,41 @@ int main(int argc, char **argv)
             MPI_CHECK(MPI_Wait(&srq, MPI_STATUS_IGNORE));
             for (int i = 0; i < sn; i++)
                 if (rbuf[i] != t_byte(peer, i)) FAIL("%s: after truncation byte %d wrong", what, i);
+        }
+    }
+    /* A message ending inside a basic element of a derived receive type (3 chars into
+     * ints): the signatures cannot match, MPI_ERR_TRUNCATE (MPICH's class for it); the
+     * bytes still land. */
+    {
+        int peer = t_rank ^ 1;
+        if (peer < t_size) {
+            MPI_Datatype chars, ints;
+            int bl[3] = {1, 1, 1}, ibl[3] = {1, 2, 1}, idx[3] = {4, 8, 16};
+            MPI_Aint disp[3] = {0, 2, 4};
+            MPI_Datatype ts[3] = {MPI_CHAR, MPI_CHAR, MPI_CHAR};
+            MPI_CHECK(MPI_Type_create_struct(3, bl, disp, ts, &chars));
+            MPI_CHECK(MPI_Type_indexed(3, ibl, idx, MPI_INT, &ints));
+            MPI_CHECK(MPI_Type_commit(&chars));
+            MPI_CHECK(MPI_Type_commit(&ints));
+            char src[8] = {1, 0, 2, 0, 3, 0, 0, 0};
+            int dst[32];
+            memset(dst, 0, sizeof dst);
+            MPI_Request sq;
+            MPI_Status st;
+            MPI_CHECK(MPI_Isend(src, 1, chars, peer, 77, MPI_COMM_WORLD, &sq));
+            int rc = MPI_Recv(dst, 1, ints, peer, 77, MPI_COMM_WORLD, &st);
+            CHECK(t_class(rc) == MPI_ERR_TRUNCATE, "partial element: class %d", t_class(rc));
+            int n = -2;
+            MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &n));
+            CHECK(n == 3, "partial element: %d bytes", n);
+            MPI_CHECK(MPI_Get_elements(&st, ints, &n));
+            CHECK(n == MPI_UNDEFINED, "partial element: Get_elements %d", n);
+            unsigned char *b = (unsigned char *)&dst[4];
+            CHECK(b[0] == 1 && b[1] == 2 && b[2] == 3, "partial element: bytes %d %d %d", b[0],
+                  b[1], b[2]);
+            MPI_CHECK(MPI_Wait(&sq, MPI_STATUS_IGNORE));
+            MPI_CHECK(MPI_Type_free(&chars));
+            MPI_CHECK(MPI_Type_free(&ints));
         }
     }
     free(sbuf);

@@ -73,7 +73,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
                 model: MPI_WIN_UNIFIED,
             }),
             name: String::new(),
-            errhandler: MPI_ERRORS_ARE_FATAL,
+            errhandler: crate::objects::comm::DEFAULT_ERRHANDLER,
             info: hints,
             memory: local.memory,
             attached: Vec::new(),
@@ -283,7 +283,11 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) on ErrObj::Win(win) => {
-        let h = with_win(win, |w| w.errhandler)?;
+        // Never set: reported as MPI_ERRORS_ARE_FATAL (see DEFAULT_ERRHANDLER).
+        let h = match with_win(win, |w| w.errhandler)? {
+            crate::objects::comm::DEFAULT_ERRHANDLER => MPI_ERRORS_ARE_FATAL,
+            h => h,
+        };
         // SAFETY: the caller passes an MPI_Errhandler* output.
         unsafe { out(errhandler, h) }
     }

@@ -127,18 +127,22 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
         };
     }
     let (handler, handle) = state::try_with(|st| {
-        // A window's own handler; everything else (and an invalid window) goes to a
-        // communicator's.
+        // A window's own handler; a window whose handler was never set (or an invalid one)
+        // goes to MPI_COMM_WORLD's, as MPICH (see DEFAULT_ERRHANDLER).
         if let ErrObj::Win(w) = obj {
-            if let Some(h) = st.objects.wins.get(w).ok().map(|x| x.errhandler) {
-                let h = st.objects.errhandlers.resolve(h);
-                return (h.unwrap_or(Handler::Fatal), w);
+            match st.objects.wins.get(w).ok().map(|x| x.errhandler) {
+                Some(crate::objects::comm::DEFAULT_ERRHANDLER) | None => {}
+                Some(h) => {
+                    let h = st.objects.errhandlers.resolve(h);
+                    return (h.unwrap_or(Handler::Fatal), w);
+                }
             }
         }
         // No object: MPI 4.1 raises on MPI_COMM_SELF, whose handler follows
         // MPI_COMM_WORLD's until the program sets one (as MPICH, which raises on WORLD).
         let comm = match obj {
             ErrObj::Comm(c) => c,
+            ErrObj::Win(_) => MPI_COMM_WORLD,
             _ => MPI_COMM_SELF,
         };
         let comms = &st.objects.comms;

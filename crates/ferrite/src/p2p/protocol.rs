@@ -512,6 +512,24 @@ impl P2p {
                         r.status.source, r.status.tag
                     ),
                 );
+            } else if let Op::Recv(RecvOp {
+                target: Target::User { dt, .. },
+                ..
+            }) = &r.op
+            {
+                // A message that ends inside a basic element of a derived receive type has a
+                // type signature that cannot match: MPI_ERR_TRUNCATE, the class MPICH gives
+                // it (its truncmsg2 test).
+                if dt.size() > 0 && len % dt.size() as u64 != 0 && dt.elements_in(len).is_none() {
+                    r.status.error = make_code(
+                        MPI_ERR_TRUNCATE,
+                        format!(
+                            "the {len} bytes from rank {} with tag {} end inside a basic \
+                             element of the receive datatype: the type signatures do not match",
+                            r.status.source, r.status.tag
+                        ),
+                    );
+                }
             }
         }
         self.complete(h);
