@@ -520,7 +520,10 @@ impl P2p {
                 // A message that ends inside a basic element of a derived receive type has a
                 // type signature that cannot match: MPI_ERR_TRUNCATE, the class MPICH gives
                 // it (its truncmsg2 test).
-                if dt.size() > 0 && len % dt.size() as u64 != 0 && dt.elements_in(len).is_none() {
+                if dt.size() > 0
+                    && !len.is_multiple_of(dt.size() as u64)
+                    && dt.elements_in(len).is_none()
+                {
                     r.status.error = make_code(
                         MPI_ERR_TRUNCATE,
                         format!(
