@@ -30,6 +30,8 @@ Options:
   --bind-to core|none  core: bind rank i to CPU (i mod n) of mpirun's own CPU set;
                        none: do not bind. Default: core when the job has no more ranks
                        than mpirun's CPUs, none when it is oversubscribed
+  --timeout SECONDS    end the job (exit code 255) if it runs longer; default: the
+                       MPIEXEC_TIMEOUT environment variable (as MPICH's mpiexec), else none
   --oversubscribe      accepted; more ranks than cores is always allowed
   --allow-run-as-root  accepted; running as root is always allowed
   -h, --help           show this help
@@ -62,6 +64,8 @@ pub struct Options {
     pub launcher: String,
     pub iface: Option<String>,
     pub bind: Bind,
+    /// Seconds the job may run (--timeout, MPIEXEC_TIMEOUT).
+    pub timeout: Option<u64>,
     pub program: String,
     pub args: Vec<String>,
 }
@@ -89,6 +93,14 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     let mut launcher = "ssh".to_string();
     let mut iface = None;
     let mut bind = Bind::Auto;
+    let mut timeout = None;
+    let seconds = |v: &str, what: &str| -> Result<u64, String> {
+        v.trim()
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{what} needs a positive number of seconds, not {v:?}"))
+    };
     let mut i = 0;
     let value = |i: &mut usize, opt: &str| -> Result<String, String> {
         *i += 1;
@@ -155,6 +167,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 iface = Some(v);
             }
             "--bind-to" | "-bind-to" => bind = Bind::parse(&value(&mut i, a)?)?,
+            "--timeout" | "-timeout" => timeout = Some(seconds(&value(&mut i, a)?, a)?),
             "--report" | "-report" => env.push(("FERRITE_REPORT".into(), "1".into())),
             _ if a.starts_with("--report=") => {
                 let path = &a["--report=".len()..];
@@ -174,6 +187,11 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     let Some(program) = args.get(i).cloned() else {
         return Err("no program to run (see mpirun --help)".into());
     };
+    if timeout.is_none() {
+        if let Some(v) = getenv("MPIEXEC_TIMEOUT").filter(|v| !v.trim().is_empty()) {
+            timeout = Some(seconds(&v, "MPIEXEC_TIMEOUT")?);
+        }
+    }
     Ok(Command::Run(Options {
         np: np.unwrap_or(1),
         np_given: np.is_some(),
@@ -184,6 +202,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
         launcher,
         iface,
         bind,
+        timeout,
         program,
         args: args[i + 1..].to_vec(),
     }))

@@ -80,6 +80,8 @@ pub struct Job {
     kill_at: Option<Instant>,
     killed_hard: bool,
     last_exit: Option<Instant>,
+    /// When the job's time limit (--timeout, MPIEXEC_TIMEOUT) runs out.
+    time_limit: Option<Instant>,
 }
 
 fn report(msg: &str) {
@@ -154,6 +156,7 @@ impl Job {
             kill_at: None,
             killed_hard: false,
             last_exit: None,
+            time_limit: None,
         })
     }
 
@@ -353,6 +356,10 @@ impl Job {
 
     /// Runs the job to its end; returns mpirun's exit code.
     pub fn run(mut self) -> i32 {
+        self.time_limit = self
+            .opts
+            .timeout
+            .map(|s| Instant::now() + Duration::from_secs(s));
         for r in 0..self.opts.np {
             match self.spawn(r) {
                 Ok(rank) => self.ranks.push(rank),
@@ -470,6 +477,9 @@ impl Job {
                 let t = t + DRAIN_AFTER_EXIT;
                 deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
             }
+            if let (Some(t), None) = (self.time_limit, self.kill_at) {
+                deadline = Some(deadline.map_or(t, |d: Instant| d.min(t)));
+            }
             let timeout = deadline.map_or(-1, |d| {
                 d.saturating_duration_since(now).as_millis().min(60_000) as i32 + 1
             });
@@ -482,6 +492,18 @@ impl Job {
             if let (Some(t), false) = (self.kill_at, self.killed_hard) {
                 if Instant::now() >= t {
                     self.kill_hard();
+                }
+            }
+            if let (Some(t), None) = (self.time_limit, self.kill_at) {
+                if Instant::now() >= t {
+                    let secs = self.opts.timeout.unwrap_or(0);
+                    self.fail(
+                        255,
+                        &format!(
+                            "the job ran past its time limit of {secs} s (--timeout or \
+                             MPIEXEC_TIMEOUT), ending it (ranks get SIGTERM, then SIGKILL)"
+                        ),
+                    );
                 }
             }
             let mut claims = Vec::new();

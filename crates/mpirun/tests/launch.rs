@@ -417,3 +417,34 @@ fn malformed_pmi_ends_the_job() {
         o.stderr
     );
 }
+
+#[test]
+fn a_job_past_its_time_limit_is_ended_with_255() {
+    // --timeout, and MPIEXEC_TIMEOUT as MPICH's mpiexec reads it.
+    let t = Instant::now();
+    let o = run(&["--timeout", "1", "-n", "2", "sleep", "60"]);
+    assert_eq!(o.code, Some(255), "{}", o.stderr);
+    assert!(o.stderr.contains("time limit of 1 s"), "{}", o.stderr);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    let child = Command::new(MPIRUN)
+        .args(["-n", "1", "sleep", "60"])
+        .env("MPIEXEC_TIMEOUT", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = finish(child);
+    assert_eq!(o.code, Some(255), "{}", o.stderr);
+    let o = run(&["--timeout", "soon", "true"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("positive number of seconds"),
+        "{}",
+        o.stderr
+    );
+}
