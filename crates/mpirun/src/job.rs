@@ -332,6 +332,11 @@ impl Job {
             return;
         }
         self.kill_at = Some(Instant::now() + KILL_GRACE);
+        // A finalize already sent but not yet read counts: read what the ranks sent.
+        let mut buf = vec![0u8; 4096];
+        for r in 0..self.ranks.len() {
+            while !self.ranks[r].exited && self.read_pmi(r, &mut buf) {}
+        }
         // Ranks that have finalized are left to finish what they do after MPI_Finalize (as
         // Hydra, srun and Open MPI do): killing them would lose their output.
         for (r, rank) in self.ranks.iter().enumerate() {

@@ -23,6 +23,9 @@ fn main() {
     let last = rank == size - 1;
     match args.first().map(String::as_str) {
         Some("fail-after-finalize") => {
+            // As MPI_Finalize: a barrier first, so every rank has finalized before the last
+            // one exits (without it, a slow rank was still running MPI and rightly killed).
+            c.barrier().unwrap();
             c.finalize().unwrap();
             if last {
                 std::process::exit(4);
