@@ -81,6 +81,8 @@ run_suite c-tcp-ud env FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud tests/c
 
 # Connection policies over tcp: counts from FERRITE_REPORT's JSON, static/partial conformance.
 run_suite conn tests/conn/run.sh
+# Connection set-up out of file descriptors, and a stranger flooding the listeners.
+run_suite conn-fdlimit tests/conn/fdlimit.sh
 
 # 256 ranks on one host under ondemand (shm and tcp): hello and ring, reports checked.
 run_suite scale tests/scale/run.sh

@@ -935,7 +935,10 @@ impl Cm {
             tries: tries + 1,
             rto: (rto * 2).min(rto_max),
         };
-        self.set_timer(peer, Some(now + rto));
+        // Skewed by rank: two ranks whose dials failed together (each out of descriptors
+        // but for its own dial's) do not dial together again.
+        let skew = rto / 4 * u64::from(me % 4);
+        self.set_timer(peer, Some(now + rto + skew));
     }
 
     /// `sock` closed under us (refused, reset, closed by the peer).

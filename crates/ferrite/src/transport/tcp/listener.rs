@@ -95,6 +95,14 @@ pub fn reachable_ip() -> IpAddr {
 pub struct Listener {
     pub sock: TcpListener,
     pub addr: SocketAddr,
+    /// A descriptor kept in reserve (/dev/null) so that a connection can still be taken
+    /// from the backlog and refused when the process is out of descriptors (see
+    /// [`Listener::refuse_one`]).
+    spare: Option<std::fs::File>,
+}
+
+fn open_spare() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
 }
 
 impl Listener {
@@ -105,7 +113,25 @@ impl Listener {
         // Accepted sockets inherit the buffer sizes (the receive window is set up from them).
         set_bufs(sock.as_raw_fd());
         let addr = sock.local_addr()?;
-        Ok(Listener { sock, addr })
+        Ok(Listener {
+            sock,
+            addr,
+            spare: open_spare(),
+        })
+    }
+
+    /// Out of file descriptors (accept gave EMFILE/ENFILE): takes the oldest waiting
+    /// connection with the spare descriptor and closes it at once, so its dialer sees it
+    /// closed and tries again later (with backoff, within its retries) instead of waiting
+    /// forever for an answer from a connection nobody can accept. True if one was refused.
+    pub fn refuse_one(&mut self) -> bool {
+        if self.spare.take().is_none() {
+            return false;
+        }
+        // The accepted socket is dropped (closed) here.
+        let refused = self.sock.accept().is_ok();
+        self.spare = open_spare();
+        refused
     }
 
     /// The next pending connection, nonblocking with TCP_NODELAY; None when there is none.

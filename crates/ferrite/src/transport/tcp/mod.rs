@@ -32,7 +32,7 @@ use crate::runtime::config;
 use crate::transport::udp::Channel;
 use card::Board;
 use conn::{Filled, Frame, RecvBuf, SendQueue};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::unix::io::{AsRawFd, RawFd};
@@ -210,6 +210,9 @@ pub struct Tcp {
     ud: Option<Ud>,
     /// Listen addresses peers sent in their ud request or reply (no card lookup then).
     ud_addrs: HashMap<Proc, SocketAddr>,
+    /// ud: peers that settled an attempt for which they dial us, and until when we wait for
+    /// their connection (their dials may all fail: out of file descriptors).
+    awaiting: BTreeMap<Proc, Micros>,
     /// When connections are asked for (static/partial: at init; then on the first packet).
     /// It holds no packets: they wait in the peer's `SendQueue`, in order.
     policy: Policy<()>,
@@ -286,6 +289,7 @@ impl Tcp {
             cm: None,
             ud: None,
             ud_addrs: HashMap::new(),
+            awaiting: BTreeMap::new(),
             policy: Policy::new(
                 rank,
                 size,
@@ -426,6 +430,11 @@ impl Tcp {
                             cm.connect_attempt(peer, attempt.gen);
                         }
                         self.run_cm();
+                    } else {
+                        // The peer dials (with its retries); give it as long as those take.
+                        let wait = hello_wait(self.size) * u64::from(self.cfg.connect_retries + 1);
+                        let at = self.now() + wait;
+                        self.awaiting.insert(peer, at);
                     }
                 }
                 Event::Failed { peer, retries } => self.setup_failed(peer, retries),
@@ -482,9 +491,11 @@ impl Tcp {
         }
         let p = self.peers.entry(peer).or_default();
         let last = p.last_error.clone().unwrap_or_else(|| "no answer".into());
+        // As a peer found dead: sends to it and receives from it fail (as udp does for a
+        // peer that never answers).
         self.fail(
             peer,
-            MPI_ERR_OTHER,
+            MPI_ERR_PROC_ABORTED,
             format!("cannot connect to rank {peer} after {retries} retries: {last}"),
         );
     }
@@ -898,6 +909,15 @@ impl Tcp {
                     let Some(sid) = self.cm.as_ref().and_then(|c| c.socket_of(peer)) else {
                         continue;
                     };
+                    if self.peers.get(&peer).is_some_and(|p| p.failed.is_some()) {
+                        // We gave up on this peer (its operations failed here): no connection
+                        // now, so it loses this one and gives up on us too, instead of waiting
+                        // for messages we will never send.
+                        if let Some(cm) = self.cm.as_mut() {
+                            cm.close(peer);
+                        }
+                        continue;
+                    }
                     let Some(s) = self.socks.get_mut(&sid) else {
                         continue;
                     };
@@ -934,9 +954,14 @@ impl Tcp {
             Action::Connect { sock, peer } => {
                 let known = self.ud_addrs.get(&peer).copied().map(|a| Ok(Some(a)));
                 let res = match known.unwrap_or_else(|| self.board.get(peer)) {
-                    Ok(Some(addr)) => {
-                        listener::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))
-                    }
+                    Ok(Some(addr)) => listener::connect(addr).map_err(|e| {
+                        let hint = match e.raw_os_error() {
+                            Some(libc::EMFILE) => " (raise the limit: ulimit -n)",
+                            Some(libc::ENFILE) => " (the system's file table is full)",
+                            _ => "",
+                        };
+                        format!("connect to {addr}: {e}{hint}")
+                    }),
                     Ok(None) => Err(format!("rank {peer} published no tcp business card")),
                     Err(e) => Err(e.msg),
                 };
@@ -1011,9 +1036,17 @@ impl Tcp {
                     self.add_sock(sid, s);
                 }
                 Ok(None) => return,
-                // EMFILE and the like: the connection stays in the backlog. The listener
-                // leaves the epoll set for a while (it would stay readable: a busy loop) and
-                // comes back when a socket of ours closes or after ACCEPT_PAUSE.
+                // Out of descriptors: refuse what waits (its dialer retries later).
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+                        && self.listener.refuse_one() =>
+                {
+                    self.stats.refused_no_fd += 1;
+                }
+                // Otherwise (ENOBUFS, ENOMEM, no spare descriptor): the connection stays in
+                // the backlog. The listener leaves the epoll set for a while (it would stay
+                // readable: a busy loop) and comes back when a socket of ours closes or
+                // after ACCEPT_PAUSE.
                 Err(_) => {
                     let fd = self.listener.sock.as_raw_fd();
                     if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
@@ -1248,6 +1281,25 @@ impl Tcp {
         if self.accept_paused.is_some_and(|t| t <= now) {
             self.resume_accepting();
         }
+        let due: Vec<Proc> = self
+            .awaiting
+            .iter()
+            .filter(|&(_, &t)| t <= now)
+            .map(|(&p, _)| p)
+            .collect();
+        for peer in due {
+            self.awaiting.remove(&peer);
+            let up = self
+                .cm
+                .as_ref()
+                .is_some_and(|c| matches!(c.state(peer), handshake::PeerState::Connected(_)));
+            if !up {
+                self.peers.entry(peer).or_default().last_error =
+                    Some("it agreed to connect over datagrams but never dialed".into());
+                self.ud_close(peer);
+                self.setup_failed(peer, self.cfg.connect_retries);
+            }
+        }
         if let Some(cm) = self.cm.as_mut() {
             if cm.poll_timeout().is_some_and(|t| t <= now) {
                 cm.handle_timeout(now);
@@ -1280,6 +1332,7 @@ impl Tcp {
             .chain(self.ud.as_ref().and_then(|u| u.poll_timeout()))
             .chain(held)
             .chain(self.accept_paused)
+            .chain(self.awaiting.values().min().copied())
             .min();
         if next == self.timer_at && next.is_none_or(|t| t > now) {
             return;

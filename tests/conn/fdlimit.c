@@ -1,0 +1,56 @@
+/* Connection set-up when file descriptors run out (FERRITE_TRANSPORTS=tcp,self).
+ * `fdlimit K`: after MPI_Init, every rank opens /dev/null until open fails (EMFILE), then
+ * closes K of them, so it has K descriptors left; then it exchanges checked data with every
+ * other rank (MPI_ERRORS_RETURN). Each rank prints one line per failed exchange
+ * ("rank R: peer P: class C: message") and "rank R: F fails E errs". Bad data is E > 0;
+ * a failed exchange must carry a clear class and message; a hang is the harness's timeout.
+ * `fdlimit -S`: no exhaustion; each rank prints "listening R PID" and sleeps S seconds
+ * first (a stranger then floods its listener; see fdlimit.sh). */
+#include <mpi.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int fds[1 << 20];
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size, k = argc > 1 ? atoi(argv[1]) : 0, n = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (k >= 0) {
+        for (int fd; n < (1 << 20) && (fd = open("/dev/null", O_RDONLY)) >= 0;) fds[n++] = fd;
+        for (int i = 0; i < k && n > 0; i++) close(fds[--n]);
+    } else {
+        printf("listening %d %d\n", rank, (int)getpid());
+        fflush(stdout);
+        sleep(-k);
+    }
+    int errs = 0, fails = 0;
+    double t0 = MPI_Wtime();
+    for (int p = 0; p < size; p++) {
+        if (p == rank) continue;
+        int out[4] = {rank, p, 7 * rank, 9 * p}, in[4] = {-1, -1, -1, -1};
+        int rc = MPI_Sendrecv(out, 4, MPI_INT, p, 0, in, 4, MPI_INT, p, 0, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            int l, c;
+            MPI_Error_class(rc, &c);
+            MPI_Error_string(rc, s, &l);
+            printf("rank %d: peer %d: class %d: %s\n", rank, p, c, s);
+            fails++;
+        } else if (in[0] != p || in[1] != rank || in[2] != 7 * p || in[3] != 9 * rank) {
+            printf("rank %d: bad data from %d\n", rank, p);
+            errs++;
+        }
+    }
+    printf("rank %d: %d fails %d errs in %.1f s\n", rank, fails, errs, MPI_Wtime() - t0);
+    fflush(stdout);
+    while (n > 0) close(fds[--n]);
+    MPI_Finalize();
+    return errs ? 1 : 0;
+}
