@@ -22,6 +22,7 @@ pub enum ErrObj {
     Comm(MPI_Comm),
     Win(c_int),
     File(usize),
+    Session(c_int),
     /// Calls with no object raise on MPI_COMM_SELF (MPI 4.1, section 9.3).
     NoObject,
 }
@@ -280,6 +281,7 @@ pub fn unsupported_on(func: &'static str, obj: ErrObj) -> c_int {
             MPI_ERR_FILE,
             "null file handle (MPI_FILE_NULL)",
         )),
+        ErrObj::Session(h) => crate::objects::session::get(h).err(),
         _ => None,
     };
     if let Some(e) = invalid {

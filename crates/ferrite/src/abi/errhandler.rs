@@ -35,7 +35,7 @@ fn set_comm_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> crate::err
                     errhandler as u32
                 ))
             }
-            Some(Handler::Win(_) | Handler::File(_)) => {
+            Some(Handler::Win(_) | Handler::File(_) | Handler::Session(_)) => {
                 return Err(crate::mpi_err!(
                     MPI_ERR_ARG,
                     "error handler {:#x} was made for windows or files, not communicators",
@@ -263,7 +263,7 @@ mpi_fn! {
         on ErrObj::File(file as usize) => {
         file_null_only(file)?;
         match state::try_with(|st| st.objects.errhandlers.resolve(errhandler)).flatten() {
-            Some(Handler::Comm(_) | Handler::Win(_)) => Err(crate::mpi_err!(MPI_ERR_ARG,
+            Some(Handler::Comm(_) | Handler::Win(_) | Handler::Session(_)) => Err(crate::mpi_err!(MPI_ERR_ARG,
                 "error handler {:#x} was not made for files (MPI_File_create_errhandler)", errhandler as u32)),
             Some(_) => {
                 errhandler::set_file_null_handler(errhandler);

@@ -10,17 +10,41 @@ use crate::state::{self, Ferrite};
 use crate::transport::Net;
 use std::os::raw::{c_char, c_int};
 
-/// Brings MPI up: joins the job through PMI, sets up transports and the builtin objects.
-/// Returns the thread level provided (at most MPI_THREAD_SERIALIZED).
 /// The thread that called MPI_Init / MPI_Init_thread (MPI_Is_thread_main): under
 /// MPI_THREAD_SERIALIZED other threads call MPI too.
 static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
 
-fn init(required: c_int) -> MpiResult<c_int> {
-    if state::is_initialized() {
+/// Who keeps the runtime up: the world model (MPI_Init to MPI_Finalize) and open sessions.
+/// The runtime starts with the first of them and ends with the last (MPI 4.1 section 11.2).
+struct Users {
+    world: World,
+    sessions: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum World {
+    NotStarted,
+    Running,
+    Finalized,
+}
+
+static USERS: std::sync::Mutex<Users> = std::sync::Mutex::new(Users {
+    world: World::NotStarted,
+    sessions: 0,
+});
+
+fn users() -> std::sync::MutexGuard<'static, Users> {
+    USERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Brings the runtime up: joins the job through PMI, sets up transports and the builtin
+/// objects. Returns the thread level provided (at most MPI_THREAD_SERIALIZED).
+fn start(required: c_int) -> MpiResult<c_int> {
+    if state::is_finalized() {
         return Err(MpiError::new(
             MPI_ERR_OTHER,
-            "MPI_Init called more than once",
+            "MPI cannot start again in a process where it has ended (after MPI_Finalize, or \
+             the last MPI_Session_finalize)",
         ));
     }
     // Checked first so a policy that cannot run fails before anything is set up.
@@ -30,8 +54,6 @@ fn init(required: c_int) -> MpiResult<c_int> {
     runtime::publish_secret(rank)?;
     pmi::barrier()?;
     let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
-    // MPI is initialized once per process, so the first value is the only one.
-    let _ = MAIN_THREAD.set(std::thread::current().id());
     crate::objects::info::with(|i| {
         i.env.set("maxprocs", &size.to_string());
         Ok(())
@@ -51,6 +73,62 @@ fn init(required: c_int) -> MpiResult<c_int> {
         st.wait_until(|st| !st.net.init_connecting())
     })?;
     Ok(provided)
+}
+
+/// Takes the runtime down: everything this process sent reaches its peers and theirs
+/// reaches us, the report, PMI's finalize.
+fn stop() -> MpiResult<()> {
+    state::with(|st| {
+        runtime::quiesce(st)?;
+        runtime::report::at_finalize(st)?;
+        st.net.shutdown();
+        Ok(())
+    })?;
+    state::take();
+    pmi::finalize()
+}
+
+fn init(required: c_int) -> MpiResult<c_int> {
+    let mut u = users();
+    if u.world != World::NotStarted {
+        return Err(MpiError::new(
+            MPI_ERR_OTHER,
+            "MPI_Init called more than once",
+        ));
+    }
+    let provided = if state::is_initialized() {
+        // A session started the runtime: the world model joins it.
+        state::with(|st| Ok(st.thread_level))?
+    } else {
+        start(required)?
+    };
+    u.world = World::Running;
+    // MPI is initialized once per process, so the first value is the only one.
+    let _ = MAIN_THREAD.set(std::thread::current().id());
+    Ok(provided)
+}
+
+/// MPI_Session_init's part: the runtime, started if no one else has. Returns the thread
+/// level provided.
+pub(crate) fn session_started(required: c_int) -> MpiResult<c_int> {
+    let mut u = users();
+    let provided = if state::is_initialized() {
+        state::with(|st| Ok(st.thread_level))?
+    } else {
+        start(required)?
+    };
+    u.sessions += 1;
+    Ok(provided)
+}
+
+/// MPI_Session_finalize's part: the last user takes the runtime down.
+pub(crate) fn session_ended() -> MpiResult<()> {
+    let mut u = users();
+    u.sessions = u.sessions.saturating_sub(1);
+    if u.sessions == 0 && u.world != World::Running {
+        stop()?;
+    }
+    Ok(())
 }
 
 mpi_fn! {
@@ -77,33 +155,36 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Finalize() on ErrObj::NoObject => {
+        if users().world != World::Running {
+            return Err(MpiError::new(
+                MPI_ERR_OTHER,
+                "MPI_Finalize without MPI_Init (or called twice)",
+            ));
+        }
         // MPI_COMM_SELF is "freed" first, so its attributes' delete callbacks run while
         // MPI is fully usable (MPI 4.1 11.2.4); then those of MPI_COMM_WORLD.
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_SELF)?;
         crate::objects::attr::delete_all(crate::objects::attr::Owner::Comm, MPI_COMM_WORLD)?;
-        state::with(|st| {
-            // Everything this process sent reaches its peers, and every peer's reaches us.
-            runtime::quiesce(st)?;
-            runtime::report::at_finalize(st)?;
-            st.net.shutdown();
-            Ok(())
-        })?;
-        state::take();
-        pmi::finalize()
+        let mut u = users();
+        u.world = World::Finalized;
+        if u.sessions == 0 {
+            stop()?;
+        }
+        Ok(())
     }
 }
 
 mpi_fn! {
     fn MPI_Initialized(flag: *mut c_int) on ErrObj::NoObject => {
         // SAFETY: `flag` comes from the C caller as an int* output argument.
-        unsafe { out(flag, state::is_initialized() as c_int) }
+        unsafe { out(flag, (users().world != World::NotStarted) as c_int) }
     }
 }
 
 mpi_fn! {
     fn MPI_Finalized(flag: *mut c_int) on ErrObj::NoObject => {
         // SAFETY: `flag` comes from the C caller as an int* output argument.
-        unsafe { out(flag, state::is_finalized() as c_int) }
+        unsafe { out(flag, (users().world == World::Finalized) as c_int) }
     }
 }
 

@@ -270,7 +270,7 @@ mpi_fn! {
             match st.objects.errhandlers.resolve(errhandler) {
                 None => return Err(crate::mpi_err!(MPI_ERR_ARG,
                     "invalid error handler {:#x}", errhandler as u32)),
-                Some(Handler::Comm(_) | Handler::File(_)) => return Err(crate::mpi_err!(MPI_ERR_ARG,
+                Some(Handler::Comm(_) | Handler::File(_) | Handler::Session(_)) => return Err(crate::mpi_err!(MPI_ERR_ARG,
                     "error handler {:#x} was made for communicators or files, not windows",
                     errhandler as u32)),
                 Some(_) => {}

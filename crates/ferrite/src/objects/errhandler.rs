@@ -14,6 +14,8 @@ pub type CommErrhandlerFn = unsafe extern "C" fn(*mut MPI_Comm, *mut c_int, ...)
 pub type WinErrhandlerFn = unsafe extern "C" fn(*mut MPI_Win, *mut c_int, ...);
 /// `void handler(MPI_File *, int *, ...)`
 pub type FileErrhandlerFn = unsafe extern "C" fn(*mut MPI_File, *mut c_int, ...);
+/// `void handler(MPI_Session *, int *, ...)`
+pub type SessionErrhandlerFn = unsafe extern "C" fn(*mut MPI_Session, *mut c_int, ...);
 
 /// The error handler of MPI_FILE_NULL: the one file errors are raised on while Ferrite has
 /// no files (MPI_File_open's errors go there too). MPI_ERRORS_RETURN by default, as MPI 4.1
@@ -43,6 +45,8 @@ pub enum Handler {
     Win(WinErrhandlerFn),
     /// A handler made by MPI_File_create_errhandler.
     File(FileErrhandlerFn),
+    /// A handler made by MPI_Session_create_errhandler.
+    Session(SessionErrhandlerFn),
     /// A C++ handler (MPICH's C++ library marks its handlers with MPII_Errhandler_set_cxx):
     /// `call(kind, &handle, &code, user)` runs the C++ function `user`, where kind is 0 for a
     /// communicator, 2 for a window.
@@ -126,6 +130,26 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
             _ => fatal(func, code),
         };
     }
+    if let ErrObj::Session(sh) = obj {
+        // A session's own handler (predefined ones need no runtime: a failing
+        // MPI_Session_init has none yet).
+        let eh = crate::objects::session::get(sh).map_or(MPI_ERRORS_ARE_FATAL, |x| x.errhandler);
+        let h = match eh {
+            MPI_ERRORS_RETURN => Some(Handler::Return),
+            _ => state::try_with(|st| st.objects.errhandlers.resolve(eh)).flatten(),
+        };
+        return match h.unwrap_or(Handler::Fatal) {
+            Handler::Return => code,
+            Handler::Session(f) => {
+                let (mut s, mut e) = (sh, code);
+                // SAFETY: `f` was registered through MPI_Session_create_errhandler with the C
+                // signature `void(MPI_Session *, int *, ...)`; both pointers are valid locals.
+                unsafe { f(&mut s, &mut e) };
+                code
+            }
+            _ => fatal(func, code),
+        };
+    }
     let (handler, handle) = state::try_with(|st| {
         // A window's own handler; a window whose handler was never set (or an invalid one)
         // goes to MPI_COMM_WORLD's, as MPICH (see DEFAULT_ERRHANDLER).
@@ -174,8 +198,8 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
             unsafe { f(&mut w, &mut e) };
             code
         }
-        // A file handler cannot be set on a communicator or window.
-        Handler::File(_) => code,
+        // A file or session handler cannot be set on a communicator or window.
+        Handler::File(_) | Handler::Session(_) => code,
         Handler::Cxx { call, user, win } => {
             let (mut h, mut e) = (handle, code);
             // SAFETY: MPICH's C++ library registered `call` as the trampoline for its handler

@@ -10,6 +10,7 @@ pub mod errhandler;
 pub mod group;
 pub mod handles;
 pub mod info;
+pub mod session;
 pub mod topo;
 pub mod win;
 
