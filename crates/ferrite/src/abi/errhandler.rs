@@ -7,14 +7,27 @@ use crate::objects::errhandler::{self, CommErrhandlerFn, FileErrhandlerFn, Handl
 use crate::state;
 use std::os::raw::{c_char, c_int};
 
+/// MPI_{Comm,Win,File,Session}_create_errhandler: a handle for the user's function `f`,
+/// wrapped as `kind`.
+///
+/// # Safety
+/// `errhandler` is null or valid for one write.
+pub(crate) unsafe fn create<F>(
+    f: Option<F>,
+    kind: fn(F) -> Handler,
+    errhandler: *mut MPI_Errhandler,
+) -> crate::error::MpiResult<()> {
+    let f = f.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
+    let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(kind(f))))?;
+    // SAFETY: per this function's contract.
+    unsafe { out(errhandler, h) }
+}
+
 mpi_fn! {
     fn MPI_Comm_create_errhandler(comm_errhandler_fn: Option<CommErrhandlerFn>,
         errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
-        let f = comm_errhandler_fn
-            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
-        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::Comm(f))))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
-        unsafe { out(errhandler, h) }
+        unsafe { create(comm_errhandler_fn, Handler::Comm, errhandler) }
     }
 }
 
@@ -238,11 +251,8 @@ pub(crate) fn remove_string(errorcode: c_int) -> MpiResult<()> {
 mpi_fn! {
     fn MPI_File_create_errhandler(file_errhandler_fn: Option<FileErrhandlerFn>,
         errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
-        let f = file_errhandler_fn
-            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
-        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::File(f))))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
-        unsafe { out(errhandler, h) }
+        unsafe { create(file_errhandler_fn, Handler::File, errhandler) }
     }
 }
 

@@ -164,11 +164,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Session_create_errhandler(session_errhandler_fn: Option<SessionErrhandlerFn>,
         errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
-        let f = session_errhandler_fn
-            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
-        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::Session(f))))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
-        unsafe { out(errhandler, h) }
+        unsafe { super::errhandler::create(session_errhandler_fn, Handler::Session, errhandler) }
     }
 }
 

@@ -256,11 +256,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Win_create_errhandler(win_errhandler_fn: Option<WinErrhandlerFn>,
         errhandler: *mut MPI_Errhandler) on ErrObj::NoObject => {
-        let f = win_errhandler_fn
-            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null error handler function"))?;
-        let h = state::with(|st| Ok(st.objects.errhandlers.user.insert(Handler::Win(f))))?;
         // SAFETY: the caller passes an MPI_Errhandler* output.
-        unsafe { out(errhandler, h) }
+        unsafe { super::errhandler::create(win_errhandler_fn, Handler::Win, errhandler) }
     }
 }
 
