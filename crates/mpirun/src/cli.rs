@@ -165,7 +165,7 @@ impl Options {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
-    Run(Options),
+    Run(Box<Options>),
     Help,
     Version,
 }
@@ -457,7 +457,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
         }
     }
     o.np = o.apps.iter().map(|a| a.np).sum();
-    Ok(Command::Run(o))
+    Ok(Command::Run(Box::new(o)))
 }
 
 /// Takes the program at `args[*i]` and its arguments up to the next `:` (skipped) or the
@@ -575,7 +575,7 @@ mod tests {
 
     fn run(s: &str) -> Options {
         match p(s) {
-            Ok(Command::Run(o)) => o,
+            Ok(Command::Run(o)) => *o,
             other => panic!("{s}: {other:?}"),
         }
     }

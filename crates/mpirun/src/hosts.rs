@@ -133,7 +133,7 @@ impl Placement {
             }
         } else {
             for (s, &h) in specs.iter().zip(&entry_host) {
-                pass.extend(std::iter::repeat(h).take(s.slots as usize));
+                pass.extend(std::iter::repeat_n(h, s.slots as usize));
             }
         }
         if !pass.is_empty() {
@@ -191,7 +191,7 @@ pub fn expand_slurm_nodelist(list: &str) -> Result<Vec<String>, String> {
             }
             _ => {}
         }
-        if depth < 0 || depth > 1 {
+        if !(0..=1).contains(&depth) {
             return Err(bad());
         }
     }
@@ -242,7 +242,7 @@ pub fn expand_slurm_counts(v: &str) -> Result<Vec<u32>, String> {
             None => (item, Some(1)),
         };
         match (n.parse::<u32>(), times) {
-            (Ok(n), Some(t)) if t <= 100_000 => out.extend(std::iter::repeat(n).take(t)),
+            (Ok(n), Some(t)) if t <= 100_000 => out.extend(std::iter::repeat_n(n, t)),
             _ => {
                 return Err(format!(
                     "Slurm task counts {v:?} are not of the form 2(x3),1"

@@ -43,6 +43,9 @@ enum Sink {
     File(Rc<File>),
 }
 
+/// A rank's stdout and stderr files, each with whether other ranks write to it too.
+type RankFiles = [Option<(Rc<File>, bool)>; 2];
+
 struct Stream {
     fd: OwnedFd,
     fwd: LineForwarder,
@@ -84,7 +87,7 @@ pub struct Job {
     /// mpirun's own CPUs and where they sit, which ranks are bound to (see bind.rs).
     topo: Vec<bind::Cpu>,
     /// Per rank: the files its stdout and stderr go to (None: mpirun's own).
-    out_files: Vec<[Option<(Rc<File>, bool)>; 2]>,
+    out_files: Vec<RankFiles>,
     ranks: Vec<Rank>,
     server: Server,
     sigfd: OwnedFd,
@@ -127,10 +130,7 @@ fn write_out(sink: &Sink, bytes: &[u8]) {
 /// Opens the output files the patterns name for every rank (creating their directories,
 /// truncating each file once); per rank and stream, the file and whether other ranks
 /// write to it too.
-fn open_output_files(
-    opts: &Options,
-    place: &Placement,
-) -> io::Result<Vec<[Option<(Rc<File>, bool)>; 2]>> {
+fn open_output_files(opts: &Options, place: &Placement) -> io::Result<Vec<RankFiles>> {
     let mut open: HashMap<String, (Rc<File>, usize)> = HashMap::new();
     let mut paths = Vec::new();
     for r in 0..opts.np {

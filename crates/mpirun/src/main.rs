@@ -22,7 +22,7 @@ fn main() {
             for w in &o.warnings {
                 eprintln!("mpirun: warning: {w}");
             }
-            o
+            *o
         }
         Ok(cli::Command::Help) => {
             print!("{}", cli::USAGE);
