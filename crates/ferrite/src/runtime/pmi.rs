@@ -107,7 +107,9 @@ pub fn init() -> MpiResult<(u32, u32, String)> {
 /// as rank 0 of 1): the message says what to use instead.
 pub fn foreign_launcher(getenv: impl Fn(&str) -> Option<String>) -> Option<String> {
     let num = |k: &str| getenv(k).and_then(|v| v.trim().parse::<u64>().ok());
-    let use_instead = "start it with Ferrite's mpirun (also inside a Slurm allocation:                        `salloc -n N mpirun ./prog`), with `srun --mpi=pmi2`, or with MPICH's                        mpiexec (Hydra); FERRITE_SINGLETON=1 runs it as a singleton anyway";
+    let use_instead = "start it with Ferrite's mpirun (also inside a Slurm allocation: \
+                 `salloc -n N mpirun ./prog`), with `srun --mpi=pmi2`, or with MPICH's \
+                 mpiexec (Hydra); FERRITE_SINGLETON=1 runs it as a singleton anyway";
     // Under srun the step's task count is known; under Open MPI's mpirun its own.
     let slurm_tasks = num("SLURM_STEP_NUM_TASKS").or_else(|| num("SLURM_NTASKS"));
     let ompi_size = num("OMPI_COMM_WORLD_SIZE");
@@ -122,19 +124,22 @@ pub fn foreign_launcher(getenv: impl Fn(&str) -> Option<String>) -> Option<Strin
                 "a PMIx launcher (Open MPI's mpirun/prterun, or srun --mpi=pmix)"
             };
             return Some(format!(
-                "this process was started by {by} (PMIX_NAMESPACE={ns:?}), which speaks                  PMIx; Ferrite speaks PMI-1 and cannot join that job: {use_instead}"
+                "this process was started by {by} (PMIX_NAMESPACE={ns:?}), which speaks \
+                 PMIx; Ferrite speaks PMI-1 and cannot join that job: {use_instead}"
             ));
         }
     }
     if ompi_size.is_some_and(|n| n > 1) {
         return Some(format!(
-            "this process was started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE={}), which              Ferrite cannot join: {use_instead}",
+            "this process was started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE={}), which \
+                 Ferrite cannot join: {use_instead}",
             ompi_size.map_or("?".to_string(), |n| n.to_string())
         ));
     }
     if getenv("SLURM_PROCID").is_some() && slurm_tasks.is_some_and(|n| n > 1) {
         return Some(format!(
-            "this process is task {} of {} started by srun without a PMI this library              speaks (srun's default --mpi=none or cray_shasta?): {use_instead}",
+            "this process is task {} of {} started by srun with no PMI that Ferrite \
+                 speaks (srun --mpi=none, often the default): {use_instead}",
             getenv("SLURM_PROCID").unwrap_or_default(),
             slurm_tasks.unwrap_or(0)
         ));
