@@ -281,6 +281,8 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
         wdir: None,
     };
     let mut app = new_app();
+    // The last program ended at a `:`: another must follow.
+    let mut colon = false;
     let mut global_wdir: Option<String> = None;
     let seconds = |v: &str, what: &str| -> Result<u64, String> {
         v.trim()
@@ -314,7 +316,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                     return Err("`:` with no program before it (see mpirun --help)".into());
                 }
                 i += 1;
-                take_program(args, &mut i, &mut app)?;
+                colon = take_program(args, &mut i, &mut app)?;
                 o.apps.push(std::mem::replace(&mut app, new_app()));
                 continue;
             }
@@ -432,7 +434,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
                 return Err(format!("unknown option {raw:?} (see mpirun --help)"));
             }
             _ => {
-                take_program(args, &mut i, &mut app)?;
+                colon = take_program(args, &mut i, &mut app)?;
                 o.apps.push(std::mem::replace(&mut app, new_app()));
                 continue;
             }
@@ -442,7 +444,7 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
     if o.apps.is_empty() {
         return Err("no program to run (see mpirun --help)".into());
     }
-    if !app.program.is_empty() || app != new_app() {
+    if colon {
         return Err("options after the last `:` but no program (see mpirun --help)".into());
     }
     // -wdir before the first program is every program's unless one has its own.
@@ -461,8 +463,8 @@ pub fn parse(args: &[String], getenv: impl Fn(&str) -> Option<String>) -> Result
 }
 
 /// Takes the program at `args[*i]` and its arguments up to the next `:` (skipped) or the
-/// end into `app`; leaves `*i` after them.
-fn take_program(args: &[String], i: &mut usize, app: &mut App) -> Result<(), String> {
+/// end into `app`; leaves `*i` after them. True when they ended at a `:`.
+fn take_program(args: &[String], i: &mut usize, app: &mut App) -> Result<bool, String> {
     let Some(program) = args.get(*i).filter(|p| p.as_str() != ":") else {
         return Err("no program to run (see mpirun --help)".into());
     };
@@ -477,8 +479,9 @@ fn take_program(args: &[String], i: &mut usize, app: &mut App) -> Result<(), Str
         if *i == args.len() {
             return Err("nothing after the last `:` (see mpirun --help)".into());
         }
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Reads the hostfile (if any) into `opts.hosts`, applies -ppn to the hosts' slots and,
@@ -619,6 +622,7 @@ mod tests {
         assert!(p("-n 1 a :").unwrap_err().contains("after the last"));
         assert!(p(": a").unwrap_err().contains("no program before"));
         assert!(p("a : -n 2").unwrap_err().contains("no program"));
+        assert!(p("a : --tag-output").unwrap_err().contains("no program"));
     }
 
     #[test]

@@ -52,6 +52,8 @@ fn run(args: &[&str]) -> Outcome {
 fn run_env(args: &[&str], env: &[(&str, String)]) -> Outcome {
     let mut child = Command::new(MPIRUN)
         .args(args)
+        // Not under a Slurm allocation unless the test fakes one.
+        .env_remove("SLURM_JOB_ID")
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

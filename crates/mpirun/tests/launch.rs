@@ -27,6 +27,8 @@ impl Outcome {
 fn start(args: &[&str], stdin: Stdio) -> Child {
     Command::new(MPIRUN)
         .args(args)
+        // Not under a Slurm allocation, even when the tests run inside one.
+        .env_remove("SLURM_JOB_ID")
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
