@@ -1,5 +1,6 @@
-/* An MPMD job: `mpirun -n N0 mpmd 0 N0 : -n N1 mpmd 1 N0`. Each rank checks MPI_APPNUM
- * against its first argument and MPI_UNIVERSE_SIZE against the job's size, then the
+/* An MPMD job: `mpirun -n N0 mpmd 0 N0 [U] : -n N1 mpmd 1 N0 [U]`. Each rank checks
+ * MPI_APPNUM against its first argument and MPI_UNIVERSE_SIZE against U (default the job's
+ * size; -1: must not be set), then the
  * programs exchange data: an allgather of (appnum, rank-derived value) checked everywhere,
  * and a message from rank 0 (program 0) to the last rank (program 1) answered doubled. */
 #include <mpi.h>
@@ -17,7 +18,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 3) {
-        fprintf(stderr, "usage: mpmd APPNUM FIRST-PROGRAM-RANKS\n");
+        fprintf(stderr, "usage: mpmd APPNUM FIRST-PROGRAM-RANKS [UNIVERSE-SIZE]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int want_app = atoi(argv[1]), n0 = atoi(argv[2]);
@@ -25,8 +26,11 @@ int main(int argc, char **argv) {
     if (!flag) fail(rank, "MPI_APPNUM set", 0, 1);
     if (*attr != want_app) fail(rank, "MPI_APPNUM", *attr, want_app);
     int app = *attr;
+    /* Ferrite's mpirun gives the job's size; Hydra none (-1), and then it is not set. */
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &attr, &flag);
-    if (!flag || *attr != size) fail(rank, "MPI_UNIVERSE_SIZE", flag ? *attr : -1, size);
+    int want_universe = argc > 3 ? atoi(argv[3]) : size;
+    if ((want_universe < 0 && flag) || (want_universe >= 0 && (!flag || *attr != want_universe)))
+        fail(rank, "MPI_UNIVERSE_SIZE", flag ? *attr : -1, want_universe);
 
     int mine[2] = {app, 7 * rank + 3};
     int *all = malloc(2 * sizeof(int) * size);

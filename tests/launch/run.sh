@@ -34,6 +34,14 @@ mpmd mpmd-1+3 "done: mpmd app 0 of 4 ranks" -n 1 "$prog" 0 1 : -n 3 "$prog" 1 1
 mpmd mpmd-2+2-wdir "done: mpmd app 0 of 4 ranks" -n 2 -wdir "$work" ./mpmd 0 2 : -n 2 "$prog" 1 2
 mpmd mpmd-1+1-tcp "done: mpmd app 0 of 2 ranks" -genv FERRITE_TRANSPORTS tcp,self \
     -n 1 "$prog" 0 1 : -n 1 "$prog" 1 1
+# Hydra's MPMD: its appnums reach MPI_APPNUM; its universe size of -1 leaves
+# MPI_UNIVERSE_SIZE unset (as MPICH).
+if command -v mpirun.mpich >/dev/null; then
+    MPIRUN=mpirun.mpich mpmd mpmd-hydra-1+2 "done: mpmd app 0 of 3 ranks" \
+        -n 1 "$prog" 0 1 -1 : -n 2 "$prog" 1 1 -1
+else
+    ko mpmd-hydra "mpirun.mpich missing (scripts/install-deps.sh installs mpich)"
+fi
 
 # A foreign launcher's rank: refused, with the reason and what to use, never a singleton.
 refused() { # name expected-words env-assignments...
