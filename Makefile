@@ -7,6 +7,7 @@ NP ?= 4
 LIBDIR := $(PREFIX)/lib
 BINDIR := $(PREFIX)/bin
 INCDIR := $(PREFIX)/include
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
 .PHONY: all build install example test deps bench clean
 
@@ -25,8 +26,15 @@ install: build
 	install -m 0755 target/release/mpirun $(BINDIR)/mpirun
 	ln -sf mpirun $(BINDIR)/mpiexec
 	install -m 0755 target/release/ferrite-info $(BINDIR)/ferrite-info
-	install -m 0755 tools/mpicc $(BINDIR)/mpicc
+	sed 's/@FERRITE_VERSION@/$(VERSION)/' tools/mpicc > $(BINDIR)/mpicc && chmod 0755 $(BINDIR)/mpicc
 	install -m 0755 tools/mpicxx $(BINDIR)/mpicxx
+	ln -sf mpicxx $(BINDIR)/mpic++
+	ln -sf mpicxx $(BINDIR)/mpiCC
+	mkdir -p $(LIBDIR)/pkgconfig
+	for pc in mpi ferrite mpich; do \
+	    sed -e 's/@FERRITE_VERSION@/$(VERSION)/' -e "s/@NAME@/$$pc/" tools/mpi.pc.in \
+	        > $(LIBDIR)/pkgconfig/$$pc.pc; \
+	done
 
 example: install
 	$(BINDIR)/mpicc -O2 -o $(PREFIX)/pi examples/pi.c

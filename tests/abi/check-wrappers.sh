@@ -80,6 +80,30 @@ check "mpicxx builds a C++ program that runs on Ferrite" \
     bash -c "'$prefix/bin/mpicxx' -o '$work/hellocxx' '$work/hello.cpp'"
 check "  ... and it runs" runs_ferrite "$work/hellocxx"
 
+# Open MPI's and MPICH's query options, as build systems (CMake, meson) use them.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+check "--showme:incdirs / :libdirs / :libs / :version" \
+    same "$("$prefix/bin/mpicc" --showme:incdirs; "$prefix/bin/mpicc" --showme:libdirs
+            "$prefix/bin/mpicc" --showme:libs; "$prefix/bin/mpicxx" --showme:version)" \
+    "$(printf '%s/include\n%s/lib\nmpi\nmpicxx: Ferrite MPI %s (Language: C++)' "$prefix" "$prefix" "$version")"
+check "--showme, -compile-info and -link-info (MPICH's spellings)" \
+    same "$("$prefix/bin/mpicc" --showme -c x.c; "$prefix/bin/mpicc" -compile-info x.c
+            "$prefix/bin/mpicc" -link-info x.o)" \
+    "$(printf 'cc -I%s/include -c x.c\ncc -I%s/include x.c\ncc -I%s/include x.o %s' "$prefix" "$prefix" "$prefix" "$link")"
+bad_showme() {
+    local msg
+    msg=$("$prefix/bin/mpicc" --showme:everything 2>&1) && { echo "accepted: $msg"; return 1; }
+    [[ $msg == *"unknown option -showme:everything"* ]] || { echo "$msg"; return 1; }
+}
+check "an unknown --showme: query is an error" bad_showme
+check "-v names Ferrite and its version, then the compiler's" \
+    bash -c "out=\$('$prefix/bin/mpicc' -v 2>&1) && [[ \$out == 'mpicc for Ferrite MPI $version (MPICH ABI)'*[Vv]ersion* ]]"
+check "--version names Ferrite, then the compiler's version" \
+    bash -c "out=\$('$prefix/bin/mpicc' --version) && [ \$(echo \"\$out\" | wc -l) -gt 1 ] && [[ \$out == 'mpicc for Ferrite MPI $version (MPICH ABI)'* ]]"
+check "mpic++ and mpiCC are mpicxx" \
+    same "$("$prefix/bin/mpic++" -show -c x.cpp; "$prefix/bin/mpiCC" -show -c x.cpp)" \
+    "$(printf 'c++ -I%s/include -c x.cpp\nc++ -I%s/include -c x.cpp' "$prefix" "$prefix")"
+
 # A moved installation: the wrappers follow it.
 cp -r "$prefix" "$work/moved"
 check "a moved installation's mpicc points at the new place" \

@@ -92,9 +92,10 @@ impl Placement {
         }
     }
 
-    /// Ranks fill the slots in the order given (by slot, like Open MPI); when there are more
-    /// ranks than slots, placement starts over from the first entry.
-    pub fn new(np: u32, specs: &[HostSpec], hostname: &str) -> Placement {
+    /// Ranks fill the slots in the order given (by slot, like Open MPI), or with `by_node`
+    /// go round the entries one rank at a time (each taking at most its slots per pass);
+    /// when there are more ranks than slots, placement starts over from the first entry.
+    pub fn new(np: u32, specs: &[HostSpec], hostname: &str, by_node: bool) -> Placement {
         let mut names: Vec<String> = Vec::new();
         let mut local = Vec::new();
         let mut entry_host = Vec::new();
@@ -119,18 +120,24 @@ impl Placement {
             entry_host.push(i);
         }
         let mut host_of = Vec::with_capacity(np as usize);
-        'fill: loop {
-            for (s, &h) in specs.iter().zip(&entry_host) {
-                for _ in 0..s.slots {
-                    if host_of.len() == np as usize {
-                        break 'fill;
+        // One pass: each entry's slots in turn (by slot) or turn about (by node).
+        let mut pass = Vec::new();
+        if by_node {
+            let most = specs.iter().map(|s| s.slots).max().unwrap_or(0);
+            for k in 0..most {
+                for (s, &h) in specs.iter().zip(&entry_host) {
+                    if k < s.slots {
+                        pass.push(h);
                     }
-                    host_of.push(h);
                 }
             }
-            if specs.is_empty() {
-                break;
+        } else {
+            for (s, &h) in specs.iter().zip(&entry_host) {
+                pass.extend(std::iter::repeat_n(h, s.slots as usize));
             }
+        }
+        if !pass.is_empty() {
+            host_of.extend(pass.iter().copied().cycle().take(np as usize));
         }
         Placement {
             names,
@@ -165,6 +172,85 @@ impl Placement {
         s.push(')');
         s
     }
+}
+
+/// Expands a Slurm host list: `node[01-03,7],gpu5,r[1-2]n[1-2]` becomes node01, node02,
+/// node03, node7, gpu5, r1n1, r1n2, r2n1, r2n2 (ranges keep their zero padding).
+pub fn expand_slurm_nodelist(list: &str) -> Result<Vec<String>, String> {
+    let bad = || format!("Slurm node list {list:?} is not of the form node[1-3,5],other");
+    // Split at the commas outside brackets.
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if !(0..=1).contains(&depth) {
+            return Err(bad());
+        }
+    }
+    items.push(&list[start..]);
+    let mut out = Vec::new();
+    for item in items.into_iter().map(str::trim).filter(|s| !s.is_empty()) {
+        let mut names = vec![String::new()];
+        let mut rest = item;
+        while !rest.is_empty() {
+            let Some(open) = rest.find('[') else {
+                names.iter_mut().for_each(|n| n.push_str(rest));
+                break;
+            };
+            let close = rest.find(']').filter(|&c| c > open).ok_or_else(bad)?;
+            let prefix = &rest[..open];
+            let mut suffixes = Vec::new();
+            for part in rest[open + 1..close].split(',') {
+                let (a, b) = part.split_once('-').unwrap_or((part, part));
+                let (x, y) = (a.parse::<u64>(), b.parse::<u64>());
+                let (Ok(x), Ok(y)) = (x, y) else {
+                    return Err(bad());
+                };
+                if y < x || y - x > 100_000 {
+                    return Err(bad());
+                }
+                suffixes.extend((x..=y).map(|v| format!("{v:0width$}", width = a.len())));
+            }
+            names = names
+                .iter()
+                .flat_map(|n| suffixes.iter().map(move |s| format!("{n}{prefix}{s}")))
+                .collect();
+            rest = &rest[close + 1..];
+        }
+        out.extend(names);
+    }
+    if out.is_empty() {
+        return Err(bad());
+    }
+    Ok(out)
+}
+
+/// Expands Slurm's per-node counts: `2(x3),1` becomes 2, 2, 2, 1.
+pub fn expand_slurm_counts(v: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for item in v.split(',').map(str::trim) {
+        let (n, times) = match item.split_once("(x") {
+            Some((n, t)) => (n, t.strip_suffix(')').and_then(|t| t.parse::<usize>().ok())),
+            None => (item, Some(1)),
+        };
+        match (n.parse::<u32>(), times) {
+            (Ok(n), Some(t)) if t <= 100_000 => out.extend(std::iter::repeat_n(n, t)),
+            _ => {
+                return Err(format!(
+                    "Slurm task counts {v:?} are not of the form 2(x3),1"
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Quotes a word for a POSIX shell (ssh hands the remote command to one).
@@ -223,12 +309,12 @@ mod tests {
 
     #[test]
     fn placement_fills_slots_in_order_and_wraps() {
-        let p = Placement::new(5, &[h("a", 2), h("b", 1)], "me");
+        let p = Placement::new(5, &[h("a", 2), h("b", 1)], "me", false);
         assert_eq!(p.names, ["a", "b"]);
         assert_eq!(p.host_of, [0, 0, 1, 0, 0]);
         assert_eq!(p.local_rank(3), (2, 4));
         assert_eq!(p.process_mapping(), "(vector,(0,1,2),(1,1,1),(0,1,2))");
-        let p = Placement::new(3, &[h("a", 4)], "me");
+        let p = Placement::new(3, &[h("a", 4)], "me", false);
         assert_eq!(p.process_mapping(), "(vector,(0,1,3))");
     }
 
@@ -238,6 +324,7 @@ mod tests {
             4,
             &[h("localhost", 1), h("n1", 1), h("box", 1), h("n1", 1)],
             "box.example.org",
+            false,
         );
         assert_eq!(p.names, ["box.example.org", "n1"]);
         assert_eq!(p.local, [true, false]);
@@ -246,6 +333,32 @@ mod tests {
         assert!(!Placement::all_local(3, "box").any_remote());
         assert!(is_local("127.0.0.1", "box"));
         assert!(!is_local("boxer", "box"));
+    }
+
+    #[test]
+    fn placement_by_node_goes_round_the_hosts() {
+        let p = Placement::new(5, &[h("a", 2), h("b", 1), h("c", 2)], "me", true);
+        assert_eq!(p.host_of, [0, 1, 2, 0, 2]);
+        let p = Placement::new(4, &[h("a", 1), h("b", 1)], "me", true);
+        assert_eq!(p.host_of, [0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn slurm_node_lists_and_counts() {
+        assert_eq!(
+            expand_slurm_nodelist("node[01-03,7],gpu5").unwrap(),
+            ["node01", "node02", "node03", "node7", "gpu5"]
+        );
+        assert_eq!(
+            expand_slurm_nodelist("r[1-2]n[1-2]").unwrap(),
+            ["r1n1", "r1n2", "r2n1", "r2n2"]
+        );
+        assert_eq!(expand_slurm_nodelist("solo").unwrap(), ["solo"]);
+        assert!(expand_slurm_nodelist("n[1-").is_err());
+        assert!(expand_slurm_nodelist("n[3-1]").is_err());
+        assert_eq!(expand_slurm_counts("2(x3),1").unwrap(), [2, 2, 2, 1]);
+        assert_eq!(expand_slurm_counts("4").unwrap(), [4]);
+        assert!(expand_slurm_counts("2(x").is_err());
     }
 
     #[test]

@@ -10,17 +10,20 @@
 //! blocks in poll when nothing happens; the only timers are the SIGTERM-to-SIGKILL grace
 //! while tearing down and a bounded wait for output after the last rank exited.
 
-use crate::bind;
-use crate::cli::Options;
+use crate::bind::{self, MapBy};
+use crate::cli::{self, EnvMode, Options};
 use crate::hosts::{self, Placement};
-use crate::output::LineForwarder;
+use crate::output::{self, LineForwarder};
 use crate::sys::{self, Exit};
 use ferrite_pmi::{Event, LineBuffer, Message, Server};
+use std::collections::HashMap;
+use std::fs::File;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// SIGTERM first; ranks still alive after this get SIGKILL.
@@ -30,10 +33,23 @@ const MAX_UNCLAIMED: usize = 64;
 /// After the last rank exited, how long to keep forwarding output its children still write.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
 
+/// Where a rank's stdout or stderr goes.
+#[derive(Clone)]
+enum Sink {
+    Stdout,
+    Stderr,
+    /// --output-filename, -outfile-pattern, -errfile-pattern (shared by the ranks whose
+    /// pattern names the same file).
+    File(Rc<File>),
+}
+
+/// A rank's stdout and stderr files, each with whether other ranks write to it too.
+type RankFiles = [Option<(Rc<File>, bool)>; 2];
+
 struct Stream {
     fd: OwnedFd,
     fwd: LineForwarder,
-    to_stderr: bool,
+    sink: Sink,
 }
 
 struct Rank {
@@ -68,8 +84,10 @@ pub struct Job {
     /// What remote ranks' initack must carry (FERRITE_PMI_SECRET).
     pmi_secret: String,
     unclaimed: Vec<Unclaimed>,
-    /// mpirun's own CPUs, which ranks are bound to (see bind.rs).
-    cpus: Vec<usize>,
+    /// mpirun's own CPUs and where they sit, which ranks are bound to (see bind.rs).
+    topo: Vec<bind::Cpu>,
+    /// Per rank: the files its stdout and stderr go to (None: mpirun's own).
+    out_files: Vec<RankFiles>,
     ranks: Vec<Rank>,
     server: Server,
     sigfd: OwnedFd,
@@ -88,18 +106,88 @@ fn report(msg: &str) {
     let _ = writeln!(io::stderr(), "mpirun: {msg}");
 }
 
-fn write_out(to_stderr: bool, bytes: &[u8]) {
+fn write_out(sink: &Sink, bytes: &[u8]) {
     if bytes.is_empty() {
         return;
     }
     // A closed stdout (e.g. `mpirun ... | head`) must not stop the job: drop what can't go.
-    if to_stderr {
-        let mut e = io::stderr().lock();
-        let _ = e.write_all(bytes).and_then(|_| e.flush());
-    } else {
-        let mut o = io::stdout().lock();
-        let _ = o.write_all(bytes).and_then(|_| o.flush());
+    match sink {
+        Sink::Stderr => {
+            let mut e = io::stderr().lock();
+            let _ = e.write_all(bytes).and_then(|_| e.flush());
+        }
+        Sink::Stdout => {
+            let mut o = io::stdout().lock();
+            let _ = o.write_all(bytes).and_then(|_| o.flush());
+        }
+        // Opened with O_APPEND: whole lines from ranks sharing the file do not mix.
+        Sink::File(f) => {
+            let _ = (&**f).write_all(bytes);
+        }
     }
+}
+
+/// Opens the output files the patterns name for every rank (creating their directories,
+/// truncating each file once); per rank and stream, the file and whether other ranks
+/// write to it too.
+fn open_output_files(opts: &Options, place: &Placement) -> io::Result<Vec<RankFiles>> {
+    let mut open: HashMap<String, (Rc<File>, usize)> = HashMap::new();
+    let mut paths = Vec::new();
+    for r in 0..opts.np {
+        let host = &place.names[place.host_of[r as usize]];
+        let app = opts.app_of(r).0;
+        let mut pair = [None, None];
+        for (k, pat) in [&opts.stdout_pattern, &opts.stderr_pattern]
+            .iter()
+            .enumerate()
+        {
+            let Some(pat) = pat else { continue };
+            let path = cli::expand_pattern(pat, r, host, app);
+            if !open.contains_key(&path) {
+                let p = std::path::Path::new(&path);
+                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+                }
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(true)
+                    .open(p)
+                    .and_then(|f| {
+                        drop(f);
+                        std::fs::OpenOptions::new().append(true).open(p)
+                    })
+                    .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+                open.insert(path.clone(), (Rc::new(f), 0));
+            }
+            if let Some(e) = open.get_mut(&path) {
+                e.1 += 1;
+            }
+            pair[k] = Some(path);
+        }
+        paths.push(pair);
+    }
+    Ok(paths
+        .into_iter()
+        .map(|pair| {
+            pair.map(|p| p.and_then(|p| open.get(&p).map(|(f, users)| (f.clone(), *users > 1))))
+        })
+        .collect())
+}
+
+/// Finds `program` on mpirun's PATH, for ranks whose environment has no PATH of its own.
+fn on_path(program: &str) -> String {
+    if program.contains('/') {
+        return program.to_string();
+    }
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| format!("{d}/{program}"))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+        .unwrap_or_else(|| program.to_string())
 }
 
 impl Job {
@@ -111,9 +199,13 @@ impl Job {
         let place = if opts.hosts.is_empty() {
             Placement::all_local(opts.np, &hostname)
         } else {
-            Placement::new(opts.np, &opts.hosts, &hostname)
+            Placement::new(opts.np, &opts.hosts, &hostname, opts.map_by == MapBy::Node)
         };
         let mut server = Server::new(&kvsname, opts.np);
+        for r in 0..opts.np {
+            server.set_appnum(r, opts.app_of(r).0 as u32);
+        }
+        let out_files = open_output_files(&opts, &place)?;
         if place.names.len() > 1 {
             server.set_job_value("PMI_process_mapping", &place.process_mapping());
         }
@@ -146,7 +238,8 @@ impl Job {
             pmi_port,
             pmi_secret: sys::random_hex(16),
             unclaimed: Vec::new(),
-            cpus: sys::affinity(),
+            topo: bind::topology(&sys::affinity()),
+            out_files,
             ranks: Vec::new(),
             sigfd,
             stdin_open: false,
@@ -160,37 +253,82 @@ impl Job {
         })
     }
 
+    /// The variables rank `r` gets besides what it inherits: the job-wide and its program's
+    /// settings, then where it stands in the job (PMI_*, MPI_LOCAL*, OMPI_COMM_WORLD_*).
+    /// `inherited`: mpirun's own variables that the environment options pass on.
+    fn rank_vars(&self, r: u32, remote: bool) -> Vec<(String, String)> {
+        let (_, app) = self.opts.app_of(r);
+        let (local_rank, local_n) = self.place.local_rank(r as usize);
+        let mut vars: Vec<(String, String)> = Vec::new();
+        let mode = self.opts.env_mode_of(app);
+        // A rank on this host inherits all of mpirun's variables unless a mode says
+        // otherwise; a remote one gets the listed ones. FERRITE_* always pass.
+        if remote || *mode != EnvMode::All {
+            let mut own: Vec<(String, String)> = std::env::vars()
+                .filter(|(k, _)| {
+                    (k.starts_with("FERRITE_") && k != "FERRITE_PMI_SECRET")
+                        || matches!(mode, EnvMode::List(names) if names.contains(k))
+                })
+                .collect();
+            own.sort();
+            vars.extend(own);
+        }
+        vars.extend(self.opts.env.iter().cloned());
+        vars.extend(app.env.iter().cloned());
+        if let Some(i) = &self.opts.iface {
+            vars.push(("FERRITE_TCP_IF".into(), i.clone()));
+        }
+        let n = self.opts.np.to_string();
+        let (rank, lr, ln) = (r.to_string(), local_rank.to_string(), local_n.to_string());
+        for (k, v) in [
+            ("PMI_RANK", &rank),
+            ("PMI_SIZE", &n),
+            ("MPI_LOCALRANKID", &lr),
+            ("MPI_LOCALNRANKS", &ln),
+            // Scripts written for Open MPI's mpirun read these.
+            ("OMPI_COMM_WORLD_RANK", &rank),
+            ("OMPI_COMM_WORLD_SIZE", &n),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", &lr),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", &ln),
+            ("OMPI_COMM_WORLD_NODE_RANK", &lr),
+        ] {
+            vars.push((k.to_string(), v.clone()));
+        }
+        if remote {
+            vars.push(("PMI_PORT".into(), self.pmi_port.clone()));
+            vars.push(("PMI_ID".into(), rank));
+        }
+        vars
+    }
+
     /// The agent command for remote rank `r`: `CMD host sh -c READ sh env VAR=VALUE...
     /// program args`, where READ reads the job's PMI secret from the first line of standard
     /// input into FERRITE_PMI_SECRET and execs the rest: the secret never appears on a
     /// command line, where any user of either host could read it with `ps`. mpirun writes
-    /// that line first on every remote rank's standard input (see `spawn`).
+    /// that line first on every remote rank's standard input (see `spawn`). With a working
+    /// directory, READ also changes to it (passed as the script's $0). For srun, the host
+    /// goes in `--nodelist=host --nodes=1 --ntasks=1`.
     fn remote_command(&self, r: u32) -> Command {
         let host = &self.place.names[self.place.host_of[r as usize]];
-        let (local_rank, local_n) = self.place.local_rank(r as usize);
+        let (_, app) = self.opts.app_of(r);
+        let cd = if app.wdir.is_some() {
+            "cd -- \"$0\" && "
+        } else {
+            ""
+        };
         let mut words = vec![
             "sh".to_string(),
             "-c".to_string(),
-            "IFS= read -r FERRITE_PMI_SECRET && export FERRITE_PMI_SECRET && exec \"$@\""
-                .to_string(),
-            "sh".to_string(),
+            format!(
+                "IFS= read -r FERRITE_PMI_SECRET && export FERRITE_PMI_SECRET && {cd}exec \"$@\""
+            ),
+            app.wdir.clone().unwrap_or_else(|| "sh".to_string()),
             "env".to_string(),
         ];
-        let mut vars: Vec<(String, String)> = std::env::vars()
-            .filter(|(k, _)| k.starts_with("FERRITE_") && k != "FERRITE_PMI_SECRET")
-            .collect();
-        vars.sort();
-        vars.extend(self.opts.env.iter().cloned());
-        if let Some(i) = &self.opts.iface {
-            vars.push(("FERRITE_TCP_IF".into(), i.clone()));
-        }
-        vars.push(("PMI_PORT".into(), self.pmi_port.clone()));
-        vars.push(("PMI_ID".into(), r.to_string()));
-        vars.push(("MPI_LOCALRANKID".into(), local_rank.to_string()));
-        vars.push(("MPI_LOCALNRANKS".into(), local_n.to_string()));
+        let vars = self.rank_vars(r, true);
         words.extend(vars.into_iter().map(|(k, v)| format!("{k}={v}")));
-        words.push(self.opts.program.clone());
-        words.extend(self.opts.args.iter().cloned());
+        words.push(app.program.clone());
+        words.extend(app.args.iter().cloned());
         let mut agent = self.opts.launcher.split_whitespace();
         let prog = agent.next().unwrap_or("ssh");
         // ssh and rsh hand the command to the remote user's shell: quote every word.
@@ -199,9 +337,22 @@ impl Job {
             words = words.iter().map(|w| hosts::shell_quote(w)).collect();
         }
         let mut cmd = Command::new(prog);
-        cmd.args(agent)
-            .arg(host)
-            .args(words)
+        cmd.args(agent);
+        if base == "srun" {
+            // One task on that node, as a step that may share the allocation's CPUs with
+            // the others; srun's own MPI plugin stays out (the rank speaks PMI to us).
+            cmd.args([
+                format!("--nodelist={host}"),
+                "--nodes=1".into(),
+                "--ntasks=1".into(),
+                "--overlap".into(),
+                "--mpi=none".into(),
+                "--kill-on-bad-exit=1".into(),
+            ]);
+        } else {
+            cmd.arg(host);
+        }
+        cmd.args(words)
             // The agent must not find a PMI connection of mpirun's own launcher.
             .env_remove("PMI_FD")
             .env_remove("PMI_PORT")
@@ -219,17 +370,22 @@ impl Job {
         } else {
             let (ours, theirs) = sys::socketpair()?;
             let theirs = sys::above_stdio(theirs)?;
-            let mut cmd = Command::new(&self.opts.program);
-            cmd.args(&self.opts.args)
-                .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
-                .env("PMI_FD", theirs.as_raw_fd().to_string())
-                .env("PMI_RANK", r.to_string())
-                .env("PMI_SIZE", n.to_string())
-                .env("MPI_LOCALRANKID", local_rank.to_string())
-                .env("MPI_LOCALNRANKS", local_n.to_string());
-            if let Some(i) = &self.opts.iface {
-                cmd.env("FERRITE_TCP_IF", i);
+            let (_, app) = self.opts.app_of(r);
+            let clear = *self.opts.env_mode_of(app) != EnvMode::All;
+            let mut cmd = Command::new(if clear {
+                on_path(&app.program)
+            } else {
+                app.program.clone()
+            });
+            if clear {
+                cmd.env_clear();
             }
+            if let Some(w) = &app.wdir {
+                cmd.current_dir(w);
+            }
+            cmd.args(&app.args)
+                .envs(self.rank_vars(r, false))
+                .env("PMI_FD", theirs.as_raw_fd().to_string());
             (cmd, Some(ours), Some(theirs))
         };
         let child_fd = theirs.as_ref().map_or(-1, |t| t.as_raw_fd());
@@ -245,11 +401,31 @@ impl Job {
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // Binding counts the ranks of this host only; remote agents are not bound here.
-        let cpu = if remote {
+        let cpus = if remote {
             None
         } else {
-            bind::cpu_for(self.opts.bind, local_rank, local_n, &self.cpus).map(sys::single_cpu)
+            bind::cpus_for(
+                self.opts.bind,
+                self.opts.map_by,
+                local_rank,
+                local_n,
+                &self.topo,
+            )
         };
+        if self.opts.report_bindings {
+            let name = &self.place.names[host];
+            report(&match (&cpus, remote) {
+                (_, true) => format!("rank {r} on {name}: not bound by this mpirun (remote)"),
+                (Some(c), _) => {
+                    format!(
+                        "rank {r} on {name}: bound to CPUs {}",
+                        bind::format_cpu_list(c)
+                    )
+                }
+                (None, _) => format!("rank {r} on {name}: not bound"),
+            });
+        }
+        let cpu = cpus.as_deref().map(sys::cpu_set);
         // SAFETY: the closure only makes async-signal-safe calls (see sys::child_setup).
         unsafe {
             cmd.pre_exec(move || {
@@ -264,17 +440,25 @@ impl Job {
         if let Some(ours) = &ours {
             sys::set_nonblocking(ours.as_raw_fd())?;
         }
-        let pipe = |p: Option<OwnedFd>, stream: &str, to_stderr: bool| -> io::Result<Stream> {
+        let files = self.out_files[r as usize].clone();
+        let (tag, prepend) = (self.opts.tag_output, self.opts.prepend_rank);
+        let pipe = |p: Option<OwnedFd>, k: usize| -> io::Result<Stream> {
             let fd = p.ok_or_else(|| io::Error::other("missing pipe"))?;
             sys::set_nonblocking(fd.as_raw_fd())?;
+            let stream = ["stdout", "stderr"][k];
+            let (sink, shared) = match &files[k] {
+                Some((f, shared)) => (Sink::File(f.clone()), *shared),
+                None if k == 0 => (Sink::Stdout, n > 1),
+                None => (Sink::Stderr, n > 1),
+            };
             Ok(Stream {
                 fd,
-                fwd: LineForwarder::new(r, stream, self.opts.tag_output, n > 1),
-                to_stderr,
+                fwd: LineForwarder::new(output::prefix(r, stream, tag, prepend), shared),
+                sink,
             })
         };
-        let stdout = pipe(child.stdout.take().map(OwnedFd::from), "stdout", false)?;
-        let stderr = pipe(child.stderr.take().map(OwnedFd::from), "stderr", true)?;
+        let stdout = pipe(child.stdout.take().map(OwnedFd::from), 0)?;
+        let stderr = pipe(child.stderr.take().map(OwnedFd::from), 1)?;
         if let Some(mut stdin) = child.stdin.take() {
             if remote {
                 // The secret's line, written while the pipe is still blocking (it fits in
@@ -375,8 +559,14 @@ impl Job {
                         _ => 1,
                     };
                     let host = self.place.host_of[r as usize];
+                    let app = self.opts.app_of(r).1;
                     let msg = if self.place.local[host] {
-                        format!("cannot start rank {r}: {:?}: {e}", self.opts.program)
+                        match &app.wdir {
+                            Some(w) if !std::path::Path::new(w).is_dir() => {
+                                format!("cannot start rank {r}: working directory {w:?}: {e}")
+                            }
+                            _ => format!("cannot start rank {r}: {:?}: {e}", app.program),
+                        }
                     } else {
                         format!(
                             "cannot start rank {r} on {}: launcher {:?}: {e}",
@@ -398,7 +588,7 @@ impl Job {
                 .into_iter()
                 .flatten()
             {
-                write_out(s.to_stderr, &s.fwd.finish());
+                write_out(&s.sink, &s.fwd.finish());
             }
         }
         if self.failure.is_some() || self.ranks.iter().any(|r| !r.exited) {
@@ -808,17 +998,17 @@ impl Job {
         let Some(s) = slot else { return };
         match sys::read(s.fd.as_raw_fd(), buf) {
             Ok(0) => {
-                write_out(s.to_stderr, &s.fwd.finish());
+                write_out(&s.sink, &s.fwd.finish());
                 *slot = None;
             }
-            Ok(n) => write_out(s.to_stderr, &s.fwd.feed(&buf[..n])),
+            Ok(n) => write_out(&s.sink, &s.fwd.feed(&buf[..n])),
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) => {}
             Err(_) => {
-                write_out(s.to_stderr, &s.fwd.finish());
+                write_out(&s.sink, &s.fwd.finish());
                 *slot = None;
             }
         }

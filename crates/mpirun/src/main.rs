@@ -12,11 +12,17 @@ fn main() {
     let opts = match cli::parse(&args, |v| std::env::var(v).ok()) {
         Ok(cli::Command::Run(mut o)) => {
             let read = |f: &str| std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"));
-            if let Err(e) = cli::resolve_hosts(&mut o, read) {
+            let getenv = |v: &str| std::env::var(v).ok();
+            if let Err(e) =
+                cli::apply_slurm(&mut o, getenv).and_then(|_| cli::resolve_hosts(&mut o, read))
+            {
                 eprintln!("mpirun: {e}");
                 std::process::exit(2);
             }
-            o
+            for w in &o.warnings {
+                eprintln!("mpirun: warning: {w}");
+            }
+            *o
         }
         Ok(cli::Command::Help) => {
             print!("{}", cli::USAGE);

@@ -4,6 +4,18 @@
 /// A line longer than this is forwarded in pieces rather than held without bound.
 pub const MAX_HELD: usize = 64 * 1024;
 
+/// The line prefix for rank `rank`'s `stream` (stdout or stderr): `[rank]<stream>: ` with
+/// --tag-output (Open MPI's form), `[rank] ` with -l (MPICH's form), else none.
+pub fn prefix(rank: u32, stream: &str, tag_output: bool, prepend_rank: bool) -> Option<String> {
+    if tag_output {
+        Some(format!("[{rank}]<{stream}>: "))
+    } else if prepend_rank {
+        Some(format!("[{rank}] "))
+    } else {
+        None
+    }
+}
+
 pub struct LineForwarder {
     prefix: Option<Vec<u8>>,
     /// End unterminated pieces with a newline so they cannot run into another rank's line
@@ -13,12 +25,12 @@ pub struct LineForwarder {
 }
 
 impl LineForwarder {
-    /// `tag`: prefix lines with `[rank]<stdout>: ` (or `<stderr>`); `shared`: other ranks
-    /// write to the same output.
-    pub fn new(rank: u32, stream: &str, tag: bool, shared: bool) -> Self {
+    /// `prefix`: what goes before each line (see [`prefix`]); `shared`: other ranks write
+    /// to the same output.
+    pub fn new(prefix: Option<String>, shared: bool) -> Self {
         LineForwarder {
-            prefix: tag.then(|| format!("[{rank}]<{stream}>: ").into_bytes()),
-            terminate: tag || shared,
+            terminate: prefix.is_some() || shared,
+            prefix: prefix.map(String::into_bytes),
             held: Vec::new(),
         }
     }
@@ -68,7 +80,7 @@ mod tests {
 
     #[test]
     fn only_whole_lines_leave() {
-        let mut f = LineForwarder::new(3, "stdout", false, false);
+        let mut f = LineForwarder::new(prefix(3, "stdout", false, false), false);
         assert_eq!(f.feed(b"hel"), b"");
         assert_eq!(f.feed(b"lo\nwor"), b"hello\n");
         assert_eq!(f.feed(b"ld\n\nx"), b"world\n\n");
@@ -78,7 +90,7 @@ mod tests {
 
     #[test]
     fn tags_every_line() {
-        let mut f = LineForwarder::new(12, "stderr", true, true);
+        let mut f = LineForwarder::new(prefix(12, "stderr", true, false), true);
         assert_eq!(f.feed(b"a\nb"), b"[12]<stderr>: a\n");
         assert_eq!(f.feed(b"\n"), b"[12]<stderr>: b\n");
         assert_eq!(f.feed(b"tail"), b"");
@@ -86,12 +98,19 @@ mod tests {
     }
 
     #[test]
+    fn prepend_rank_is_mpich_style() {
+        let mut f = LineForwarder::new(prefix(5, "stdout", false, true), false);
+        assert_eq!(f.feed(b"x\n"), b"[5] x\n");
+        assert_eq!(prefix(5, "stderr", true, true).unwrap(), "[5]<stderr>: ");
+    }
+
+    #[test]
     fn long_lines_are_bounded() {
         let big = vec![b'z'; MAX_HELD + 10];
-        let mut alone = LineForwarder::new(0, "stdout", false, false);
+        let mut alone = LineForwarder::new(None, false);
         assert_eq!(alone.feed(&big).len(), MAX_HELD);
         assert_eq!(alone.finish().len(), 10);
-        let mut shared = LineForwarder::new(0, "stdout", false, true);
+        let mut shared = LineForwarder::new(None, true);
         assert_eq!(shared.feed(&big).len(), MAX_HELD + 1);
         assert_eq!(shared.finish(), b"zzzzzzzzzz\n");
     }

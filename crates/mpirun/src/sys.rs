@@ -196,12 +196,14 @@ pub fn affinity() -> Vec<usize> {
         .collect()
 }
 
-/// A CPU set holding only `cpu`, made before fork so the child only has to apply it.
-pub fn single_cpu(cpu: usize) -> libc::cpu_set_t {
+/// A CPU set holding `cpus`, made before fork so the child only has to apply it.
+pub fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
     // SAFETY: cpu_set_t is plain data; an all-zero set is empty.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` came from `affinity`, so it is below CPU_SETSIZE.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    for &cpu in cpus {
+        // SAFETY: `cpu` came from `affinity`, so it is below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     set
 }
 

@@ -81,3 +81,52 @@ fn bind_to_overrides_the_default() {
         expected
     );
 }
+
+/// The CPUs of `cpus` that /sys puts in the same domain as `cpu` (`key` reads a CPU's
+/// domain id from its topology directory).
+fn same_domain(cpus: &[usize], cpu: usize, key: impl Fn(usize) -> String) -> Vec<usize> {
+    cpus.iter()
+        .copied()
+        .filter(|&c| key(c) == key(cpu))
+        .collect()
+}
+
+fn package(c: usize) -> String {
+    std::fs::read_to_string(format!(
+        "/sys/devices/system/cpu/cpu{c}/topology/physical_package_id"
+    ))
+    .unwrap_or_default()
+}
+
+#[test]
+fn bind_to_socket_numa_and_hwthread() {
+    let cpus = own_cpus();
+    let n = cpus.len().min(2).to_string();
+    // A socket-bound rank may use every CPU of its socket (of mpirun's set).
+    for (r, set) in rank_cpus(&["--bind-to", "socket", "-n", &n])
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(*set, same_domain(&cpus, set[0], package), "rank {r}");
+    }
+    let node_of = |c: usize| -> String {
+        let Ok(dir) = std::fs::read_dir("/sys/devices/system/node") else {
+            return String::new();
+        };
+        for e in dir.flatten() {
+            let list = std::fs::read_to_string(e.path().join("cpulist")).unwrap_or_default();
+            if parse_list(&list).contains(&c) {
+                return e.file_name().to_string_lossy().into_owned();
+            }
+        }
+        String::new()
+    };
+    for (r, set) in rank_cpus(&["--bind-to", "numa", "--map-by", "numa", "-n", &n])
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(*set, same_domain(&cpus, set[0], node_of), "rank {r}");
+    }
+    let expected: Vec<Vec<usize>> = cpus.iter().take(2).map(|&c| vec![c]).collect();
+    assert_eq!(rank_cpus(&["--bind-to", "hwthread", "-n", &n]), expected);
+}

@@ -46,8 +46,15 @@ impl Drop for Dir {
 }
 
 fn run(args: &[&str]) -> Outcome {
+    run_env(args, &[])
+}
+
+fn run_env(args: &[&str], env: &[(&str, String)]) -> Outcome {
     let mut child = Command::new(MPIRUN)
         .args(args)
+        // Not under a Slurm allocation unless the test fakes one.
+        .env_remove("SLURM_JOB_ID")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -252,4 +259,125 @@ fn sigterm_to_mpirun_ends_remote_ranks_too() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A fake `srun` on PATH that logs its options and runs the command here.
+fn fake_srun(d: &Dir) -> Vec<(&'static str, String)> {
+    let log = d.0.join("srun.log");
+    d.script(
+        "srun",
+        &format!(
+            "opts=; while [ $# -gt 0 ]; do case $1 in --*) opts=\"$opts $1\"; shift ;; \
+             *) break ;; esac; done; echo \"$opts\" >> '{}'; exec \"$@\"",
+            log.display()
+        ),
+    );
+    let path = format!(
+        "{}:{}",
+        d.0.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    vec![
+        ("PATH", path),
+        ("SLURM_JOB_ID", "77".into()),
+        ("SLURM_NTASKS", "3".into()),
+    ]
+}
+
+#[test]
+fn under_slurm_the_allocation_gives_hosts_and_ranks_and_srun_starts_them() {
+    let d = Dir::new("slurm");
+    let mut env = fake_srun(&d);
+    env.push(("SLURM_JOB_NODELIST", "node[07-08]".into()));
+    env.push(("SLURM_TASKS_PER_NODE", "2,1".into()));
+    // No -n, no --host: 3 ranks (SLURM_NTASKS), on node07 (2) and node08 (1), via srun.
+    let o = run_env(&["--iface", "127.0.0.1", RANK, "exchange"], &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let mut lines: Vec<&str> = o.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    for (r, line) in lines.iter().enumerate() {
+        let peer = (r + 1) % 3;
+        assert!(
+            line.starts_with(&format!("rank {r}/3 appnum 0 "))
+                && line.ends_with(&format!("got Some(\"hello from {peer}\") from {peer}")),
+            "{line}"
+        );
+    }
+    let mut log: Vec<String> = d.read("srun.log").lines().map(String::from).collect();
+    log.sort();
+    let opts = " --nodes=1 --ntasks=1 --overlap --mpi=none --kill-on-bad-exit=1";
+    assert_eq!(
+        log,
+        [
+            format!(" --nodelist=node07{opts}"),
+            format!(" --nodelist=node07{opts}"),
+            format!(" --nodelist=node08{opts}")
+        ]
+    );
+}
+
+#[test]
+fn under_slurm_ranks_of_this_node_start_directly() {
+    let d = Dir::new("slurm-local");
+    let mut env = fake_srun(&d);
+    env.push(("SLURM_JOB_NODELIST", "localhost".into()));
+    env.push(("SLURM_TASKS_PER_NODE", "3".into()));
+    let o = run_env(&["sh", "-c", "echo $PMI_RANK/$PMI_SIZE"], &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let mut lines: Vec<&str> = o.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["0/3", "1/3", "2/3"]);
+    assert_eq!(d.read("srun.log"), "", "srun is only for other nodes");
+    // -n and --host win over the allocation.
+    let o = run_env(
+        &[
+            "-n",
+            "2",
+            "--host",
+            "localhost:2",
+            "sh",
+            "-c",
+            "echo $PMI_SIZE",
+        ],
+        &env,
+    );
+    assert_eq!(o.stdout, "2\n2\n", "{}", o.stderr);
+}
+
+#[test]
+fn remote_ranks_start_in_the_working_directory_with_their_programs_settings() {
+    let d = Dir::new("wdir");
+    let agent = local_agent(&d);
+    let dir = d.0.display().to_string();
+    let o = run(&[
+        "--host",
+        "far",
+        "--launcher",
+        &agent,
+        "--iface",
+        "127.0.0.1",
+        "-n",
+        "1",
+        "-wdir",
+        &dir,
+        "sh",
+        "-c",
+        "echo a $(pwd) $PMI_RANK $OMPI_COMM_WORLD_SIZE",
+        ":",
+        "-n",
+        "1",
+        "-wdir",
+        "/",
+        "-env",
+        "ONLY_B",
+        "b",
+        "sh",
+        "-c",
+        "echo b $(pwd) $PMI_RANK ${ONLY_B}",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let mut lines: Vec<&str> = o.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, [format!("a {dir} 0 2"), "b / 1 b".to_string()]);
 }

@@ -27,6 +27,8 @@ impl Outcome {
 fn start(args: &[&str], stdin: Stdio) -> Child {
     Command::new(MPIRUN)
         .args(args)
+        // Not under a Slurm allocation, even when the tests run inside one.
+        .env_remove("SLURM_JOB_ID")
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -444,6 +446,261 @@ fn a_job_past_its_time_limit_is_ended_with_255() {
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(
         o.stderr.contains("positive number of seconds"),
+        "{}",
+        o.stderr
+    );
+}
+
+/// A scratch directory removed at the end of the test.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("mpirun-launch-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.0.join(rel).display().to_string()
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.0.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn mpmd_programs_share_one_job_with_their_own_appnum() {
+    let o = run(&[
+        "-n", "1", RANK, "exchange", ":", "-n", "2", RANK, "exchange",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let lines = o.lines();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    for (r, line) in lines.iter().enumerate() {
+        let app = if r == 0 { 0 } else { 1 };
+        let peer = (r + 1) % 3;
+        assert!(
+            line.starts_with(&format!("rank {r}/3 appnum {app} universe 3 "))
+                && line.ends_with(&format!("got Some(\"hello from {peer}\") from {peer}")),
+            "{line}"
+        );
+    }
+    // Each program its arguments, in rank order.
+    let o = run(&[
+        "-n",
+        "1",
+        "sh",
+        "-c",
+        "echo a$PMI_RANK",
+        ":",
+        "-n",
+        "2",
+        "sh",
+        "-c",
+        "echo b$PMI_RANK",
+    ]);
+    assert_eq!(o.lines(), ["a0", "b1", "b2"]);
+}
+
+#[test]
+fn ranks_get_open_mpi_and_pmi_variables() {
+    let o = run(&[
+        "-n",
+        "2",
+        "sh",
+        "-c",
+        "echo $OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_SIZE $OMPI_COMM_WORLD_LOCAL_RANK \
+         $OMPI_COMM_WORLD_LOCAL_SIZE $OMPI_COMM_WORLD_NODE_RANK $PMI_RANK $PMI_SIZE",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.lines(), ["0 2 0 2 0 0 2", "1 2 1 2 1 1 2"]);
+}
+
+#[test]
+fn environment_modes_choose_what_ranks_inherit() {
+    let show = "echo \"${T_KEEP-unset} ${T_DROP-unset} ${FERRITE_T_CFG-unset} ${T_SET-unset}\"";
+    let run_with = |args: &[&str]| {
+        let child = Command::new(MPIRUN)
+            .args(args)
+            .env("T_KEEP", "keep")
+            .env("T_DROP", "drop")
+            .env("FERRITE_T_CFG", "cfg")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(child)
+    };
+    let o = run_with(&["sh", "-c", show]);
+    assert_eq!(o.stdout, "keep drop cfg unset\n", "{}", o.stderr);
+    let o = run_with(&["-genvall", "sh", "-c", show]);
+    assert_eq!(o.stdout, "keep drop cfg unset\n", "{}", o.stderr);
+    let o = run_with(&["-genvnone", "-genv", "T_SET", "s", "sh", "-c", show]);
+    assert_eq!(o.stdout, "unset unset cfg s\n", "{}", o.stderr);
+    let o = run_with(&["-genvlist", "T_KEEP,PATH", "sh", "-c", show]);
+    assert_eq!(o.stdout, "keep unset cfg unset\n", "{}", o.stderr);
+    // Per program: the first keeps the job's mode, the second has its own.
+    let o = run_with(&[
+        "-genvnone",
+        "-n",
+        "1",
+        "sh",
+        "-c",
+        show,
+        ":",
+        "-envlist",
+        "T_DROP",
+        "-env",
+        "T_SET",
+        "x",
+        "sh",
+        "-c",
+        show,
+    ]);
+    assert_eq!(
+        o.lines(),
+        ["unset drop cfg x", "unset unset cfg unset"],
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn working_directory_and_its_errors() {
+    let d = Scratch::new("wdir");
+    let dir = d.path("");
+    let dir = dir.trim_end_matches('/');
+    let o = run(&["-n", "2", "-wdir", dir, "sh", "-c", "pwd"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.lines(), [dir, dir]);
+    let o = run(&["--wdir=/", "sh", "-c", "pwd"]);
+    assert_eq!(o.stdout, "/\n", "{}", o.stderr);
+    let missing = d.path("no/such/dir");
+    let o = run(&["-wdir", &missing, "true"]);
+    assert_ne!(o.code, Some(0));
+    assert!(
+        o.stderr.contains("working directory") && o.stderr.contains(&missing),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn output_goes_to_files_by_rank() {
+    let d = Scratch::new("outfiles");
+    let prog = "echo out $PMI_RANK; echo err $PMI_RANK >&2; printf tail";
+    let dir = d.path("of");
+    let o = run(&["-n", "2", "--output-filename", &dir, "sh", "-c", prog]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("", ""));
+    for r in 0..2 {
+        assert_eq!(
+            d.read(&format!("of/1/rank.{r}/stdout")),
+            format!("out {r}\ntail")
+        );
+        assert_eq!(
+            d.read(&format!("of/1/rank.{r}/stderr")),
+            format!("err {r}\n")
+        );
+    }
+    // MPICH's patterns; one file for every rank's stderr, with the -l prefix.
+    let out = d.path("o.%r.txt");
+    let err = d.path("all-err.txt");
+    let o = run(&[
+        "-n",
+        "3",
+        "-l",
+        "-outfile-pattern",
+        &out,
+        "-errfile-pattern",
+        &err,
+        "sh",
+        "-c",
+        prog,
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    for r in 0..3 {
+        assert_eq!(
+            d.read(&format!("o.{r}.txt")),
+            format!("[{r}] out {r}\n[{r}] tail\n")
+        );
+    }
+    let mut errs: Vec<String> = d.read("all-err.txt").lines().map(String::from).collect();
+    errs.sort();
+    assert_eq!(errs, ["[0] err 0", "[1] err 1", "[2] err 2"]);
+}
+
+#[test]
+fn prepend_rank_and_ignored_mca() {
+    let o = run(&[
+        "-n",
+        "2",
+        "-l",
+        "--mca",
+        "btl",
+        "self,tcp",
+        "sh",
+        "-c",
+        "echo hi; echo oops >&2",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.lines(), ["[0] hi", "[1] hi"]);
+    assert!(
+        o.stderr.contains("warning: ignoring --mca btl self,tcp"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("[0] oops") && o.stderr.contains("[1] oops"));
+}
+
+#[test]
+fn unknown_options_are_refused_and_nothing_runs() {
+    let d = Scratch::new("unknown");
+    let marker = d.path("ran");
+    for bad in ["--frobnicate", "-genvx", "--map-by=diagonal"] {
+        let o = run(&["-n", "2", bad, "sh", "-c", &format!("touch {marker}")]);
+        assert_eq!(o.code, Some(2), "{bad}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(bad.split('=').next().unwrap()),
+            "{}",
+            o.stderr
+        );
+        assert!(
+            !std::path::Path::new(&marker).exists(),
+            "{bad}: the program ran"
+        );
+    }
+}
+
+#[test]
+fn ranks_per_host_and_bindings_report() {
+    let o = run(&[
+        "--host",
+        "localhost",
+        "-ppn",
+        "3",
+        "--report-bindings",
+        "sh",
+        "-c",
+        "echo $PMI_RANK",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.lines(), ["0", "1", "2"]);
+    let reports = o.stderr.lines().filter(|l| l.contains(": rank ")).count();
+    assert_eq!(reports, 3, "{}", o.stderr);
+    let o = run(&["--bind-to", "none", "--report-bindings", "-n", "1", "true"]);
+    assert!(
+        o.stderr.contains("rank 0 on ") && o.stderr.contains("not bound"),
         "{}",
         o.stderr
     );

@@ -63,8 +63,10 @@ pub struct JobInfo {
     pub rank: u32,
     pub size: u32,
     pub kvsname: String,
-    pub appnum: u32,
-    pub universe_size: u32,
+    /// MPI_APPNUM; `None` when the launcher says -1 (no application number).
+    pub appnum: Option<u32>,
+    /// MPI_UNIVERSE_SIZE; `None` when the launcher says -1 (unknown).
+    pub universe_size: Option<u32>,
     pub keylen_max: usize,
     pub vallen_max: usize,
 }
@@ -302,8 +304,8 @@ impl Client {
                 .get("kvsname")
                 .ok_or_else(|| PmiError::Protocol(format!("no kvsname in {kvs}")))?
                 .to_string(),
-            appnum: Self::int_field(&appnum, "appnum")?.max(0) as u32,
-            universe_size: Self::int_field(&universe, "size")?.max(0) as u32,
+            appnum: u32::try_from(Self::int_field(&appnum, "appnum")?).ok(),
+            universe_size: u32::try_from(Self::int_field(&universe, "size")?).ok(),
             keylen_max: Self::int_field(&maxes, "keylen_max")?.max(0) as usize,
             vallen_max: Self::int_field(&maxes, "vallen_max")?.max(0) as usize,
         };

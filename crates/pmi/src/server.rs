@@ -69,7 +69,8 @@ struct Client {
 pub struct Server {
     kvsname: String,
     size: u32,
-    appnum: u32,
+    /// MPI_APPNUM per rank (the program of an MPMD job it runs); 0 unless set.
+    appnums: Vec<u32>,
     universe_size: u32,
     clients: HashMap<ClientId, Client>,
     /// Committed (visible to all) key-values.
@@ -92,7 +93,7 @@ impl Server {
         Server {
             kvsname: kvsname.into(),
             size,
-            appnum: 0,
+            appnums: vec![0; size as usize],
             universe_size: size,
             clients: HashMap::new(),
             kvs,
@@ -106,6 +107,13 @@ impl Server {
     /// hosts), visible to every rank at once.
     pub fn set_job_value(&mut self, key: &str, value: &str) {
         self.kvs.insert(key.to_string(), value.to_string());
+    }
+
+    /// Tells rank `rank` it runs program number `appnum` of an MPMD job (MPI_APPNUM).
+    pub fn set_appnum(&mut self, rank: u32, appnum: u32) {
+        if let Some(a) = self.appnums.get_mut(rank as usize) {
+            *a = appnum;
+        }
     }
 
     pub fn kvsname(&self) -> &str {
@@ -237,7 +245,10 @@ impl Server {
                     .arg("keylen_max", KEYLEN_MAX)
                     .arg("vallen_max", VALLEN_MAX),
             ),
-            "get_appnum" => out.reply(from, ok("appnum").arg("appnum", self.appnum)),
+            "get_appnum" => {
+                let appnum = rank.and_then(|r| self.appnums.get(r as usize)).copied();
+                out.reply(from, ok("appnum").arg("appnum", appnum.unwrap_or(0)))
+            }
             "get_my_kvsname" => out.reply(from, ok("my_kvsname").arg("kvsname", &self.kvsname)),
             "get_universe_size" => {
                 out.reply(from, ok("universe_size").arg("size", self.universe_size))
@@ -406,6 +417,11 @@ mod tests {
         assert_eq!(one_reply(&out, 101).get_int("vallen_max"), Some(1024));
         let out = s.handle(101, &line("cmd=get_appnum"));
         assert_eq!(one_reply(&out, 101).get_int("appnum"), Some(0));
+        s.set_appnum(1, 2);
+        let out = s.handle(101, &line("cmd=get_appnum"));
+        assert_eq!(one_reply(&out, 101).get_int("appnum"), Some(2));
+        let out = s.handle(100, &line("cmd=get_appnum"));
+        assert_eq!(one_reply(&out, 100).get_int("appnum"), Some(0));
         let out = s.handle(101, &line("cmd=get_my_kvsname"));
         assert_eq!(one_reply(&out, 101).get("kvsname"), Some("kvs_1_ab"));
         let out = s.handle(101, &line("cmd=get_universe_size"));

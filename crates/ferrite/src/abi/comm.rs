@@ -414,16 +414,25 @@ static ATTRS: PredefinedAttrs = PredefinedAttrs {
     lastusedcode: AtomicI32::new(MPI_ERR_LASTCODE),
 };
 
-/// The address of a predefined attribute's value, or None for another keyval.
-fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
+/// For a predefined keyval, the address of its value, or `Some(None)` when it is not set
+/// (MPI_APPNUM and MPI_UNIVERSE_SIZE when the launcher gives none, as MPICH); None for
+/// another keyval.
+fn predefined(keyval: c_int) -> Option<Option<&'static AtomicI32>> {
     let a = &ATTRS;
+    let from_launcher = |v: MpiResult<Option<u32>>| v.ok().flatten().map(|n| n as c_int);
     let (slot, value) = match super::attr::c_keyval(keyval, 0x6440_0000) {
         MPI_TAG_UB => (&a.tag_ub, crate::p2p::ops::TAG_UB),
-        MPI_HOST => return Some(&a.host),
-        MPI_IO => return Some(&a.io),
-        MPI_WTIME_IS_GLOBAL => return Some(&a.wtime_is_global),
-        MPI_UNIVERSE_SIZE => (&a.universe_size, pmi::universe_size().unwrap_or(0) as c_int),
-        MPI_APPNUM => (&a.appnum, pmi::appnum().unwrap_or(0) as c_int),
+        MPI_HOST => return Some(Some(&a.host)),
+        MPI_IO => return Some(Some(&a.io)),
+        MPI_WTIME_IS_GLOBAL => return Some(Some(&a.wtime_is_global)),
+        MPI_UNIVERSE_SIZE => match from_launcher(pmi::universe_size()) {
+            Some(n) => (&a.universe_size, n),
+            None => return Some(None),
+        },
+        MPI_APPNUM => match from_launcher(pmi::appnum()) {
+            Some(n) => (&a.appnum, n),
+            None => return Some(None),
+        },
         MPI_LASTUSEDCODE => (
             &a.lastusedcode,
             crate::objects::errhandler::last_used_code(),
@@ -431,7 +440,7 @@ fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
         _ => return None,
     };
     slot.store(value, Ordering::Relaxed);
-    Some(slot)
+    Some(Some(slot))
 }
 
 /// MPI_Comm_get_attr as language `want` sees the value: predefined keyvals (C gets a
@@ -439,6 +448,7 @@ fn predefined(keyval: c_int) -> Option<&'static AtomicI32> {
 pub(crate) fn get_attr(comm: MPI_Comm, keyval: c_int, want: AttrKind) -> MpiResult<Option<usize>> {
     with_comm(comm, |_| ())?;
     if let Some(v) = predefined(keyval) {
+        let Some(v) = v else { return Ok(None) };
         // Predefined attributes are on every communicator (copied by every dup, as MPICH).
         return Ok(Some(if want == AttrKind::Ptr {
             v.as_ptr() as usize

@@ -1,6 +1,8 @@
 //! The process's PMI client: the launcher's ferrite-pmi client when `PMI_FD` or `PMI_PORT`
-//! is set, otherwise a singleton (rank 0 of 1 with a local KVS). Global, so abort paths can
-//! reach the launcher without the state lock.
+//! is set, otherwise a singleton (rank 0 of 1 with a local KVS), unless the environment
+//! shows another launcher started this process as one of several ranks (see
+//! [`foreign_launcher`]): that one refuses to run, rather than become one of N independent
+//! singletons. Global, so abort paths can reach the launcher without the state lock.
 
 use crate::abi::consts::MPI_ERR_OTHER;
 use crate::error::{MpiError, MpiResult};
@@ -19,8 +21,8 @@ struct Pmi {
     rank: u32,
     size: u32,
     kvsname: String,
-    appnum: u32,
-    universe_size: u32,
+    appnum: Option<u32>,
+    universe_size: Option<u32>,
     backend: Backend,
 }
 
@@ -77,18 +79,72 @@ pub fn init() -> MpiResult<(u32, u32, String)> {
                 backend: Backend::Launcher(client),
             }
         }
-        None => Pmi {
-            rank: 0,
-            size: 1,
-            kvsname: format!("singleton_{}", std::process::id()),
-            appnum: 0,
-            universe_size: 1,
-            backend: Backend::Singleton(HashMap::new()),
-        },
+        None => {
+            let getenv = |k: &str| std::env::var(k).ok();
+            if getenv("FERRITE_SINGLETON").as_deref() != Some("1") {
+                if let Some(msg) = foreign_launcher(getenv) {
+                    return Err(MpiError::new(MPI_ERR_OTHER, msg));
+                }
+            }
+            Pmi {
+                rank: 0,
+                size: 1,
+                kvsname: format!("singleton_{}", std::process::id()),
+                appnum: Some(0),
+                universe_size: Some(1),
+                backend: Backend::Singleton(HashMap::new()),
+            }
+        }
     };
     let out = (pmi.rank, pmi.size, pmi.kvsname.clone());
     *guard = Some(pmi);
     Ok(out)
+}
+
+/// Without a PMI connection of ours (no `PMI_FD`/`PMI_PORT`): whether the environment shows
+/// a launcher that started this process as one of several ranks and that Ferrite cannot
+/// serve. Then the process must not run as a singleton (N copies would each compute alone
+/// as rank 0 of 1): the message says what to use instead.
+pub fn foreign_launcher(getenv: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let num = |k: &str| getenv(k).and_then(|v| v.trim().parse::<u64>().ok());
+    let use_instead = "start it with Ferrite's mpirun (also inside a Slurm allocation: \
+                 `salloc -n N mpirun ./prog`), with `srun --mpi=pmi2`, or with MPICH's \
+                 mpiexec (Hydra); FERRITE_SINGLETON=1 runs it as a singleton anyway";
+    // Under srun the step's task count is known; under Open MPI's mpirun its own.
+    let slurm_tasks = num("SLURM_STEP_NUM_TASKS").or_else(|| num("SLURM_NTASKS"));
+    let ompi_size = num("OMPI_COMM_WORLD_SIZE");
+    let size = ompi_size.or(slurm_tasks);
+    if let Some(ns) =
+        getenv("PMIX_NAMESPACE").or_else(|| getenv("PMIX_RANK").map(|_| String::new()))
+    {
+        if size != Some(1) {
+            let by = if getenv("SLURM_STEP_ID").is_some() {
+                "srun --mpi=pmix"
+            } else {
+                "a PMIx launcher (Open MPI's mpirun/prterun, or srun --mpi=pmix)"
+            };
+            return Some(format!(
+                "this process was started by {by} (PMIX_NAMESPACE={ns:?}), which speaks \
+                 PMIx; Ferrite speaks PMI-1 and cannot join that job: {use_instead}"
+            ));
+        }
+    }
+    if ompi_size.is_some_and(|n| n > 1) {
+        return Some(format!(
+            "this process was started by Open MPI's mpirun (OMPI_COMM_WORLD_SIZE={}), which \
+                 Ferrite cannot join: {use_instead}",
+            ompi_size.map_or("?".to_string(), |n| n.to_string())
+        ));
+    }
+    if getenv("SLURM_PROCID").is_some() && slurm_tasks.is_some_and(|n| n > 1) {
+        return Some(format!(
+            "this process is task {} of {} started by srun with no PMI that Ferrite \
+                 speaks (srun --mpi=none, often the default): {use_instead}",
+            getenv("SLURM_PROCID").unwrap_or_default(),
+            slurm_tasks.unwrap_or(0)
+        ));
+    }
+    None
 }
 
 /// Publishes `key=value` to the job; visible to every rank after the next [`barrier`].
@@ -145,12 +201,14 @@ pub fn finalize() -> MpiResult<()> {
 }
 
 /// MPI_APPNUM: which application of a multi-program launch this process belongs to.
-pub fn appnum() -> MpiResult<u32> {
+/// `None` when the launcher gives none (MPI_APPNUM is then not set).
+pub fn appnum() -> MpiResult<Option<u32>> {
     with("PMI appnum", |p| Ok(p.appnum))
 }
 
 /// MPI_UNIVERSE_SIZE as the launcher reports it.
-pub fn universe_size() -> MpiResult<u32> {
+/// `None` when the launcher does not know it (MPI_UNIVERSE_SIZE is then not set).
+pub fn universe_size() -> MpiResult<Option<u32>> {
     with("PMI universe size", |p| Ok(p.universe_size))
 }
 
@@ -196,7 +254,56 @@ mod tests {
             Some("a value with spaces")
         );
         assert_eq!(get("pmi-test-missing").unwrap(), None);
-        assert_eq!((appnum().unwrap(), universe_size().unwrap()), (0, 1));
+        assert_eq!(
+            (appnum().unwrap(), universe_size().unwrap()),
+            (Some(0), Some(1))
+        );
         abort(3, "ignored by a singleton");
+    }
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn foreign_launchers_of_several_ranks_are_refused() {
+        let pmix = foreign_launcher(env(&[
+            ("PMIX_NAMESPACE", "slurm.pmix.7.0"),
+            ("PMIX_RANK", "1"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_PROCID", "1"),
+            ("SLURM_STEP_NUM_TASKS", "4"),
+        ]))
+        .unwrap();
+        assert!(
+            pmix.contains("srun --mpi=pmix") && pmix.contains("--mpi=pmi2"),
+            "{pmix}"
+        );
+        let ompi = foreign_launcher(env(&[("OMPI_COMM_WORLD_SIZE", "2")])).unwrap();
+        assert!(ompi.contains("Open MPI's mpirun"), "{ompi}");
+        let prte = foreign_launcher(env(&[("PMIX_RANK", "0")])).unwrap();
+        assert!(prte.contains("PMIx launcher"), "{prte}");
+        let srun =
+            foreign_launcher(env(&[("SLURM_PROCID", "3"), ("SLURM_STEP_NUM_TASKS", "4")])).unwrap();
+        assert!(srun.contains("task 3 of 4 started by srun"), "{srun}");
+        // One task, or no launcher at all: a singleton is right.
+        assert_eq!(foreign_launcher(env(&[])), None);
+        assert_eq!(
+            foreign_launcher(env(&[("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "1")])),
+            None
+        );
+        assert_eq!(
+            foreign_launcher(env(&[("PMIX_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1")])),
+            None
+        );
+        // A program run by hand inside `salloc -n 4`: no task of a step.
+        assert_eq!(
+            foreign_launcher(env(&[("SLURM_JOB_ID", "9"), ("SLURM_NTASKS", "4")])),
+            None
+        );
     }
 }

@@ -41,7 +41,10 @@ fn main() {
             let v = c.get(&format!("card-{peer}")).unwrap();
             println!(
                 "rank {rank}/{size} appnum {} universe {} kvs {} got {:?} from {peer}",
-                info.appnum, info.universe_size, info.kvsname, v
+                info.appnum.map_or(-1, i64::from),
+                info.universe_size.map_or(-1, i64::from),
+                info.kvsname,
+                v
             );
             c.finalize().unwrap();
         }
