@@ -216,7 +216,7 @@ pub struct Tcp {
     /// When connections are asked for (static/partial: at init; then on the first packet).
     /// It holds no packets: they wait in the peer's `SendQueue`, in order.
     policy: Policy<()>,
-    /// Peers MPI_Init connects to and waits for (`connect_init`).
+    /// Peers MPI_Init connects to and waits for (`connect_init`), until each has been up.
     init_peers: Vec<Proc>,
     socks: HashMap<SockId, Sock>,
     peers: HashMap<Proc, Peer>,
@@ -930,6 +930,9 @@ impl Tcp {
                     }
                     let p = self.peers.entry(peer).or_default();
                     p.sock = Some(sid);
+                    // Up once is settled for MPI_Init: under a budget smaller than the
+                    // peers (a low `ulimit -n`) the policy may close it again at once.
+                    self.init_peers.retain(|&q| q != peer);
                     if p.closing.is_some() {
                         // The old connection still drains: this one waits (`check_closed`).
                         self.set_interest(sid);
@@ -1265,7 +1268,7 @@ impl Tcp {
         Ok(())
     }
 
-    /// Some connection MPI_Init asked for is neither up nor failed yet.
+    /// Some connection MPI_Init asked for has not been up yet and has not failed.
     pub fn init_peers_connecting(&self) -> bool {
         self.init_peers.iter().any(|r| {
             self.peers
