@@ -632,16 +632,30 @@ impl Job {
     }
 
     fn reap_all(&mut self) {
+        self.reap_all_but(None);
+    }
+
+    /// Reaps every rank that has exited. Several at once: those killed by a signal count
+    /// first, as the cause the others' failures (a survivor's error exit, its abort about
+    /// the dead peer) follow from. `aborting` (a rank whose abort is being handled) is only
+    /// marked exited: its abort, not its exit, is what it reported.
+    fn reap_all_but(&mut self, aborting: Option<usize>) {
+        let mut exits = Vec::new();
         while let Some((pid, exit)) = sys::reap() {
-            let Some(r) = self.ranks.iter().position(|k| k.pid == pid) else {
-                continue;
-            };
+            if let Some(r) = self.ranks.iter().position(|k| k.pid == pid) {
+                exits.push((r, exit));
+            }
+        }
+        exits.sort_by_key(|(_, exit)| !matches!(exit, Exit::Signal(_)));
+        for (r, exit) in exits {
             // Whatever it told PMI before exiting (an abort, a finalize) counts first.
             let mut buf = vec![0u8; 4096];
-            while self.ranks[r].pmi.is_some() && self.read_pmi(r, &mut buf) {}
+            if Some(r) != aborting {
+                while self.ranks[r].pmi.is_some() && self.read_pmi(r, &mut buf) {}
+            }
             self.ranks[r].exited = true;
             self.last_exit = Some(Instant::now());
-            if self.kill_at.is_some() {
+            if self.kill_at.is_some() || Some(r) == aborting {
                 continue; // tearing down: exits are expected
             }
             let inited = self.server.is_initialized(r);
@@ -752,6 +766,11 @@ impl Job {
     fn on_event(&mut self, from: usize, ev: Event) {
         match ev {
             Event::Abort { code, message, .. } => {
+                // A rank that already died is the cause, not a survivor's abort about it
+                // (a survivor can report before its SIGCHLD is read).
+                if self.failure.is_none() {
+                    self.reap_all_but(Some(from));
+                }
                 let code = if code & 0xff == 0 { 1 } else { code & 0xff };
                 let msg = format!(
                     "{} aborted the job with code {code}: {}",
