@@ -167,29 +167,6 @@ pub fn out_of_resources(e: &io::Error) -> Option<&'static str> {
     }
 }
 
-/// Test-only fault injection: the next `n` accepts or dials of this thread fail with `errno`
-/// (conditions such as ENOBUFS that a test cannot produce on demand).
-#[cfg(test)]
-pub mod inject {
-    use std::cell::Cell;
-    thread_local! {
-        pub static ACCEPT: Cell<(i32, u32)> = const { Cell::new((0, 0)) };
-        pub static CONNECT: Cell<(i32, u32)> = const { Cell::new((0, 0)) };
-    }
-    pub fn set(which: &'static std::thread::LocalKey<Cell<(i32, u32)>>, errno: i32, n: u32) {
-        which.with(|c| c.set((errno, n)));
-    }
-    pub fn take(which: &'static std::thread::LocalKey<Cell<(i32, u32)>>) -> Option<i32> {
-        which.with(|c| {
-            let (errno, n) = c.get();
-            (n > 0).then(|| {
-                c.set((errno, n - 1));
-                errno
-            })
-        })
-    }
-}
-
 /// FERRITE_TCP_SOCKBUF: fixed send and receive buffer sizes (0: the kernel's autotuning).
 /// Best effort: the kernel caps them at net.core.{w,r}mem_max.
 fn set_bufs(fd: RawFd) {
@@ -276,5 +253,28 @@ fn sockaddr(addr: SocketAddr) -> (i32, Vec<u8>, libc::socklen_t) {
             };
             (libc::AF_INET6, b.to_vec(), len as libc::socklen_t)
         }
+    }
+}
+
+/// Test-only fault injection: the next `n` accepts or dials of this thread fail with `errno`
+/// (conditions such as ENOBUFS that a test cannot produce on demand).
+#[cfg(test)]
+pub mod inject {
+    use std::cell::Cell;
+    thread_local! {
+        pub static ACCEPT: Cell<(i32, u32)> = const { Cell::new((0, 0)) };
+        pub static CONNECT: Cell<(i32, u32)> = const { Cell::new((0, 0)) };
+    }
+    pub fn set(which: &'static std::thread::LocalKey<Cell<(i32, u32)>>, errno: i32, n: u32) {
+        which.with(|c| c.set((errno, n)));
+    }
+    pub fn take(which: &'static std::thread::LocalKey<Cell<(i32, u32)>>) -> Option<i32> {
+        which.with(|c| {
+            let (errno, n) = c.get();
+            (n > 0).then(|| {
+                c.set((errno, n - 1));
+                errno
+            })
+        })
     }
 }
