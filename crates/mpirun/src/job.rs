@@ -29,6 +29,8 @@ const KILL_GRACE: Duration = Duration::from_millis(500);
 const MAX_UNCLAIMED: usize = 64;
 /// After the last rank exited, how long to keep forwarding output its children still write.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
+/// How long a failure waits for ranks still dying to become reapable (see `reap_all_but`).
+const DYING_WAIT: Duration = Duration::from_millis(500);
 
 struct Stream {
     fd: OwnedFd,
@@ -631,6 +633,17 @@ impl Job {
         }
     }
 
+    /// Every rank that has exited and can be reaped, with how it ended.
+    fn reap_exits(&mut self) -> Vec<(usize, Exit)> {
+        let mut exits = Vec::new();
+        while let Some((pid, exit)) = sys::reap() {
+            if let Some(r) = self.ranks.iter().position(|k| k.pid == pid) {
+                exits.push((r, exit));
+            }
+        }
+        exits
+    }
+
     fn reap_all(&mut self) {
         self.reap_all_but(None);
     }
@@ -640,10 +653,26 @@ impl Job {
     /// the dead peer) follow from. `aborting` (a rank whose abort is being handled) is only
     /// marked exited: its abort, not its exit, is what it reported.
     fn reap_all_but(&mut self, aborting: Option<usize>) {
-        let mut exits = Vec::new();
-        while let Some((pid, exit)) = sys::reap() {
-            if let Some(r) = self.ranks.iter().position(|k| k.pid == pid) {
-                exits.push((r, exit));
+        let mut exits = self.reap_exits();
+        let failing = aborting.is_some() || exits.iter().any(|(_, e)| !matches!(e, Exit::Code(0)));
+        if failing && self.failure.is_none() && self.kill_at.is_none() {
+            // About to name a cause: a rank still dying (killed, its sockets already closed,
+            // not yet reapable) died before the failure at hand was reported. Wait for it
+            // (briefly: exiting takes milliseconds) so that it is the one named.
+            // (Reaped ones leave /proc, so the wait ends as soon as none is left dying.)
+            let t0 = Instant::now();
+            loop {
+                exits.extend(self.reap_exits());
+                let dying = self.ranks.iter().enumerate().any(|(r, k)| {
+                    !k.exited
+                        && Some(r) != aborting
+                        && self.place.local[k.host]
+                        && sys::is_exiting(k.pid)
+                });
+                if !dying || t0.elapsed() >= DYING_WAIT {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
         exits.sort_by_key(|(_, exit)| !matches!(exit, Exit::Signal(_)));
