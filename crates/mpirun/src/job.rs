@@ -659,16 +659,16 @@ impl Job {
             // About to name a cause: a rank still dying (killed, its sockets already closed,
             // not yet reapable) died before the failure at hand was reported. Wait for it
             // (briefly: exiting takes milliseconds) so that it is the one named.
-            // (Reaped ones leave /proc, so the wait ends as soon as none is left dying.)
+            // (Reaped ones leave /proc, so the wait ends as soon as none is left dying. A
+            // remote rank's process here is its agent, which exits when the rank did.)
             let t0 = Instant::now();
             loop {
                 exits.extend(self.reap_exits());
-                let dying = self.ranks.iter().enumerate().any(|(r, k)| {
-                    !k.exited
-                        && Some(r) != aborting
-                        && self.place.local[k.host]
-                        && sys::is_exiting(k.pid)
-                });
+                let dying = self
+                    .ranks
+                    .iter()
+                    .enumerate()
+                    .any(|(r, k)| !k.exited && Some(r) != aborting && sys::is_exiting(k.pid));
                 if !dying || t0.elapsed() >= DYING_WAIT {
                     break;
                 }
