@@ -2,13 +2,15 @@
 # Connection set-up when file descriptors run out, over tcp, under every policy and both
 # set-up mechanisms: never a hang; every exchange either delivers the right data or fails
 # with MPI_ERR_PROC_ABORTED and a message naming the cause (tests/conn/fdlimit.c):
-# - 0, 1 and 3 descriptors left after MPI_Init, at 2 and 4 ranks (FERRITE_TCP_CONNECT_RETRIES
-#   lowered to 4 to keep the failing cases short); with 3 left at 2 ranks all data arrives;
-# - MPI_Init itself under a soft `ulimit -n` too small: a clear error (or a working job), no hang;
+# - 0, 1 and 3 descriptors left after MPI_Init, at 2 and 4 ranks, each policy with each
+#   set-up (FERRITE_TCP_CONNECT_RETRIES lowered to 4 to keep the failing cases short); with
+#   3 left at 2 ranks all data arrives;
+# - MPI_Init itself under a soft `ulimit -n` too small: a clear error (or a working job with
+#   the right data), no hang;
 # - a stranger holding hundreds of connections to every rank's listener (more than
 #   `ulimit -n 256` lets a rank accept; some silent, some sending junk) while the job
-#   connects, then going away: the job completes with the right data, and FERRITE_REPORT
-#   counts the junk as strangers dropped, per rank and summed.
+#   connects, then going away, under each policy and set-up: the job completes with the
+#   right data, and FERRITE_REPORT counts the junk as strangers dropped, per rank and summed.
 # Ends with `conn-fdlimit: N passed, N failed`.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,7 +42,6 @@ judge() { # name np log rc all_ok
 
 for setup in cm ud; do
     for conn in ondemand static partial adaptive; do
-        [ $setup = ud ] && [ $conn != ondemand ] && continue
         for np in 2 4; do
             for k in 0 1 3; do
                 name="$conn/$setup np=$np left=$k"
@@ -57,21 +58,30 @@ for setup in cm ud; do
 done
 
 # MPI_Init with almost no descriptors: it fails with a message, or works; it never hangs.
-for lim in 5 7 9; do
-    log=$tmp/init.log
-    (ulimit -S -n $lim; timeout -k 5 60 "$PREFIX/bin/mpirun" -n 2 "$bin" 3) >"$log" 2>&1
+# Under 13 (a connection budget of 1) static and partial connect at init at -n 4: that
+# waited forever for connections the budget had closed again.
+init_case() { # conn setup limit
+    local name="MPI_Init under ulimit -n $3 ($1/$2)" log=$tmp/init.log rc
+    (ulimit -S -n $3; FERRITE_CONN=$1 FERRITE_CONN_SETUP=$2 FERRITE_TCP_CONNECT_RETRIES=4 \
+        timeout -k 5 60 "$PREFIX/bin/mpirun" -n 4 "$bin" 3) >"$log" 2>&1
     rc=$?
-    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then ko "MPI_Init under ulimit -n $lim" "hung" "$log"
-    elif [ $rc -ne 0 ] && ! grep -qiE 'open files|descriptor|cannot' "$log"; then ko "MPI_Init under ulimit -n $lim" "exit $rc without a clear message" "$log"
-    else ok "MPI_Init under ulimit -n $lim (exit $rc)"; fi
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then ko "$name" "hung" "$log"
+    elif [ $rc -ne 0 ] && ! grep -qiE 'open files|descriptor|cannot' "$log"; then ko "$name" "exit $rc without a clear message" "$log"
+    elif [ $rc -eq 0 ]; then judge "$name" 4 "$log" $rc 0
+    else ok "$name (exit $rc)"; fi
+}
+for lim in 5 7 9; do init_case ondemand cm $lim; done
+for setup in cm ud; do
+    for conn in static partial; do init_case $conn $setup 13; done
 done
 
 # A stranger floods every rank's listener with silent connections, then goes away.
-for conn in ondemand adaptive; do
+for setup_conn in cm/ondemand cm/static cm/partial cm/adaptive ud/ondemand ud/static ud/partial ud/adaptive; do
+    setup=${setup_conn%/*}; conn=${setup_conn#*/}
     log=$tmp/stranger.log
     json=$tmp/stranger.json
     rm -f "$json"
-    (ulimit -S -n 256; FERRITE_CONN=$conn timeout -k 5 120 "$PREFIX/bin/mpirun" -n 4 --report="$json" "$bin" -3) >"$log" 2>&1 &
+    (ulimit -S -n 256; FERRITE_CONN=$conn FERRITE_CONN_SETUP=$setup timeout -k 5 120 "$PREFIX/bin/mpirun" -n 4 --report="$json" "$bin" -3) >"$log" 2>&1 &
     job=$!
     for i in $(seq 1 100); do [ "$(grep -c '^listening' "$log")" -ge 4 ] && break; sleep 0.1; done
     pids=$(awk '/^listening/ { print $3 }' "$log" | tr '\n' ' ')
@@ -114,7 +124,7 @@ PY
     rc=$?
     cat "$tmp/stranger.out" >>"$log"
     if ! grep -q 'stranger: [1-9][0-9]* connections to 4 listeners' "$tmp/stranger.out"; then
-        ko "stranger ($conn)" "the stranger found no listeners" "$log"
+        ko "stranger ($conn/$setup)" "the stranger found no listeners" "$log"
     elif ! python3 - "$json" <<'PY' >>"$log" 2>&1
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -124,9 +134,9 @@ assert total == sum(per_rank) and total > 0, (per_rank, total)
 print("report: strangers dropped per rank %s, summed %d" % (per_rank, total))
 PY
     then
-        ko "stranger ($conn)" "the report does not show the strangers" "$log"
+        ko "stranger ($conn/$setup)" "the report does not show the strangers" "$log"
     else
-        judge "stranger ($conn)" 4 "$log" $rc 1
+        judge "stranger ($conn/$setup)" 4 "$log" $rc 1
     fi
 done
 echo "conn-fdlimit: $pass passed, $fail failed"

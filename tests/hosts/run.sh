@@ -23,7 +23,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=262 # how many results a skipped run stands for (36 + 187 C runs, 10 checks; update when programs are added)
+checks=278 # how many results a skipped run stands for (266 C runs, 12 checks; update when programs are added)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -206,52 +206,119 @@ else
     ko "FERRITE_TRANSPORTS=self,shm across hosts should fail with 'runs on another host' (exit $rc)" "$log"
 fi
 
-# The job's PMI password never shows on a command line: while a job with a rank on B runs,
-# the secret (read, as root, from that rank's environment) must be in no process's
-# /proc/<pid>/cmdline. Then an attacker who knows everything but the secret (the PMI port,
-# a rank id) connects to mpirun's PMI port from B and must be turned away, while the job
-# still completes.
-# The agent here stays alive while the rank runs, holding its command line, as an ssh client
-# does (the usual agent execs into the rank and its arguments vanish).
+# The job's secrets never show where another user could read them, and an attacker who
+# knows everything but the secret is turned away by mpirun's PMI port and by a rank's tcp
+# transport. A job with a rank on B, without --iface (mpirun finds its address itself),
+# over tcp only. Its agent waits 3 s before starting the rank (a slow ssh) and stays alive
+# while it runs, holding its command line as an ssh client does (the usual agent execs into
+# the rank and its arguments vanish). Ranks run tests/conn/fdlimit.c: each prints
+# "listening R PID", sleeps 4 s, then exchanges checked data with the other.
+#  1. While the agent waits, the attacker reads PMI_PORT and PMI_ID from the agent's command
+#     line (as `ps` shows any user) and, from B, claims rank 1 on mpirun's PMI port with a
+#     wrong secret, then with none, each followed by an abort: no answer, the job goes on.
+#  2. The PMI listener is bound to the job's address only, not every address.
+#  3. The secret (read, as root, from the remote rank's environment) is on no process's
+#     command line, and in no file another user could read (/tmp, /dev/shm).
+#  4. From B, the attacker connects to rank 0's tcp listener and sends a well-formed hello
+#     from rank 1 with a wrong secret: closed without a byte in answer, counted as a
+#     stranger in the report; the job completes with the right data and exit 0.
 log=$work/secret.log
-printf '#!/bin/sh\nhost=$1; shift\nip netns exec "$host" "$@"\n' >"$work/agent-keep"
-chmod +x "$work/agent-keep"
-"$PREFIX/bin/mpicc" -O2 -o "$work/idle" "$root/tests/c/idle.c" >"$log" 2>&1
-timeout -k 5 30 ip netns exec "$A" "$MPIRUN_BIN" --host "localhost,$B" --launcher "$work/agent-keep" \
-    --iface fh0 -n 2 "$work/idle" >>"$log" 2>&1 &
+json=$work/secret.json
+printf '#!/bin/sh\nhost=$1; shift\nsleep 3\nip netns exec "$host" "$@"\n' >"$work/agent-slow"
+chmod +x "$work/agent-slow"
+"$PREFIX/bin/mpicc" -O1 -o "$work/fdlimit" "$root/tests/conn/fdlimit.c" >"$log" 2>&1
+touch "$work/start"
+timeout -k 5 40 ip netns exec "$A" "$MPIRUN_BIN" --host "localhost,$B" --launcher "$work/agent-slow" \
+    -n 2 -x FERRITE_TRANSPORTS=tcp,self --report="$json" "$work/fdlimit" -4 >>"$log" 2>&1 &
 job=$!
-secret=""; port=""
-for _ in $(seq 50); do
+# 1. The PMI address from the waiting agent's command line.
+port=""
+for _ in $(seq 100); do
+    for f in $(grep -laF -- "$work/fdlimit" /proc/[0-9]*/cmdline 2>/dev/null); do
+        p=$(tr '\0' '\n' 2>/dev/null <"$f" | sed -n 's/^PMI_PORT=//p')
+        [ -n "$p" ] && port=$p
+    done
+    [ -n "$port" ] && break
+    sleep 0.02
+done
+pmi_attack() { # first line
+    ip netns exec "$B" timeout 5 bash -c "exec 3<>/dev/tcp/${port%:*}/${port##*:} &&
+        printf '%s\ncmd=abort exitcode=42 message=hijacked\n' '$1' >&3 && timeout 2 cat <&3" 2>&1
+}
+reply1=""; reply2=""; bound=""
+if [ -n "$port" ]; then
+    reply1=$(pmi_attack "cmd=initack pmiid=1 secret=0123456789abcdef")
+    reply2=$(pmi_attack "cmd=initack pmiid=1")
+    # 2. What the PMI listener is bound to (in A, where mpirun runs).
+    bound=$(ip netns exec "$A" ss -ltnpH 2>/dev/null | grep '"mpirun"' | awk '{ print $4 }' | tr '\n' ' ')
+fi
+# 3. The secret, once the remote rank runs; the command lines and files that could leak it.
+secret=""
+for _ in $(seq 100); do
     for pid in $(ip netns pids "$B" 2>/dev/null); do
-        env_of=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)
-        s=$(echo "$env_of" | sed -n 's/^FERRITE_PMI_SECRET=//p')
-        p=$(echo "$env_of" | sed -n 's/^PMI_PORT=//p')
-        [ -n "$s" ] && secret=$s && port=$p
+        s=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | sed -n 's/^FERRITE_PMI_SECRET=//p')
+        [ -n "$s" ] && secret=$s
     done
     [ -n "$secret" ] && break
     sleep 0.1
 done
-leaks=""
+leaks=""; hello=""
 if [ -n "$secret" ]; then
-    for f in /proc/[0-9]*/cmdline; do
-        tr '\0' ' ' <"$f" 2>/dev/null | grep -qF -- "$secret" && leaks="$leaks ${f#/proc/}"
+    # The pattern from a file ($work is private): on grep's own command line it would match.
+    printf '%s\n' "$secret" >"$work/secret.pat"
+    for f in $(grep -laF -f "$work/secret.pat" /proc/[0-9]*/cmdline 2>/dev/null); do
+        leaks="$leaks ${f#/proc/}"
     done
-    # The attacker: a well-formed initack for rank 1 with a wrong secret.
-    reply=$(ip netns exec "$B" timeout 5 bash -c \
-        "exec 3<>/dev/tcp/${port%:*}/${port##*:} && printf 'cmd=initack pmiid=1 secret=0000000000000000\n' >&3 && timeout 2 cat <&3" 2>&1)
+    files=$(find /tmp /dev/shm -xdev -type f -newer "$work/start" -size -1M 2>/dev/null |
+        grep -v "^$work/" | xargs -r grep -lF -f "$work/secret.pat" 2>/dev/null | tr '\n' ' ')
+    # 4. The hello, to rank 0's listener, while rank 0 sleeps (it reads it when it next polls).
+    for _ in $(seq 50); do grep -q '^listening 0 ' "$log" && break; sleep 0.1; done
+    pid0=$(awk '/^listening 0 / { print $3 }' "$log")
+    addr0=$(ip netns exec "$A" ss -ltnpH 2>/dev/null | grep "pid=$pid0," | awk '{ print $4 }' | head -n 1)
+    hello=$(ip netns exec "$B" python3 - "$addr0" <<'PY' 2>&1
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host.strip("[]"), int(port)), timeout=10)
+# Version 1, kind Hello, from rank 1, a wrong secret; to rank 0, attempt 1, verdict 0.
+s.sendall(struct.pack("<BBBBIQIIB3x", 1, 6, 0, 0, 1, 0x0123456789ABCDEF, 0, 1, 0))
+got = b""
+try:
+    while True:
+        b = s.recv(64)
+        if not b:
+            break
+        got += b
+    print("closed after %d bytes" % len(got))
+except socket.timeout:
+    print("still open after %d bytes" % len(got))
+PY
+)
 fi
 wait "$job"; rc=$?
-if [ -z "$secret" ]; then
-    ko "could not find the job's secret in a remote rank's environment (exit $rc)" "$log"
-elif [ -n "$leaks" ]; then
-    ko "the PMI secret is on the command line of:$leaks" "$log"
+if [ -z "$port" ]; then
+    ko "could not find PMI_PORT on the agent's command line (exit $rc)" "$log"
+elif [ -z "$reply1$reply2" ] && [ "$rc" -eq 0 ] && ! grep -q hijacked "$log"; then
+    ok "claims of rank 1 on the PMI port with a wrong secret and with none are refused"
 else
-    ok "the PMI secret is on no command line while a multi-host job runs"
+    ko "PMI claims without the secret: replies '$reply1' '$reply2', job exit $rc" "$log"
 fi
-if [ -n "$secret" ] && ! echo "$reply" | grep -q "cmd=" && [ "$rc" -eq 0 ] && grep -qx "done: idle" "$log"; then
-    ok "a PMI connection with a wrong secret is refused and the job completes"
+case " $bound " in
+*" 0.0.0.0:"* | *" *:"* | *" [::]:"* | "  ") ko "the PMI listener is bound to: '$bound' (want $net.1 only)" ;;
+*) ok "the PMI listener is bound to the job's address only: $bound" ;;
+esac
+if [ -z "$secret" ]; then
+    ko "could not find the job's secret in the remote rank's environment (exit $rc)" "$log"
+elif [ -n "$leaks$files" ]; then
+    ko "the PMI secret shows on the command line of:$leaks; in files: $files" "$log"
 else
-    ko "wrong-secret PMI connection: reply '$reply', job exit $rc" "$log"
+    ok "the PMI secret is on no command line and in no file in /tmp or /dev/shm"
+fi
+strangers=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ranks"][0]["dropped"]["strangers"])' "$json" 2>/dev/null)
+if [ "$hello" = "closed after 0 bytes" ] && [ "${strangers:-0}" -ge 1 ] && [ "$rc" -eq 0 ] &&
+   [ "$(grep -cE '^rank [01]: 0 fails 0 errs' "$log")" -eq 2 ]; then
+    ok "a tcp hello with a wrong secret is closed unanswered (rank 0 counted $strangers stranger(s)); the job's data arrived"
+else
+    ko "tcp hello with a wrong secret to rank 0 ($addr0): '$hello', strangers '${strangers:-}', job exit $rc" "$log"
 fi
 
 # A remote rank killed: mpirun ends the job, non-zero, naming the rank and its host.

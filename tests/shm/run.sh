@@ -2,10 +2,13 @@
 # Nothing of a job's shared memory survives it, however it ends and whoever launched it:
 # the shm transport's segments are anonymous files (memfd) that the kernel frees with the
 # last process that has one open or mapped. For each launcher (our mpirun, MPICH's Hydra)
-# and each ending (normal; a rank SIGKILLed; the launcher SIGKILLed), a 4-rank job over
+# and each ending (normal; a rank SIGKILLed; a rank calling MPI_Abort; the launcher
+# SIGKILLed), a 4-rank job over
 # shm exchanges checked data; while it runs, every rank must map its segments from memfds
 # and /dev/shm must hold no file of ours; after it, no file and no rank may remain.
-# (Slurm is not installed here: srun launches through the same PMI path as Hydra.)
+# Slurm is not installed here (Debian's slurm-wlm needs slurmctld/slurmd and munge set up):
+# srun starts ranks through the same PMI-1 path as Hydra, and the segments are memfds either
+# way, so nothing of Ferrite's can be left in /dev/shm whoever launches the job.
 # Ends with `shm: N passed, N failed`.
 set -u
 cd "$(dirname "$0")/../.."
@@ -88,7 +91,22 @@ for l in "${launchers[@]}"; do
         wait $job 2>/dev/null
     else kill -9 $job "${pids[@]}" 2>/dev/null; wait $job 2>/dev/null; fi
 
-    # 3. The launcher SIGKILLed mid-job: its ranks are killed too (ours: PR_SET_PDEATHSIG;
+    # 3. A rank calls MPI_Abort: a failed job, ended by the launcher.
+    "$run" -n 4 "$work/spin" abort >"$work/log" 2>&1 &
+    job=$!
+    mapfile -t pids < <(pids_of "$work/log")
+    if check_running "$lname rank aborts" "${pids[@]}"; then
+        for i in $(seq 1 300); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+        if kill -0 $job 2>/dev/null; then ko "$lname rank aborts" "the job did not end in 30 s"; kill -9 $job "${pids[@]}" 2>/dev/null
+        else
+            wait $job; rc=$?
+            if [ $rc -eq 0 ]; then ko "$lname rank aborts" "the launcher exited 0"
+            else check_after "$lname rank aborts (exit $rc)" "${pids[@]}"; fi
+        fi
+        wait $job 2>/dev/null
+    else kill -9 $job "${pids[@]}" 2>/dev/null; wait $job 2>/dev/null; fi
+
+    # 4. The launcher SIGKILLed mid-job: its ranks are killed too (ours: PR_SET_PDEATHSIG;
     # Hydra leaves them running, so the test kills them, as a batch system would).
     "$run" -n 4 "$work/spin" >"$work/log" 2>&1 &
     job=$!

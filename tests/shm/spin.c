@@ -1,6 +1,7 @@
 /* A job that keeps its shared-memory queues busy until it is killed (or for `argv[1]`
  * seconds): ring exchanges of checked data. Each rank prints "pid <rank> <pid>" once it has
- * exchanged data with both neighbours (so its segment exists and peers have mapped it). */
+ * exchanged data with both neighbours (so its segment exists and peers have mapped it).
+ * `argv[1]` = "abort": rank 2 calls MPI_Abort(MPI_COMM_WORLD, 3) after about 2 s. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,8 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    double secs = argc > 1 ? atof(argv[1]) : 1e9;
+    int abort_mode = argc > 1 && argv[1][0] == 'a';
+    double secs = argc > 1 && !abort_mode ? atof(argv[1]) : 1e9;
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     double end = MPI_Wtime() + secs;
     for (long it = 0;; it++) {
@@ -29,6 +31,7 @@ int main(int argc, char **argv)
             printf("pid %d %d\n", rank, (int)getpid());
             fflush(stdout);
         }
+        if (abort_mode && rank == 2 && it == 2000) MPI_Abort(MPI_COMM_WORLD, 3);
         /* Every rank must leave the ring at the same iteration, or one still in
          * MPI_Sendrecv waits forever for a neighbour already in MPI_Finalize: the
          * clocks' verdict is agreed on, never taken alone. */

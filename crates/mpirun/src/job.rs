@@ -32,6 +32,8 @@ const KILL_GRACE: Duration = Duration::from_millis(500);
 const MAX_UNCLAIMED: usize = 64;
 /// After the last rank exited, how long to keep forwarding output its children still write.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
+/// How long a failure waits for ranks still dying to become reapable (see `reap_all_but`).
+const DYING_WAIT: Duration = Duration::from_millis(500);
 
 /// Where a rank's stdout or stderr goes.
 #[derive(Clone)]
@@ -821,17 +823,58 @@ impl Job {
         }
     }
 
-    fn reap_all(&mut self) {
+    /// Every rank that has exited and can be reaped, with how it ended.
+    fn reap_exits(&mut self) -> Vec<(usize, Exit)> {
+        let mut exits = Vec::new();
         while let Some((pid, exit)) = sys::reap() {
-            let Some(r) = self.ranks.iter().position(|k| k.pid == pid) else {
-                continue;
-            };
+            if let Some(r) = self.ranks.iter().position(|k| k.pid == pid) {
+                exits.push((r, exit));
+            }
+        }
+        exits
+    }
+
+    fn reap_all(&mut self) {
+        self.reap_all_but(None);
+    }
+
+    /// Reaps every rank that has exited. Several at once: those killed by a signal count
+    /// first, as the cause the others' failures (a survivor's error exit, its abort about
+    /// the dead peer) follow from. `aborting` (a rank whose abort is being handled) is only
+    /// marked exited: its abort, not its exit, is what it reported.
+    fn reap_all_but(&mut self, aborting: Option<usize>) {
+        let mut exits = self.reap_exits();
+        let failing = aborting.is_some() || exits.iter().any(|(_, e)| !matches!(e, Exit::Code(0)));
+        if failing && self.failure.is_none() && self.kill_at.is_none() {
+            // About to name a cause: a rank still dying (killed, its sockets already closed,
+            // not yet reapable) died before the failure at hand was reported. Wait for it
+            // (briefly: exiting takes milliseconds) so that it is the one named.
+            // (Reaped ones leave /proc, so the wait ends as soon as none is left dying. A
+            // remote rank's process here is its agent, which exits when the rank did.)
+            let t0 = Instant::now();
+            loop {
+                exits.extend(self.reap_exits());
+                let dying = self
+                    .ranks
+                    .iter()
+                    .enumerate()
+                    .any(|(r, k)| !k.exited && Some(r) != aborting && sys::is_exiting(k.pid));
+                if !dying || t0.elapsed() >= DYING_WAIT {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        exits.sort_by_key(|(_, exit)| !matches!(exit, Exit::Signal(_)));
+        for (r, exit) in exits {
             // Whatever it told PMI before exiting (an abort, a finalize) counts first.
             let mut buf = vec![0u8; 4096];
-            while self.ranks[r].pmi.is_some() && self.read_pmi(r, &mut buf) {}
+            if Some(r) != aborting {
+                while self.ranks[r].pmi.is_some() && self.read_pmi(r, &mut buf) {}
+            }
             self.ranks[r].exited = true;
             self.last_exit = Some(Instant::now());
-            if self.kill_at.is_some() {
+            if self.kill_at.is_some() || Some(r) == aborting {
                 continue; // tearing down: exits are expected
             }
             let inited = self.server.is_initialized(r);
@@ -942,6 +985,11 @@ impl Job {
     fn on_event(&mut self, from: usize, ev: Event) {
         match ev {
             Event::Abort { code, message, .. } => {
+                // A rank that already died is the cause, not a survivor's abort about it
+                // (a survivor can report before its SIGCHLD is read).
+                if self.failure.is_none() {
+                    self.reap_all_but(Some(from));
+                }
                 let code = if code & 0xff == 0 { 1 } else { code & 0xff };
                 let msg = format!(
                     "{} aborted the job with code {code}: {}",

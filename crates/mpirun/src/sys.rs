@@ -219,6 +219,22 @@ pub enum Exit {
     Signal(i32),
 }
 
+/// Whether `pid` is in the middle of exiting (the kernel's PF_EXITING in /proc/PID/stat's
+/// flags): it has died but cannot be reaped yet. Its sockets close during that time, so a
+/// peer can report its death before it is a zombie.
+pub fn is_exiting(pid: libc::pid_t) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // After "pid (comm) ": state ppid pgrp session tty_nr tpgid flags ...
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    rest.split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|f| f & PF_EXITING != 0)
+}
+
 /// Reaps one exited child, if any has exited.
 pub fn reap() -> Option<(libc::pid_t, Exit)> {
     let mut status = 0;

@@ -125,7 +125,8 @@ pub struct TransportStats {
     pub race_losers: u64,
     /// Connection attempts made again after a failure or a refusal.
     pub handshake_retries: u64,
-    /// Incoming connections refused because this process was out of file descriptors.
+    /// Incoming connections refused because this process was out of file descriptors or
+    /// the kernel out of socket memory (accept failed).
     pub refused_no_fd: u64,
     /// The connection policy's counters (connection-oriented transports).
     pub conn: crate::conn::policy::Counters,

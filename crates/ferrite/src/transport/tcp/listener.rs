@@ -120,10 +120,11 @@ impl Listener {
         })
     }
 
-    /// Out of file descriptors (accept gave EMFILE/ENFILE): takes the oldest waiting
-    /// connection with the spare descriptor and closes it at once, so its dialer sees it
-    /// closed and tries again later (with backoff, within its retries) instead of waiting
-    /// forever for an answer from a connection nobody can accept. True if one was refused.
+    /// Out of resources (accept gave an error [`out_of_resources`] knows): takes the oldest
+    /// waiting connection with the spare descriptor and closes it at once, so its dialer
+    /// sees it closed and tries again later (with backoff, within its retries) instead of
+    /// waiting forever for an answer from a connection nobody can accept. True if one was
+    /// refused (false when even that accept failed: short of memory, not of descriptors).
     pub fn refuse_one(&mut self) -> bool {
         if self.spare.take().is_none() {
             return false;
@@ -136,6 +137,10 @@ impl Listener {
 
     /// The next pending connection, nonblocking with TCP_NODELAY; None when there is none.
     pub fn accept(&self) -> io::Result<Option<TcpStream>> {
+        #[cfg(test)]
+        if let Some(errno) = inject::take(&inject::ACCEPT) {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
         match self.sock.accept() {
             Ok((s, _)) => {
                 s.set_nonblocking(true)?;
@@ -145,6 +150,20 @@ impl Listener {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Whether `e` says the process or the system ran short of something a connection needs:
+/// descriptors (EMFILE, ENFILE) or socket memory (ENOBUFS, ENOMEM). Such failures of accept
+/// and of a dial take one path (refuse or retry with backoff, then fail the peer's
+/// operations; see `Tcp::accept_all` and `Action::Connect`); the answer is the hint that
+/// ends the error message.
+pub fn out_of_resources(e: &io::Error) -> Option<&'static str> {
+    match e.raw_os_error()? {
+        libc::EMFILE => Some("raise the limit: ulimit -n"),
+        libc::ENFILE => Some("the system's file table is full"),
+        libc::ENOBUFS | libc::ENOMEM => Some("the kernel is short of socket memory"),
+        _ => None,
     }
 }
 
@@ -173,6 +192,10 @@ fn set_bufs(fd: RawFd) {
 /// Starts a nonblocking connect to `addr` (TCP_NODELAY on). The socket becomes writable when
 /// the connect finished; `take_error` then says whether it succeeded.
 pub fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    #[cfg(test)]
+    if let Some(errno) = inject::take(&inject::CONNECT) {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
     let (family, sa, len) = sockaddr(addr);
     // SAFETY: plain socket creation.
     let fd = unsafe {
@@ -230,5 +253,28 @@ fn sockaddr(addr: SocketAddr) -> (i32, Vec<u8>, libc::socklen_t) {
             };
             (libc::AF_INET6, b.to_vec(), len as libc::socklen_t)
         }
+    }
+}
+
+/// Test-only fault injection: the next `n` accepts or dials of this thread fail with `errno`
+/// (conditions such as ENOBUFS that a test cannot produce on demand).
+#[cfg(test)]
+pub mod inject {
+    use std::cell::Cell;
+    thread_local! {
+        pub static ACCEPT: Cell<(i32, u32)> = const { Cell::new((0, 0)) };
+        pub static CONNECT: Cell<(i32, u32)> = const { Cell::new((0, 0)) };
+    }
+    pub fn set(which: &'static std::thread::LocalKey<Cell<(i32, u32)>>, errno: i32, n: u32) {
+        which.with(|c| c.set((errno, n)));
+    }
+    pub fn take(which: &'static std::thread::LocalKey<Cell<(i32, u32)>>) -> Option<i32> {
+        which.with(|c| {
+            let (errno, n) = c.get();
+            (n > 0).then(|| {
+                c.set((errno, n - 1));
+                errno
+            })
+        })
     }
 }

@@ -216,7 +216,7 @@ pub struct Tcp {
     /// When connections are asked for (static/partial: at init; then on the first packet).
     /// It holds no packets: they wait in the peer's `SendQueue`, in order.
     policy: Policy<()>,
-    /// Peers MPI_Init connects to and waits for (`connect_init`).
+    /// Peers MPI_Init connects to and waits for (`connect_init`), until each has been up.
     init_peers: Vec<Proc>,
     socks: HashMap<SockId, Sock>,
     peers: HashMap<Proc, Peer>,
@@ -239,7 +239,7 @@ pub struct Tcp {
     timer: RawFd,
     /// The deadline `timer` is set for.
     timer_at: Option<Micros>,
-    /// Accepting failed (EMFILE): the listener is out of the epoll set until then.
+    /// Accepting failed (out of resources): the listener is out of the epoll set until then.
     accept_paused: Option<Micros>,
     t0: Instant,
     stats: TransportStats,
@@ -252,7 +252,7 @@ const CHANNEL: u64 = u64::MAX - 1;
 const TIMER: u64 = u64::MAX - 2;
 /// How often a hello held back for the budget is asked about again.
 const HELD_RECHECK: Micros = 10_000;
-/// How long accepting pauses after it failed for want of file descriptors.
+/// How long accepting pauses after it failed for want of descriptors or memory.
 const ACCEPT_PAUSE: Micros = 20_000;
 /// A connection's receive buffer starts small (idle connections stay cheap) and grows to the
 /// largest frame it has had to hold.
@@ -930,6 +930,9 @@ impl Tcp {
                     }
                     let p = self.peers.entry(peer).or_default();
                     p.sock = Some(sid);
+                    // Up once is settled for MPI_Init: under a budget smaller than the
+                    // peers (a low `ulimit -n`) the policy may close it again at once.
+                    self.init_peers.retain(|&q| q != peer);
                     if p.closing.is_some() {
                         // The old connection still drains: this one waits (`check_closed`).
                         self.set_interest(sid);
@@ -954,14 +957,12 @@ impl Tcp {
             Action::Connect { sock, peer } => {
                 let known = self.ud_addrs.get(&peer).copied().map(|a| Ok(Some(a)));
                 let res = match known.unwrap_or_else(|| self.board.get(peer)) {
-                    Ok(Some(addr)) => listener::connect(addr).map_err(|e| {
-                        let hint = match e.raw_os_error() {
-                            Some(libc::EMFILE) => " (raise the limit: ulimit -n)",
-                            Some(libc::ENFILE) => " (the system's file table is full)",
-                            _ => "",
-                        };
-                        format!("connect to {addr}: {e}{hint}")
-                    }),
+                    Ok(Some(addr)) => {
+                        listener::connect(addr).map_err(|e| match listener::out_of_resources(&e) {
+                            Some(hint) => format!("connect to {addr}: {e} ({hint})"),
+                            None => format!("connect to {addr}: {e}"),
+                        })
+                    }
                     Ok(None) => Err(format!("rank {peer} published no tcp business card")),
                     Err(e) => Err(e.msg),
                 };
@@ -1036,16 +1037,17 @@ impl Tcp {
                     self.add_sock(sid, s);
                 }
                 Ok(None) => return,
-                // Out of descriptors: refuse what waits (its dialer retries later).
+                // Out of descriptors or socket memory: refuse what waits (its dialer
+                // retries later).
                 Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-                        && self.listener.refuse_one() =>
+                    if listener::out_of_resources(&e).is_some() && self.listener.refuse_one() =>
                 {
                     self.stats.refused_no_fd += 1;
                 }
-                // Otherwise (ENOBUFS, ENOMEM, no spare descriptor): the connection stays in
-                // the backlog. The listener leaves the epoll set for a while (it would stay
-                // readable: a busy loop) and comes back when a socket of ours closes or
+                // Otherwise (not even the refusal's accept worked, or another error): the
+                // connection stays in the backlog, its dialer's hello unanswered (it retries,
+                // then gives up). The listener leaves the epoll set for a while (it would
+                // stay readable: a busy loop) and comes back when a socket of ours closes or
                 // after ACCEPT_PAUSE.
                 Err(_) => {
                     let fd = self.listener.sock.as_raw_fd();
@@ -1266,7 +1268,7 @@ impl Tcp {
         Ok(())
     }
 
-    /// Some connection MPI_Init asked for is neither up nor failed yet.
+    /// Some connection MPI_Init asked for has not been up yet and has not failed.
     pub fn init_peers_connecting(&self) -> bool {
         self.init_peers.iter().any(|r| {
             self.peers

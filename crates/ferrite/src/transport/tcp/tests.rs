@@ -1045,3 +1045,89 @@ fn a_stranger_that_connects_and_stays_silent_counts_as_a_stranger() {
     assert_eq!(eps[0].stats().strangers_dropped, 1);
     drop(s);
 }
+
+/// Polls both endpoints for up to 20 s (dials back off in real time) until `done`.
+fn pump_slowly(eps: &mut [Tcp], got: &mut Got, mut done: impl FnMut(&mut [Tcp], &Got) -> bool) {
+    got.resize(eps.len(), Vec::new());
+    for _ in 0..20_000 {
+        if done(eps, got) {
+            return;
+        }
+        for (i, ep) in eps.iter_mut().enumerate() {
+            ep.poll(&mut |f, p| got[i].push((f, p.to_vec())));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Set-up failures for want of descriptors or socket memory (EMFILE, ENFILE, ENOBUFS, ENOMEM;
+/// injected: ENOBUFS cannot be produced on demand) all take one path, on either side: a
+/// listener whose accept fails refuses the waiting connection, a dial that fails is tried
+/// again with backoff; once the resource returns the connection comes up and the data
+/// arrives.
+#[test]
+fn out_of_resources_in_set_up_is_retried_until_the_connection_comes_up() {
+    use listener::inject;
+    for errno in [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM] {
+        // Rank 0's accepts fail twice.
+        let (_j, mut eps) = endpoints("accept-fails", 2, 1 << 20);
+        inject::set(&inject::ACCEPT, errno, 2);
+        assert!(eps[1].try_send(0, &[b"through"]).unwrap());
+        let mut got = Vec::new();
+        pump_slowly(&mut eps, &mut got, |_, g| g[0].len() == 1);
+        assert_eq!(got[0], vec![(1, b"through".to_vec())], "errno {errno}");
+        // (An injected failure with nothing waiting refuses nothing.)
+        assert!(eps[0].stats().refused_no_fd >= 1, "errno {errno}");
+        assert!(eps[1].stats().handshake_retries >= 1, "errno {errno}");
+        // Rank 1's dials fail twice.
+        let (_j, mut eps) = endpoints("dial-fails", 2, 1 << 20);
+        inject::set(&inject::CONNECT, errno, 2);
+        assert!(eps[1].try_send(0, &[b"through"]).unwrap());
+        let mut got = Vec::new();
+        pump_slowly(&mut eps, &mut got, |_, g| g[0].len() == 1);
+        assert_eq!(got[0], vec![(1, b"through".to_vec())], "errno {errno}");
+        assert!(eps[1].stats().handshake_retries >= 2, "errno {errno}");
+        inject::set(&inject::ACCEPT, 0, 0);
+        inject::set(&inject::CONNECT, 0, 0);
+    }
+}
+
+/// The same failures lasting past the retries: the peer's operations fail with
+/// MPI_ERR_PROC_ABORTED and a message naming the peer and, for a failed dial, the cause and
+/// what to do about it. Never a hang.
+#[test]
+fn out_of_resources_that_lasts_fails_the_peer_with_a_clear_message() {
+    use listener::inject;
+    let cases: [(&'static std::thread::LocalKey<_>, i32, &str); 4] = [
+        (&inject::ACCEPT, libc::ENOBUFS, ""),
+        (&inject::ACCEPT, libc::EMFILE, ""),
+        (&inject::CONNECT, libc::ENOBUFS, "short of socket memory"),
+        (&inject::CONNECT, libc::EMFILE, "ulimit -n"),
+    ];
+    for (which, errno, hint) in cases {
+        let (_j, mut eps) = endpoints("fails-for-good", 2, 1 << 20);
+        inject::set(which, errno, u32::MAX);
+        assert!(eps[1].try_send(0, &[b"never"]).unwrap());
+        let mut failed = None;
+        pump_slowly(&mut eps, &mut Vec::new(), |eps, _| {
+            if let Err(e) = eps[1].try_send(0, &[b"again"]) {
+                failed = Some(e);
+            }
+            failed.is_some()
+        });
+        inject::set(which, 0, 0);
+        let e = failed.unwrap_or_else(|| panic!("errno {errno}: never gave up"));
+        assert_eq!(
+            e.class,
+            crate::abi::consts::MPI_ERR_PROC_ABORTED,
+            "{}",
+            e.msg
+        );
+        assert!(
+            e.msg.contains("cannot connect to rank 0") && e.msg.contains(hint),
+            "errno {errno}: {}",
+            e.msg
+        );
+        assert!(!eps[1].pending(), "errno {errno}: packets left pending");
+    }
+}
