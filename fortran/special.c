@@ -36,6 +36,14 @@ struct ferrite_mpipriv2 mpipriv2_ __attribute__((aligned(16)));
 MPI_Fint mpifcmb5_ __attribute__((aligned(16))), mpifcmb9_ __attribute__((aligned(16)));
 struct ferrite_mpiprivc mpiprivc_ __attribute__((aligned(16)));
 
+/* C code of a mixed-language program compares Fortran statuses with MPI_F_STATUS(ES)_IGNORE:
+ * they are the addresses of the common-block sentinels (MPICH's library sets them too). */
+__attribute__((constructor)) static void set_f_status_ignore(void)
+{
+    MPI_F_STATUS_IGNORE = mpipriv1_.status_ignore;
+    MPI_F_STATUSES_IGNORE = mpipriv2_.statuses_ignore;
+}
+
 size_t ferrite_fstr_len(const char *s, size_t len)
 {
     while (len > 0 && s[len - 1] == ' ') len--;
