@@ -288,7 +288,11 @@ def c_wrapper(func):
             lens.append(f"size_t {a}_len")
             pre.append(f"char *c_{a} = fstr_buf({a}_len);")
             call.append(f"c_{a}")
-            post.append(f"fstr_out({a}, {a}_len, c_{a});")
+            # The string is written when the call succeeded (and found it, for calls with a
+            # flag): otherwise the caller's variable stays as it was.
+            found = " && *flag" if any(x[1] == "flag" for x in args) else ""
+            post.append(f"if (rc == MPI_SUCCESS{found}) fstr_out({a}, {a}_len, c_{a});\n"
+                        f"    else free(c_{a});")
         elif k == "fn":
             params.append(f"{base} {a}")
             call.append(a)

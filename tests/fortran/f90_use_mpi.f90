@@ -3,7 +3,8 @@
 ! from MPI_BOTTOM, indexed and contiguous types, MPI_SIZEOF against MPI_TYPE_SIZE of the
 ! Fortran datatypes, attributes on a datatype (keyval with MPI_TYPE_DUP_FN) and on a
 ! communicator (MPI_COMM_NULL_COPY_FN), a user error handler written in Fortran, a
-! Cartesian topology (LOGICAL periods, remain_dims), MPI_COMM_SPLIT, info strings.
+! Cartesian topology (LOGICAL periods, remain_dims), MPI_COMM_SPLIT, info strings (a
+! missing key leaves the value as it was).
 module handlers
   implicit none
   integer :: calls = 0, lastcode = 0
@@ -195,6 +196,9 @@ program f90_use_mpi
   call MPI_Info_get_valuelen(info, 'color', vlen, flag, ierr)
   call MPI_Info_get(info, 'color', MPI_MAX_INFO_VAL, value, flag, ierr)
   if (nkeys /= 1 .or. .not. flag .or. vlen /= 8 .or. value /= 'blue sky') call fail('info', vlen)
+  value = 'untouched'
+  call MPI_Info_get(info, 'shape', MPI_MAX_INFO_VAL, value, flag, ierr)
+  if (flag .or. value /= 'untouched') call fail('info_get of a missing key', 0)
   call MPI_Info_free(info, ierr)
 
   call MPI_Type_free(ptype, ierr)
