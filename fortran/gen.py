@@ -6,11 +6,13 @@
 writes into OUTDIR:
   mpif.h            constants, sentinels (common blocks, as MPICH's) and EXTERNALs;
                     fixed-form compatible (no line over 72 columns, no continuation lines)
-  mpi_constants.h   the same constants for the modules (free form)
-  mpi.f90           `use mpi`: constants, sentinels, explicit interfaces, MPI_SIZEOF
-  mpi_f08.f90       `use mpi_f08`: handle types, MPI_Status, constants, interfaces
+  mpi.f90           `use mpi`: constants, sentinels, explicit interfaces
+  mpi_sizeof.f90    MPI_SIZEOF (module ferrite_mpi_sizeof, used by both modules)
+  mpi_f08_types.f90 mpi_f08's handle types, MPI_Status, typed constants
+  mpi_f08.f90       `use mpi_f08`: sentinels and the routines' interfaces
   mpifort.c         the Fortran entry points (mpi_send_, ...) as C wrappers over the C API;
                     compiled twice, once with -DFERRITE_PROFILE for the pmpi_ names
+  f08-covered.txt   the routines mpi_f08 provides
 
 Every C function of mpi.h gets a Fortran binding by the rules in `classify` unless it is
 listed in SKIP (C-only: conversion functions, MPI_T, large-count `_c` variants, which
@@ -18,6 +20,7 @@ Fortran reaches through mpi_f08 only in MPI 4 and Ferrite's mpi_f08 does not pro
 or HAND (written by hand in fortran/special.c: callbacks with Fortran semantics,
 attributes, MPI-1 routines whose Fortran arguments are INTEGER where C has MPI_Aint).
 """
+import os
 import re
 import sys
 
@@ -441,14 +444,6 @@ def fixed_lines(decls):
     return out
 
 
-def constants(consts, order):
-    """(declaration, parameter) pairs of the integer constants, for both forms."""
-    items = []
-    for name, htype, v in const_values(consts, order):
-        items.append((name, htype, v))
-    return items
-
-
 SENTINELS_F77 = """INTEGER MPI_STATUS_IGNORE(MPI_STATUS_SIZE)
 INTEGER MPI_STATUSES_IGNORE(MPI_STATUS_SIZE,1)
 INTEGER MPI_ERRCODES_IGNORE(1)
@@ -524,8 +519,9 @@ def module_constants(items, f08):
 
 def main():
     header, outdir = sys.argv[1], sys.argv[2]
+    os.makedirs(outdir, exist_ok=True)
     consts, order, funcs = parse(header)
-    items = constants(consts, order)
+    items = const_values(consts, order)
     gen = [f for f in funcs if wanted(f)]
 
     with open(f"{outdir}/mpif.h", "w") as f:
