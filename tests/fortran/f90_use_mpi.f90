@@ -3,8 +3,8 @@
 ! from MPI_BOTTOM, indexed and contiguous types, MPI_SIZEOF against MPI_TYPE_SIZE of the
 ! Fortran datatypes, attributes on a datatype (keyval with MPI_TYPE_DUP_FN) and on a
 ! communicator (MPI_COMM_NULL_COPY_FN), a user error handler written in Fortran, a
-! Cartesian topology (LOGICAL periods, remain_dims), MPI_COMM_SPLIT, info strings (a
-! missing key leaves the value as it was).
+! Cartesian topology (LOGICAL periods, remain_dims), a distributed graph with
+! MPI_UNWEIGHTED, MPI_COMM_SPLIT, info strings (a missing key leaves the value as it was).
 module handlers
   implicit none
   integer :: calls = 0, lastcode = 0
@@ -178,6 +178,19 @@ program f90_use_mpi
   if (ssize /= dims(2)) call fail('cart_sub size', ssize)
   call MPI_Comm_free(sub, ierr)
   call MPI_Comm_free(cart, ierr)
+
+  ! A distributed graph ring without weights (the MPI_UNWEIGHTED sentinel), then with.
+  call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, (/ mod(rank + nproc - 1, nproc) /), &
+       MPI_UNWEIGHTED, 1, (/ mod(rank + 1, nproc) /), MPI_UNWEIGHTED, MPI_INFO_NULL, .false., &
+       sub, ierr)
+  call MPI_Dist_graph_neighbors_count(sub, src, dst, flag, ierr)
+  if (src /= 1 .or. dst /= 1 .or. flag) call fail('unweighted dist graph', src)
+  call MPI_Comm_free(sub, ierr)
+  call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, (/ mod(rank + nproc - 1, nproc) /), &
+       (/ 3 /), 1, (/ mod(rank + 1, nproc) /), (/ 3 /), MPI_INFO_NULL, .false., sub, ierr)
+  call MPI_Dist_graph_neighbors_count(sub, src, dst, flag, ierr)
+  if (.not. flag) call fail('weighted dist graph', 0)
+  call MPI_Comm_free(sub, ierr)
 
   ! Split into even and odd ranks; sum ranks within each.
   color = mod(rank, 2)
