@@ -3,7 +3,8 @@
 ! ierror, nonblocking exchange with MPI_Waitall / MPI_Testall and MPI_STATUSES_IGNORE,
 ! collectives (bcast, allreduce in place on INTEGER, REAL64, COMPLEX(REAL64), LOGICAL,
 ! MAXLOC on MPI_2DOUBLE_PRECISION, alltoall, scan), a vector type, a user reduction,
-! attributes (keyval with a Fortran copy callback), MPI_Comm_split, strings, MPI_Wtime.
+! attributes (keyval with a Fortran copy callback), MPI_Comm_split, strings, MPI_Wtime,
+! a session (process set names, a communicator from a group).
 module f08_ops
   use mpi_f08
   implicit none
@@ -48,6 +49,11 @@ program f08
   integer(kind=MPI_ADDRESS_KIND) :: val
   character(len=MPI_MAX_PROCESSOR_NAME) :: host
   character(len=MPI_MAX_OBJECT_NAME) :: cname
+  type(MPI_Session) :: session
+  type(MPI_Group) :: group
+  integer :: npsets, psetlen
+  logical :: found
+  character(len=MPI_MAX_PSET_NAME_LEN) :: pset
 
   call MPI_Init()
   t0 = MPI_Wtime()
@@ -154,6 +160,24 @@ program f08
   call MPI_Comm_get_name(MPI_COMM_SELF, cname, namelen)
   if (cname /= 'f08 self' .or. namelen /= 8) call fail('comm name', namelen)
   if (MPI_Wtime() < t0) call fail('wtime', 0)
+
+  ! A session: its process sets by name, a communicator from mpi://WORLD.
+  call MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, session)
+  call MPI_Session_get_num_psets(session, MPI_INFO_NULL, npsets)
+  found = .false.
+  do i = 0, npsets - 1
+     psetlen = len(pset)
+     call MPI_Session_get_nth_pset(session, MPI_INFO_NULL, i, psetlen, pset)
+     if (pset == 'mpi://WORLD') found = .true.
+  end do
+  if (.not. found) call fail('mpi://WORLD not among the process sets', npsets)
+  call MPI_Group_from_session_pset(session, 'mpi://WORLD', group)
+  call MPI_Comm_create_from_group(group, 'ferrite.f08', MPI_INFO_NULL, MPI_ERRORS_RETURN, split)
+  call MPI_Comm_size(split, ssize)
+  if (ssize /= nproc) call fail('session communicator size', ssize)
+  call MPI_Comm_free(split)
+  call MPI_Group_free(group)
+  call MPI_Session_finalize(session)
 
   call MPI_Barrier(comm)
   if (rank == 0) print '(a)', 'done: f08'
