@@ -61,11 +61,17 @@ for mpi in $MPIS; do
     mkdir -p "$tree/bin" # the tarball's bin/ is empty, and lost in some copies
     # gfortran 10+ needs -fallow-argument-mismatch for mpif.h codes; MPICH's and Ferrite's
     # wrappers add it, Open MPI's (whose mpif.h routines have no interfaces either) does not.
+    # Debian's mpifort.openmpi links -lmpi without its library directory, trusting the
+    # libmpi.so alternative, which may be MPICH's: give the directory.
+    libdirs=
+    if [ "$mpi" = openmpi ]; then
+        for d in $(mpicc.openmpi -showme:libdirs 2>/dev/null); do libdirs="$libdirs -L$d"; done
+    fi
     cat >"$tree/config/make.def" <<EOF
 MPIFC = $fc
 FLINK = \$(MPIFC)
 FFLAGS = -O3 -fallow-argument-mismatch
-FLINKFLAGS = \$(FFLAGS)
+FLINKFLAGS = \$(FFLAGS)$libdirs
 MPICC = $cc
 CLINK = \$(MPICC)
 CFLAGS = -O3
