@@ -9,14 +9,14 @@ BINDIR := $(PREFIX)/bin
 INCDIR := $(PREFIX)/include
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
-.PHONY: all build install example test deps bench clean
+.PHONY: all build install install-fortran example test deps bench clean
 
 all: install
 
 build:
 	$(CARGO) build --release --workspace
 
-install: build
+install: build install-fortran
 	mkdir -p $(LIBDIR) $(BINDIR) $(INCDIR)
 	install -m 0755 target/release/libferrite.so $(LIBDIR)/libmpi.so.12
 	ln -sf libmpi.so.12 $(LIBDIR)/libmpi.so
@@ -35,6 +35,24 @@ install: build
 	    sed -e 's/@FERRITE_VERSION@/$(VERSION)/' -e "s/@NAME@/$$pc/" tools/mpi.pc.in \
 	        > $(LIBDIR)/pkgconfig/$$pc.pc; \
 	done
+
+# Fortran bindings (fortran/): generated from include/mpi.h and built with gfortran; skipped
+# with a message when there is no Fortran compiler.
+FERRITE_FC ?= gfortran
+install-fortran: build
+	@if ! command -v $(FERRITE_FC) > /dev/null 2>&1; then \
+	    echo "install-fortran: $(FERRITE_FC) not found: Fortran bindings skipped (scripts/install-deps.sh installs gfortran)"; \
+	else \
+	    set -e; \
+	    FC=$(FERRITE_FC) fortran/build.sh target/release/libferrite.so target/fortran; \
+	    mkdir -p $(LIBDIR) $(BINDIR) $(INCDIR); \
+	    install -m 0755 target/fortran/libmpifort.so.12 $(LIBDIR)/libmpifort.so.12; \
+	    ln -sf libmpifort.so.12 $(LIBDIR)/libmpifort.so; \
+	    install -m 0644 target/fortran/mpif.h target/fortran/mod/*.mod $(INCDIR); \
+	    install -m 0755 tools/mpifort $(BINDIR)/mpifort; \
+	    ln -sf mpifort $(BINDIR)/mpif90; \
+	    ln -sf mpifort $(BINDIR)/mpif77; \
+	fi
 
 example: install
 	$(BINDIR)/mpicc -O2 -o $(PREFIX)/pi examples/pi.c

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Installs the Debian packages the test suite needs: Debian's MPICH (its mpi.h and
 # libmpich.so.12 are the oracle for our ABI, and its mpicc builds the "unchanged binary"
-# test), gfortran (MPICH's mpif90 builds the Fortran programs of tests/mpich-langs), and the
-# tools the test scripts use (bc, pgrep, nm, g++, ip for tests/hosts; cmake, meson, ninja and
-# pkg-config for tests/buildsys; Slurm, munge and libpmix-dev, whose daemons tests/slurm
-# starts and stops itself). Open MPI is only needed
+# test), gfortran (builds Ferrite's Fortran bindings and tests/fortran; MPICH's mpif90 builds
+# tests/mpich-langs), and the tools the test scripts use (bc, pgrep, nm, g++, ip for
+# tests/hosts; cmake, meson, ninja and pkg-config for tests/buildsys; Slurm, munge and
+# libpmix-dev, whose daemons tests/slurm starts and stops itself). Open MPI is only needed
 # for benchmarks (bench/run.sh installs it itself).
 set -e
 need=""

@@ -31,6 +31,9 @@ pub enum Elem {
     /// (value, int) pairs for MINLOC/MAXLOC: the value's type, and the int's offset in the
     /// packed pair (packing drops the C struct's padding).
     Pair(PairValue, usize),
+    /// Fortran's (value, index) pairs MPI_2REAL and MPI_2DOUBLE_PRECISION: the index has the
+    /// value's type (a REAL or DOUBLE PRECISION holding an integer).
+    SamePair(PairValue),
     /// C long double, its complex, and (long double, int) pairs: reduced by the C kernels
     /// of longdouble.c (Rust has no 80-bit float).
     LongDouble,
@@ -74,8 +77,8 @@ pub fn elem_of(dt: MPI_Datatype) -> Option<Elem> {
         MPI_LONG_INT => Pair(PairValue::I64, 8),
         MPI_2INT | MPI_2INTEGER => Pair(PairValue::I32, 4),
         MPI_SHORT_INT => Pair(PairValue::I16, 2),
-        MPI_2REAL => Pair(PairValue::F32, 4),
-        MPI_2DOUBLE_PRECISION => Pair(PairValue::F64, 8),
+        MPI_2REAL => SamePair(PairValue::F32),
+        MPI_2DOUBLE_PRECISION => SamePair(PairValue::F64),
         MPI_LONG_DOUBLE => LongDouble,
         MPI_C_LONG_DOUBLE_COMPLEX | MPI_CXX_LONG_DOUBLE_COMPLEX => CLongDouble,
         MPI_LONG_DOUBLE_INT => LongDoubleInt,
@@ -201,7 +204,8 @@ fn complex<
 }
 
 /// MINLOC/MAXLOC on (value, int index) pairs: the better value wins; on a tie, the smaller index.
-fn pair<T: Num>(
+/// MINLOC/MAXLOC on packed (value T, index I) pairs; ties keep the smaller index.
+fn pair<T: Num, I: Num>(
     op: MPI_Op,
     int_at: usize,
     stride: usize,
@@ -217,13 +221,13 @@ fn pair<T: Num>(
         .chunks_exact_mut(stride)
         .zip(input.chunks_exact(stride))
     {
-        let (av, ai) = (T::load(i), i32::load(&i[int_at..]));
-        let (bv, bi) = (T::load(o), i32::load(&o[int_at..]));
+        let (av, ai) = (T::load(i), I::load(&i[int_at..]));
+        let (bv, bi) = (T::load(o), I::load(&o[int_at..]));
         let a_wins = if want_max { av > bv } else { av < bv };
         let (v, idx) = if a_wins {
             (av, ai)
         } else if av == bv {
-            (av, ai.min(bi))
+            (av, if ai < bi { ai } else { bi })
         } else {
             (bv, bi)
         };
@@ -299,13 +303,16 @@ pub fn apply(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(
         Pair(v, int_at) => {
             let stride = int_at + 4;
             match v {
-                PairValue::F32 => pair::<f32>(op, int_at, stride, inout, input)?,
-                PairValue::F64 => pair::<f64>(op, int_at, stride, inout, input)?,
-                PairValue::I64 => pair::<i64>(op, int_at, stride, inout, input)?,
-                PairValue::I32 => pair::<i32>(op, int_at, stride, inout, input)?,
-                PairValue::I16 => pair::<i16>(op, int_at, stride, inout, input)?,
+                PairValue::F32 => pair::<f32, i32>(op, int_at, stride, inout, input)?,
+                PairValue::F64 => pair::<f64, i32>(op, int_at, stride, inout, input)?,
+                PairValue::I64 => pair::<i64, i32>(op, int_at, stride, inout, input)?,
+                PairValue::I32 => pair::<i32, i32>(op, int_at, stride, inout, input)?,
+                PairValue::I16 => pair::<i16, i32>(op, int_at, stride, inout, input)?,
             }
         }
+        SamePair(PairValue::F32) => pair::<f32, f32>(op, 4, 8, inout, input)?,
+        SamePair(PairValue::F64) => pair::<f64, f64>(op, 8, 16, inout, input)?,
+        SamePair(_) => return Err(NotDefined),
     }
     Ok(())
 }
@@ -428,6 +435,19 @@ mod tests {
         let mut io = pack(1.0, 4);
         apply(MPI_MINLOC, e, &mut io, &pack(3.0, 0)).unwrap();
         assert_eq!(io, pack(1.0, 4));
+    }
+
+    #[test]
+    fn fortran_pairs_have_indices_of_the_value_type() {
+        // MPI_2DOUBLE_PRECISION: two doubles; MPI_2REAL: two floats (16 and 8 bytes).
+        let e = elem_of(MPI_2DOUBLE_PRECISION).unwrap();
+        let mut io = bytes(&[1.0f64, 0.0, 0.0, 2.0]);
+        apply(MPI_MAXLOC, e, &mut io, &bytes(&[2.0f64, 1.0, 0.0, 1.0])).unwrap();
+        assert_eq!(vals::<f64>(&io), vec![2.0, 1.0, 0.0, 1.0]);
+        let e = elem_of(MPI_2REAL).unwrap();
+        let mut io = bytes(&[-1.0f32, 3.0, 5.0, 3.0]);
+        apply(MPI_MINLOC, e, &mut io, &bytes(&[-2.0f32, 4.0, 5.0, 1.0])).unwrap();
+        assert_eq!(vals::<f32>(&io), vec![-2.0, 4.0, 5.0, 1.0]);
     }
 
     /// x87 80-bit extended value m * 2^(e - 16383) with explicit integer bit, in 16 bytes.

@@ -130,7 +130,7 @@ fn undefined_on(op: MPI_Op, elem: Elem) -> bool {
         C32 | C64 => !matches!(op, MPI_SUM | MPI_PROD),
         Bool8 | Logical32 => !matches!(op, MPI_LAND | MPI_LOR | MPI_LXOR),
         Byte => !matches!(op, MPI_BAND | MPI_BOR | MPI_BXOR),
-        Pair(..) | LongDoubleInt => !matches!(op, MPI_MINLOC | MPI_MAXLOC),
+        Pair(..) | SamePair(_) | LongDoubleInt => !matches!(op, MPI_MINLOC | MPI_MAXLOC),
         CLongDouble => !matches!(op, MPI_SUM | MPI_PROD),
     }
 }
