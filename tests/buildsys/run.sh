@@ -44,10 +44,12 @@ cmake_case() {
     local lang line
     for lang in $langs; do
         line=$(grep "ferrite-check $lang:" "$b.log")
-        local wrapper=mpicc
-        [ "$lang" = CXX ] && wrapper=mpicxx
-        [ "$lang" = Fortran ] && wrapper=mpifort
-        if [[ $line == *"compiler=$PREFIX/bin/$wrapper "* && $line == *"include=$PREFIX/include"* &&
+        # FindMPI tries mpif90 before mpifort: any of our Fortran names is ours.
+        local wrappers=mpicc
+        [ "$lang" = CXX ] && wrappers=mpicxx
+        [ "$lang" = Fortran ] && wrappers="mpifort|mpif90|mpif77"
+        local compiler=${line#*compiler=}; compiler=${compiler%% *}
+        if [[ $compiler =~ ^$PREFIX/bin/($wrappers)$ && $line == *"include=$PREFIX/include"* &&
               $line == *"libs="*"$PREFIX/lib/libmpi"* ]]; then
             ok "$name finds $lang"
         else
