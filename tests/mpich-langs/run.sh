@@ -45,7 +45,9 @@ for src in "$here"/*.f90 "$here"/*.cxx; do
         : >"$log"; bad "$name" "$cc not found (apt-get install libmpich-dev gfortran g++)"; continue
     fi
     exe=$work/$name
-    if ! "$cc" -w -O1 -o "$exe" "$src" >"$log" 2>&1; then bad "$name" "build failed"; continue; fi
+    # -J: module files go to the scratch directory, not the caller's.
+    fflags=(); [ "${src##*.}" = f90 ] && fflags=(-J "$work")
+    if ! "$cc" -w -O1 "${fflags[@]}" -o "$exe" "$src" >"$log" 2>&1; then bad "$name" "build failed"; continue; fi
     if [ ${#libenv[@]} -ne 0 ]; then
         resolved=$("${libenv[@]}" ldd "$exe")
         if ! echo "$resolved" | grep -q "libmpich.so.12 => $work/lib/" ||
