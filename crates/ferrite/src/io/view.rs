@@ -151,14 +151,14 @@ impl View {
 }
 
 /// MPI_File_set_view's checks on the types: the filetype's data is whole etypes, and
-/// displacements do not go backwards (MPI 4.1 section 14.3).
+/// displacements do not go backwards (MPI 4.1 section 14.3). MPI_ERR_ARG, as ROMIO.
 pub fn check_types(etype: &Datatype, filetype: &Datatype) -> MpiResult<()> {
     if etype.size == 0 {
-        return Err(crate::mpi_err!(MPI_ERR_TYPE, "the etype holds no data"));
+        return Err(crate::mpi_err!(MPI_ERR_ARG, "the etype holds no data"));
     }
     if filetype.size % etype.size != 0 {
         return Err(crate::mpi_err!(
-            MPI_ERR_TYPE,
+            MPI_ERR_ARG,
             "the filetype's {} data bytes are not a whole number of {}-byte etypes",
             filetype.size,
             etype.size
@@ -166,13 +166,13 @@ pub fn check_types(etype: &Datatype, filetype: &Datatype) -> MpiResult<()> {
     }
     if filetype.true_lb < 0 || filetype.lb < 0 {
         return Err(crate::mpi_err!(
-            MPI_ERR_TYPE,
+            MPI_ERR_ARG,
             "the filetype has a negative displacement"
         ));
     }
     if filetype.extent <= 0 && filetype.size > 0 {
         return Err(crate::mpi_err!(
-            MPI_ERR_TYPE,
+            MPI_ERR_ARG,
             "the filetype's extent {} is not positive",
             filetype.extent
         ));
@@ -187,7 +187,7 @@ pub fn check_types(etype: &Datatype, filetype: &Datatype) -> MpiResult<()> {
     });
     if !ok || last > filetype.lb + filetype.extent {
         return Err(crate::mpi_err!(
-            MPI_ERR_TYPE,
+            MPI_ERR_ARG,
             "the filetype's displacements must be non-decreasing and inside its extent"
         ));
     }
