@@ -20,7 +20,10 @@ use std::os::raw::{c_char, c_int, c_void};
 /// `p` is null or a NUL-terminated string.
 unsafe fn c_str(p: *const c_char, what: &str) -> MpiResult<String> {
     if p.is_null() {
-        return Err(crate::mpi_err!(MPI_ERR_ARG, "null pointer passed for {what}"));
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "null pointer passed for {what}"
+        ));
     }
     // SAFETY: non-null NUL-terminated string per the contract.
     Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
@@ -32,8 +35,16 @@ unsafe fn c_str(p: *const c_char, what: &str) -> MpiResult<String> {
 /// `buf` holds `count` elements of `datatype`; `status` is an MPI_Status* or
 /// MPI_STATUS_IGNORE.
 #[allow(clippy::too_many_arguments)]
-unsafe fn blocking(fh: MPI_File, buf: *mut u8, count: i64, datatype: MPI_Datatype, dir: Dir,
-                   from: From, collective: bool, status: *mut MPI_Status) -> MpiResult<()> {
+unsafe fn blocking(
+    fh: MPI_File,
+    buf: *mut u8,
+    count: i64,
+    datatype: MPI_Datatype,
+    dir: Dir,
+    from: From,
+    collective: bool,
+    status: *mut MPI_Status,
+) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
     let mem = Mem::new(buf, count, datatype)?;
     let s = access::access(&f, &mem, dir, from, collective)?;
@@ -47,8 +58,16 @@ unsafe fn blocking(fh: MPI_File, buf: *mut u8, count: i64, datatype: MPI_Datatyp
 /// # Safety
 /// As [`blocking`]; `request` is an MPI_Request*.
 #[allow(clippy::too_many_arguments)]
-unsafe fn nonblocking(fh: MPI_File, buf: *mut u8, count: i64, datatype: MPI_Datatype, dir: Dir,
-                      from: From, collective: bool, request: *mut MPI_Request) -> MpiResult<()> {
+unsafe fn nonblocking(
+    fh: MPI_File,
+    buf: *mut u8,
+    count: i64,
+    datatype: MPI_Datatype,
+    dir: Dir,
+    from: From,
+    collective: bool,
+    request: *mut MPI_Request,
+) -> MpiResult<()> {
     if request.is_null() {
         return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
     }
@@ -70,8 +89,14 @@ unsafe fn nonblocking(fh: MPI_File, buf: *mut u8, count: i64, datatype: MPI_Data
 ///
 /// # Safety
 /// As [`blocking`].
-unsafe fn begin(fh: MPI_File, buf: *mut u8, count: i64, datatype: MPI_Datatype, dir: Dir,
-                from: From) -> MpiResult<()> {
+unsafe fn begin(
+    fh: MPI_File,
+    buf: *mut u8,
+    count: i64,
+    datatype: MPI_Datatype,
+    dir: Dir,
+    from: From,
+) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
     if lock(&f).split.is_some() {
         return Err(MpiError::new(
@@ -92,7 +117,10 @@ unsafe fn begin(fh: MPI_File, buf: *mut u8, count: i64, datatype: MPI_Datatype, 
 unsafe fn end(fh: MPI_File, status: *mut MPI_Status) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
     let s = lock(&f).split.take().ok_or_else(|| {
-        MpiError::new(MPI_ERR_OTHER, "no split collective access was begun on the file")
+        MpiError::new(
+            MPI_ERR_OTHER,
+            "no split collective access was begun on the file",
+        )
     })?;
     // SAFETY: per the contract.
     unsafe { store(status, &s) };
@@ -169,7 +197,10 @@ fn on_rank0(fh: MPI_File, f: impl FnOnce(&files::FileObj) -> MpiResult<()>) -> M
 
 fn writable(f: &files::FileObj) -> MpiResult<()> {
     if f.amode & MPI_MODE_RDONLY != 0 {
-        return Err(MpiError::new(MPI_ERR_READ_ONLY, "the file was opened MPI_MODE_RDONLY"));
+        return Err(MpiError::new(
+            MPI_ERR_READ_ONLY,
+            "the file was opened MPI_MODE_RDONLY",
+        ));
     }
     Ok(())
 }
@@ -263,13 +294,7 @@ mpi_fn! {
         let f = files::get(fh as usize)?;
         // SAFETY: the caller's NUL-terminated string.
         let rep = unsafe { c_str(datarep, "datarep") }?;
-        match rep.as_str() {
-            "native" | "internal" => {}
-            "external32" => return Err(MpiError::new(MPI_ERR_UNSUPPORTED_DATAREP,
-                "the \"external32\" data representation is not supported for file views yet (use \"native\")")),
-            _ => return Err(crate::mpi_err!(MPI_ERR_UNSUPPORTED_DATAREP,
-                "unknown data representation \"{rep}\" (\"native\" and \"internal\" are supported)")),
-        }
+        view::check_datarep(&rep)?;
         let hints = crate::objects::info::hints(info)?;
         let (et, ft) = state::with(|st| {
             let d = &mut st.objects.datatypes;
@@ -349,7 +374,10 @@ fn seek_target(g: &files::FileObj, offset: MPI_Offset, whence: c_int, cur: u64) 
     };
     let t = base + offset;
     if t < 0 {
-        return Err(crate::mpi_err!(MPI_ERR_ARG, "seeking to negative offset {t}"));
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "seeking to negative offset {t}"
+        ));
     }
     Ok(t as u64)
 }
@@ -415,10 +443,16 @@ mpi_fn! {
     }
 }
 
-/// The extent of `datatype` in the file: its memory extent ("native" and "internal").
+/// The extent of `datatype` in the file: its memory extent, but in "external32" its packed
+/// size plus the gaps of its memory layout.
 fn type_extent(fh: MPI_File, datatype: MPI_Datatype) -> MpiResult<i64> {
-    files::get(fh as usize)?;
-    state::with(|st| Ok(st.objects.datatypes.lookup(datatype)?.extent as i64))
+    let ext32 = lock(&files::get(fh as usize)?).view.external32;
+    let t = state::with(|st| st.objects.datatypes.lookup(datatype))?;
+    Ok(if ext32 {
+        t.extent as i64 - t.size as i64 + t.external_size() as i64
+    } else {
+        t.extent as i64
+    })
 }
 
 mpi_fn! {
@@ -469,6 +503,54 @@ mpi_fn! {
             g.fd.sync_data().map_err(|e| posix::io_err("fsync", e))?;
         }
         coll::barrier(g.comm)
+    }
+}
+
+/// MPI_Register_datarep(_c): the name is remembered (a second registration is
+/// MPI_ERR_DUP_DATAREP); a representation without conversion functions is accessed as
+/// "native", one with them is refused by MPI_File_set_view (the functions are not called).
+///
+/// # Safety
+/// `datarep` is null or a NUL-terminated string.
+unsafe fn register(datarep: *const c_char, converts: bool, extent_fn: bool) -> MpiResult<()> {
+    // SAFETY: per the contract.
+    let name = unsafe { c_str(datarep, "datarep") }?;
+    if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING as usize {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "data representation name of {} characters",
+            name.len()
+        ));
+    }
+    if !extent_fn {
+        return Err(MpiError::new(MPI_ERR_ARG, "null dtype_file_extent_fn"));
+    }
+    view::register(&name, converts)
+}
+
+mpi_fn! {
+    fn MPI_Register_datarep(datarep: *const c_char,
+        read_conversion_fn: Option<MPI_Datarep_conversion_function>,
+        write_conversion_fn: Option<MPI_Datarep_conversion_function>,
+        dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
+        on ErrObj::File(0) => {
+        let _ = extra_state;
+        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        // SAFETY: the caller's NUL-terminated string.
+        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Register_datarep_c(datarep: *const c_char,
+        read_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
+        write_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
+        dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
+        on ErrObj::File(0) => {
+        let _ = extra_state;
+        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        // SAFETY: the caller's NUL-terminated string.
+        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
     }
 }
 
@@ -1021,4 +1103,3 @@ mpi_fn! {
         unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Ordered) }
     }
 }
-

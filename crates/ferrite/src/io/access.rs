@@ -53,10 +53,6 @@ impl Mem {
             dtype,
         })
     }
-
-    fn bytes(&self) -> u64 {
-        self.count * self.dtype.size as u64
-    }
 }
 
 pub fn file_status(bytes: u64) -> Status {
@@ -97,13 +93,20 @@ fn check_mode(f: &FileObj, dir: Dir, from: From) -> MpiResult<()> {
 
 /// One access of `mem` to file `fr`; `collective` for the _all/_ordered forms (every rank of
 /// the file's communicator calls it). Returns the status to report.
-pub fn access(fr: &FileRef, mem: &Mem, dir: Dir, from: From, collective: bool) -> MpiResult<Status> {
+pub fn access(
+    fr: &FileRef,
+    mem: &Mem,
+    dir: Dir,
+    from: From,
+    collective: bool,
+) -> MpiResult<Status> {
     let mut f = lock(fr);
     // A collective call must reach the collectives below on every rank, so its local
     // errors are agreed on first... except that MPI lets a failing collective I/O call
     // fail everywhere; ranks check the same conditions (same amode, same view kinds).
     check_mode(&f, dir, from)?;
-    let bytes = mem.bytes();
+    let ext32 = f.view.external32;
+    let bytes = mem.count * f.view.type_size(&mem.dtype);
     let esize = f.view.esize();
     if bytes % esize != 0 {
         return Err(crate::mpi_err!(
@@ -124,7 +127,15 @@ pub fn access(fr: &FileRef, mem: &Mem, dir: Dir, from: From, collective: bool) -
             let mut data = Vec::with_capacity(bytes as usize);
             // SAFETY: the user's buffer holds `count` elements of `dtype` (MPI's contract;
             // null-with-data was refused by Mem::new).
-            unsafe { mem.dtype.pack(mem.buf, mem.count as usize, &mut data) };
+            unsafe {
+                if ext32 {
+                    mem.dtype
+                        .pack_external(mem.buf, mem.count as usize, &mut data)
+                        .map_err(|m| crate::mpi_err!(MPI_ERR_CONVERSION, "external32: {m}"))?;
+                } else {
+                    mem.dtype.pack(mem.buf, mem.count as usize, &mut data)
+                }
+            };
             if collective {
                 twophase::write(&f, &segs, &data)?;
             } else {
@@ -141,7 +152,14 @@ pub fn access(fr: &FileRef, mem: &Mem, dir: Dir, from: From, collective: bool) -
             };
             // SAFETY: as above, the buffer is writable for `count` elements; `n` bytes
             // of packed data never reach past them.
-            unsafe { mem.dtype.unpack(&data[..n], mem.buf, mem.count as usize) };
+            unsafe {
+                if ext32 {
+                    mem.dtype
+                        .unpack_external(&data[..n], mem.buf, mem.count as usize)
+                } else {
+                    mem.dtype.unpack(&data[..n], mem.buf, mem.count as usize)
+                }
+            };
             n as u64
         }
     };

@@ -113,7 +113,12 @@ pub fn alltoallv(comm: MPI_Comm, send: &[Vec<u8>]) -> MpiResult<Vec<Vec<u8>>> {
         },
         "MPI_Alltoall",
     )?;
-    let too_big = || crate::mpi_err!(MPI_ERR_IO, "an exchange of collective buffering exceeds 2 GiB");
+    let too_big = || {
+        crate::mpi_err!(
+            MPI_ERR_IO,
+            "an exchange of collective buffering exceeds 2 GiB"
+        )
+    };
     let sc: Vec<c_int> = scounts
         .iter()
         .map(|&x| c_int::try_from(x).map_err(|_| too_big()))

@@ -103,7 +103,9 @@ pub fn check_amode(amode: i32) -> MpiResult<()> {
         return bad("unknown bits");
     }
     if (amode & ACCESS_MODES).count_ones() != 1 {
-        return bad("exactly one of MPI_MODE_RDONLY, MPI_MODE_WRONLY and MPI_MODE_RDWR is required");
+        return bad(
+            "exactly one of MPI_MODE_RDONLY, MPI_MODE_WRONLY and MPI_MODE_RDWR is required",
+        );
     }
     if amode & MPI_MODE_RDONLY != 0 && amode & (MPI_MODE_CREATE | MPI_MODE_EXCL) != 0 {
         return bad("MPI_MODE_RDONLY cannot go with MPI_MODE_CREATE or MPI_MODE_EXCL");

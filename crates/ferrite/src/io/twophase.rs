@@ -175,7 +175,11 @@ fn aggregate_write(f: &FileObj, got: &mut [(u64, &[u8])]) -> MpiResult<()> {
     // Stable: where pieces overlap, the higher rank's bytes land last.
     got.sort_by_key(|g| g.0);
     let lo = got[0].0;
-    let hi = got.iter().map(|g| g.0 + g.1.len() as u64).max().unwrap_or(lo);
+    let hi = got
+        .iter()
+        .map(|g| g.0 + g.1.len() as u64)
+        .max()
+        .unwrap_or(lo);
     let mut reach = lo;
     let mut holes = false;
     for g in got.iter() {
@@ -254,7 +258,11 @@ pub fn read(f: &FileObj, segs: &[Seg], data: &mut [u8]) -> MpiResult<usize> {
 fn serve_reads(f: &FileObj, asks: &[Vec<u8>]) -> MpiResult<Vec<Vec<u8>>> {
     let mut want: Vec<Vec<(u64, u64)>> = Vec::with_capacity(asks.len());
     for m in asks {
-        let n = if m.is_empty() { 0 } else { get_u64(m, 0) as usize };
+        let n = if m.is_empty() {
+            0
+        } else {
+            get_u64(m, 0) as usize
+        };
         want.push(
             (0..n)
                 .map(|k| (get_u64(m, 1 + 2 * k), get_u64(m, 2 + 2 * k)))
