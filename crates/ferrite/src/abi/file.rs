@@ -583,7 +583,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, status) }
     }
 }
 
@@ -591,7 +591,7 @@ mpi_fn! {
     fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, request) }
     }
 }
 
@@ -600,7 +600,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), false, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, status) }
     }
 }
 
@@ -608,7 +608,7 @@ mpi_fn! {
     fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, request) }
     }
 }
 
@@ -617,7 +617,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, status) }
     }
 }
 
@@ -625,7 +625,7 @@ mpi_fn! {
     fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, request) }
     }
 }
 
@@ -633,7 +633,7 @@ mpi_fn! {
     fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual) }
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual) }
     }
 }
 
@@ -651,7 +651,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), true, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, status) }
     }
 }
 
@@ -659,7 +659,7 @@ mpi_fn! {
     fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, request) }
     }
 }
 
@@ -667,7 +667,7 @@ mpi_fn! {
     fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset)) }
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset)) }
     }
 }
 
@@ -685,7 +685,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Shared, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, status) }
     }
 }
 
@@ -693,7 +693,7 @@ mpi_fn! {
     fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Shared, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, request) }
     }
 }
 
@@ -702,7 +702,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Ordered, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered, true, status) }
     }
 }
 
@@ -710,7 +710,7 @@ mpi_fn! {
     fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Ordered) }
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered) }
     }
 }
 
@@ -728,7 +728,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, false, status) }
     }
 }
 
@@ -736,7 +736,7 @@ mpi_fn! {
     fn MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, false, request) }
     }
 }
 
@@ -745,7 +745,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), false, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), false, status) }
     }
 }
 
@@ -753,7 +753,7 @@ mpi_fn! {
     fn MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), false, request) }
     }
 }
 
@@ -762,7 +762,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, true, status) }
     }
 }
 
@@ -770,7 +770,7 @@ mpi_fn! {
     fn MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual, true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, true, request) }
     }
 }
 
@@ -778,7 +778,7 @@ mpi_fn! {
     fn MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Individual) }
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual) }
     }
 }
 
@@ -787,7 +787,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), true, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), true, status) }
     }
 }
 
@@ -795,7 +795,7 @@ mpi_fn! {
     fn MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset), true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), true, request) }
     }
 }
 
@@ -803,7 +803,7 @@ mpi_fn! {
     fn MPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::At(offset)) }
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset)) }
     }
 }
 
@@ -812,7 +812,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Shared, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Shared, false, status) }
     }
 }
 
@@ -820,7 +820,7 @@ mpi_fn! {
     fn MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Shared, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Shared, false, request) }
     }
 }
 
@@ -829,7 +829,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Ordered, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Ordered, true, status) }
     }
 }
 
@@ -837,7 +837,7 @@ mpi_fn! {
     fn MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Read, From::Ordered) }
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::Ordered) }
     }
 }
 
@@ -846,7 +846,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, status) }
     }
 }
 
@@ -854,7 +854,7 @@ mpi_fn! {
     fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, request) }
     }
 }
 
@@ -863,7 +863,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), false, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, status) }
     }
 }
 
@@ -871,7 +871,7 @@ mpi_fn! {
     fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, request) }
     }
 }
 
@@ -880,7 +880,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, status) }
     }
 }
 
@@ -888,7 +888,7 @@ mpi_fn! {
     fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, request) }
     }
 }
 
@@ -896,7 +896,7 @@ mpi_fn! {
     fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual) }
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual) }
     }
 }
 
@@ -914,7 +914,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), true, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, status) }
     }
 }
 
@@ -922,7 +922,7 @@ mpi_fn! {
     fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, request) }
     }
 }
 
@@ -930,7 +930,7 @@ mpi_fn! {
     fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset)) }
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset)) }
     }
 }
 
@@ -948,7 +948,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Shared, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, status) }
     }
 }
 
@@ -956,7 +956,7 @@ mpi_fn! {
     fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Shared, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, request) }
     }
 }
 
@@ -965,7 +965,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Ordered, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered, true, status) }
     }
 }
 
@@ -973,7 +973,7 @@ mpi_fn! {
     fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Ordered) }
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered) }
     }
 }
 
@@ -991,7 +991,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, false, status) }
     }
 }
 
@@ -999,7 +999,7 @@ mpi_fn! {
     fn MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, false, request) }
     }
 }
 
@@ -1008,7 +1008,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), false, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), false, status) }
     }
 }
 
@@ -1016,7 +1016,7 @@ mpi_fn! {
     fn MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), false, request) }
     }
 }
 
@@ -1025,7 +1025,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, true, status) }
     }
 }
 
@@ -1033,7 +1033,7 @@ mpi_fn! {
     fn MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual, true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, true, request) }
     }
 }
 
@@ -1041,7 +1041,7 @@ mpi_fn! {
     fn MPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Individual) }
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual) }
     }
 }
 
@@ -1050,7 +1050,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), true, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), true, status) }
     }
 }
 
@@ -1058,7 +1058,7 @@ mpi_fn! {
     fn MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset), true, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), true, request) }
     }
 }
 
@@ -1066,7 +1066,7 @@ mpi_fn! {
     fn MPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::At(offset)) }
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset)) }
     }
 }
 
@@ -1075,7 +1075,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Shared, false, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Shared, false, status) }
     }
 }
 
@@ -1083,7 +1083,7 @@ mpi_fn! {
     fn MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Shared, false, request) }
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Shared, false, request) }
     }
 }
 
@@ -1092,7 +1092,7 @@ mpi_fn! {
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Ordered, true, status) }
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Ordered, true, status) }
     }
 }
 
@@ -1100,6 +1100,6 @@ mpi_fn! {
     fn MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count as i64, datatype, Dir::Write, From::Ordered) }
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::Ordered) }
     }
 }

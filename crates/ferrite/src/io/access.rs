@@ -108,7 +108,7 @@ pub fn access(
     let ext32 = f.view.external32;
     let bytes = mem.count * f.view.type_size(&mem.dtype);
     let esize = f.view.esize();
-    if bytes % esize != 0 {
+    if !bytes.is_multiple_of(esize) {
         return Err(crate::mpi_err!(
             MPI_ERR_IO,
             "{bytes} bytes of data are not a whole number of {esize}-byte etypes"

@@ -32,13 +32,13 @@ impl Context for MpiError {
 /// A private duplicate of `comm` whose errors return.
 pub fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
     let mut d = MPI_COMM_NULL;
-    // SAFETY: `d` is a valid MPI_Comm output.
     check(
+        // SAFETY: `d` is a valid MPI_Comm output.
         unsafe { crate::abi::comm::PMPI_Comm_dup(comm, &mut d) },
         "MPI_Comm_dup",
     )?;
-    // SAFETY: plain handle arguments.
     check(
+        // SAFETY: plain handle arguments.
         unsafe { crate::abi::errhandler::PMPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN) },
         "MPI_Comm_set_errhandler",
     )?;
@@ -57,8 +57,8 @@ pub fn barrier(comm: MPI_Comm) -> MpiResult<()> {
 
 /// Broadcasts `buf` from `root` (every rank passes a buffer of the same length).
 pub fn bcast(comm: MPI_Comm, buf: &mut [u8], root: i32) -> MpiResult<()> {
-    // SAFETY: `buf` holds buf.len() bytes.
     check(
+        // SAFETY: `buf` holds buf.len() bytes.
         unsafe {
             c::PMPI_Bcast(
                 buf.as_mut_ptr() as *mut c_void,
@@ -75,8 +75,8 @@ pub fn bcast(comm: MPI_Comm, buf: &mut [u8], root: i32) -> MpiResult<()> {
 /// Every rank's `mine` (same length everywhere), in rank order.
 pub fn allgather_u64(comm: MPI_Comm, mine: &[u64], size: usize) -> MpiResult<Vec<u64>> {
     let mut all = vec![0u64; mine.len() * size];
-    // SAFETY: `mine` and `all` hold the counts given.
     check(
+        // SAFETY: `mine` and `all` hold the counts given.
         unsafe {
             c::PMPI_Allgather(
                 mine.as_ptr() as *const c_void,
@@ -98,8 +98,8 @@ pub fn alltoallv(comm: MPI_Comm, send: &[Vec<u8>]) -> MpiResult<Vec<Vec<u8>>> {
     let n = send.len();
     let scounts: Vec<u64> = send.iter().map(|v| v.len() as u64).collect();
     let mut rcounts = vec![0u64; n];
-    // SAFETY: n counts each way.
     check(
+        // SAFETY: n counts each way.
         unsafe {
             c::PMPI_Alltoall(
                 scounts.as_ptr() as *const c_void,
@@ -140,8 +140,8 @@ pub fn alltoallv(comm: MPI_Comm, send: &[Vec<u8>]) -> MpiResult<Vec<Vec<u8>>> {
     let (sd, rd) = (displs(&sc)?, displs(&rc)?);
     let sbuf: Vec<u8> = send.concat();
     let mut rbuf = vec![0u8; rc.iter().map(|&x| x as usize).sum()];
-    // SAFETY: buffers, counts and displacements agree (computed above).
     check(
+        // SAFETY: buffers, counts and displacements agree (computed above).
         unsafe {
             c::PMPI_Alltoallv(
                 sbuf.as_ptr() as *const c_void,
@@ -165,8 +165,8 @@ pub fn alltoallv(comm: MPI_Comm, send: &[Vec<u8>]) -> MpiResult<Vec<Vec<u8>>> {
 /// Number of distinct hosts among the ranks of `comm` (the default cb_nodes).
 pub fn hosts(comm: MPI_Comm) -> MpiResult<usize> {
     let mut node = MPI_COMM_NULL;
-    // SAFETY: `node` is a valid MPI_Comm output.
     check(
+        // SAFETY: `node` is a valid MPI_Comm output.
         unsafe {
             crate::abi::comm::PMPI_Comm_split_type(
                 comm,
@@ -185,8 +185,8 @@ pub fn hosts(comm: MPI_Comm) -> MpiResult<usize> {
     check(rc, "MPI_Comm_rank")?;
     let leader = [u64::from(r == 0)];
     let mut n = [0u64];
-    // SAFETY: one u64 each way.
     check(
+        // SAFETY: one u64 each way.
         unsafe {
             c::PMPI_Allreduce(
                 leader.as_ptr() as *const c_void,

@@ -216,10 +216,7 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
     };
     let class = r.as_ref().err().map_or(0, |e| e.class as u64);
     let all = coll::allgather_u64(comm, &[class], size)?;
-    let (fd, readable) = match r {
-        Err(e) => return Err(e),
-        Ok(x) => x,
-    };
+    let (fd, readable) = r?;
     if let Some(k) = all.iter().position(|&c| c != 0) {
         if rank == 0 && made {
             let _ = std::fs::remove_file(&side);

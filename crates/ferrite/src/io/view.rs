@@ -206,7 +206,7 @@ pub fn check_types(etype: &Datatype, filetype: &Datatype) -> MpiResult<()> {
     if etype.size == 0 {
         return Err(crate::mpi_err!(MPI_ERR_ARG, "the etype holds no data"));
     }
-    if filetype.size % etype.size != 0 {
+    if !filetype.size.is_multiple_of(etype.size) {
         return Err(crate::mpi_err!(
             MPI_ERR_ARG,
             "the filetype's {} data bytes are not a whole number of {}-byte etypes",
