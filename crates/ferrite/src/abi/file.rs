@@ -74,9 +74,9 @@ unsafe fn nonblocking(
     let f = files::get(fh as usize)?;
     let mem = Mem::new(buf, count, datatype)?;
     let s = access::access(&f, &mem, dir, from, collective)?;
-    let comm = lock(&f).comm;
+    // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
     let h = state::with(|st| {
-        let mut r = Request::new(comm, true);
+        let mut r = Request::new(MPI_COMM_SELF, true);
         r.done = true;
         r.status = s;
         Ok(st.p2p.reqs.insert(r))
@@ -326,7 +326,7 @@ mpi_fn! {
         // has stopped using the old view.
         coll::barrier(comm)?;
         if rank == 0 {
-            g.shared.set(0)?;
+            g.shared.reset()?;
         }
         coll::barrier(comm)
     }

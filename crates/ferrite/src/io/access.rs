@@ -122,44 +122,72 @@ pub fn access(
         From::Ordered => ordered_start(&f, etypes)?,
     };
     let segs = f.view.map(start * esize, bytes);
+    // A contiguous memory type in the native representation is used in place, not copied.
+    let direct = mem.dtype.is_contiguous() && !ext32 && bytes > 0;
     let done = match dir {
         Dir::Write => {
-            let mut data = Vec::with_capacity(bytes as usize);
-            // SAFETY: the user's buffer holds `count` elements of `dtype` (MPI's contract;
-            // null-with-data was refused by Mem::new).
-            unsafe {
-                if ext32 {
-                    mem.dtype
-                        .pack_external(mem.buf, mem.count as usize, &mut data)
-                        .map_err(|m| crate::mpi_err!(MPI_ERR_CONVERSION, "external32: {m}"))?;
-                } else {
-                    mem.dtype.pack(mem.buf, mem.count as usize, &mut data)
+            let mut packed = Vec::new();
+            let data: &[u8] = if direct {
+                // SAFETY: a contiguous type's `count` elements are `bytes` readable bytes
+                // at buf + true_lb (MPI's contract; a null buffer with data was refused).
+                unsafe {
+                    std::slice::from_raw_parts(
+                        mem.buf.wrapping_offset(mem.dtype.true_lb()),
+                        bytes as usize,
+                    )
                 }
+            } else {
+                packed.reserve(bytes as usize);
+                // SAFETY: the user's buffer holds `count` elements of `dtype`.
+                unsafe {
+                    if ext32 {
+                        mem.dtype
+                            .pack_external(mem.buf, mem.count as usize, &mut packed)
+                            .map_err(|m| crate::mpi_err!(MPI_ERR_CONVERSION, "external32: {m}"))?;
+                    } else {
+                        mem.dtype.pack(mem.buf, mem.count as usize, &mut packed)
+                    }
+                };
+                &packed
             };
             if collective {
-                twophase::write(&f, &segs, &data)?;
+                twophase::write(&f, &segs, data)?;
             } else {
-                write_indep(&f, &segs, &data)?;
+                write_indep(&f, &segs, data)?;
             }
             bytes
         }
         Dir::Read => {
-            let mut data = vec![0u8; bytes as usize];
-            let n = if collective {
-                twophase::read(&f, &segs, &mut data)?
-            } else {
-                read_indep(&f, &segs, &mut data)?
-            };
-            // SAFETY: as above, the buffer is writable for `count` elements; `n` bytes
-            // of packed data never reach past them.
-            unsafe {
-                if ext32 {
-                    mem.dtype
-                        .unpack_external(&data[..n], mem.buf, mem.count as usize)
-                } else {
-                    mem.dtype.unpack(&data[..n], mem.buf, mem.count as usize)
+            let mut packed = Vec::new();
+            let data: &mut [u8] = if direct {
+                // SAFETY: as for writes, `bytes` writable bytes at buf + true_lb.
+                unsafe {
+                    std::slice::from_raw_parts_mut(
+                        mem.buf.wrapping_offset(mem.dtype.true_lb()),
+                        bytes as usize,
+                    )
                 }
+            } else {
+                packed.resize(bytes as usize, 0);
+                &mut packed
             };
+            let n = if collective {
+                twophase::read(&f, &segs, data)?
+            } else {
+                read_indep(&f, &segs, data)?
+            };
+            if !direct {
+                // SAFETY: the buffer is writable for `count` elements; `n` bytes of packed
+                // data never reach past them.
+                unsafe {
+                    if ext32 {
+                        mem.dtype
+                            .unpack_external(&packed[..n], mem.buf, mem.count as usize)
+                    } else {
+                        mem.dtype.unpack(&packed[..n], mem.buf, mem.count as usize)
+                    }
+                };
+            }
             n as u64
         }
     };

@@ -177,29 +177,23 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
     }
     check_amode(amode)?;
     let path = PathBuf::from(strip_prefix(name));
-    // Rank 0 first: [error class, side-file token, side file made].
+    // Rank 0 first: [error class, side-file token].
     let mut mine: Option<MpiResult<(std::fs::File, bool)>> = None;
-    let mut head = [0u8; 24];
+    let mut head = [0u8; 16];
     if rank == 0 {
         let r = os_open(&path, amode, true).map_err(|e| io_err(&format!("open {name}"), e));
-        let mut token = 0u64;
-        let mut made = false;
-        if r.is_ok() {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            token = t ^ ((std::process::id() as u64) << 40);
-            made = shared::create(&shared::side_path(&path, token), 0).is_ok();
-        }
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let token = t ^ ((std::process::id() as u64) << 40);
         let class = r.as_ref().err().map_or(0, |e| e.class as u64);
         head[0..8].copy_from_slice(&class.to_le_bytes());
         head[8..16].copy_from_slice(&token.to_le_bytes());
-        head[16..24].copy_from_slice(&(made as u64).to_le_bytes());
         mine = Some(r);
     }
     coll::bcast(comm, &mut head, 0)?;
     let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().unwrap());
-    let (class0, token, made) = (word(0), word(1), word(2) != 0);
+    let (class0, token) = (word(0), word(1));
     let side = shared::side_path(&path, token);
     if class0 != 0 {
         return match mine {
@@ -218,9 +212,6 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
     let all = coll::allgather_u64(comm, &[class], size)?;
     let (fd, readable) = r?;
     if let Some(k) = all.iter().position(|&c| c != 0) {
-        if rank == 0 && made {
-            let _ = std::fs::remove_file(&side);
-        }
         return Err(crate::mpi_err!(
             all[k] as i32,
             "opening {name} failed on rank {k}"
@@ -238,7 +229,7 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
         amode,
         view: View::bytes(),
         ind: 0,
-        shared: SharedPtr::open(side, made),
+        shared: SharedPtr::new(side),
         atomic: false,
         hints,
         errhandler: crate::objects::errhandler::file_null_handler(),

@@ -6,20 +6,22 @@
 //! independent, so a counter on rank 0 would need rank 0 to serve requests while it computes
 //! (an asynchronous progress thread); a locked file needs nobody's help, the kernel makes
 //! contenders sleep, and fcntl locks reach across hosts on NFS (lockd) just as the data file
-//! does. Rank 0 creates the side file at MPI_File_open and removes it at MPI_File_close. If
-//! it cannot be made (a read-only directory), the file opens anyway and the shared-pointer
+//! does. The name is agreed at MPI_File_open (rank 0's token); the first process that uses
+//! the pointer creates the file (absent or empty means 0), and rank 0 removes it at
+//! MPI_File_close. If it cannot be made (a read-only directory), the shared-pointer
 //! functions fail with MPI_ERR_IO naming the reason.
 
-use super::posix::{io_err, pread, pwrite, RangeLock};
+use super::posix::{pread, pwrite, RangeLock};
 use crate::error::MpiResult;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 pub struct SharedPtr {
     pub path: PathBuf,
-    pub file: Option<File>,
-    /// Why `file` is None.
-    pub why: String,
+    /// Opened (and created, by whichever process needs it first) on first use: files whose
+    /// shared pointer is never used leave nothing behind even if the job dies.
+    file: OnceLock<File>,
 }
 
 /// The side file's name for data file `path` and the open's `token`.
@@ -31,54 +33,35 @@ pub fn side_path(path: &Path, token: u64) -> PathBuf {
     path.with_file_name(format!(".{name}.ferrite-shfp.{token:x}"))
 }
 
-/// Rank 0: makes the side file holding `start`.
-pub fn create(path: &Path, start: u64) -> std::io::Result<()> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    use std::os::unix::fs::FileExt;
-    f.write_all_at(&start.to_le_bytes(), 0)
-}
-
 impl SharedPtr {
-    pub fn open(path: PathBuf, exists: bool) -> SharedPtr {
-        if !exists {
-            return SharedPtr {
-                path,
-                file: None,
-                why: "its side file could not be created".into(),
-            };
-        }
-        match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-        {
-            Ok(f) => SharedPtr {
-                path,
-                file: Some(f),
-                why: String::new(),
-            },
-            Err(e) => SharedPtr {
-                why: format!("its side file {} cannot be opened: {e}", path.display()),
-                path,
-                file: None,
-            },
+    pub fn new(path: PathBuf) -> SharedPtr {
+        SharedPtr {
+            path,
+            file: OnceLock::new(),
         }
     }
 
     fn file(&self) -> MpiResult<&File> {
-        self.file.as_ref().ok_or_else(|| {
-            crate::mpi_err!(
-                crate::abi::consts::MPI_ERR_IO,
-                "the shared file pointer is unavailable: {}",
-                self.why
-            )
-        })
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.path)
+            .map_err(|e| {
+                crate::mpi_err!(
+                    crate::abi::consts::MPI_ERR_IO,
+                    "the shared file pointer's side file {} cannot be opened: {e}",
+                    self.path.display()
+                )
+            })?;
+        Ok(self.file.get_or_init(|| f))
     }
 
+    /// The counter; an empty (just created) side file holds 0.
     fn read(f: &File) -> MpiResult<u64> {
         let mut b = [0u8; 8];
         pread(f, &mut b, 0)?;
@@ -106,10 +89,17 @@ impl SharedPtr {
         pwrite(f, &v.to_le_bytes(), 0)
     }
 
-    /// Rank 0 at close.
-    pub fn remove(&self) {
-        if self.file.is_some() {
-            let _ = std::fs::remove_file(&self.path).map_err(|e| io_err("unlink", e));
+    /// Rank 0 at close, once every process is done with it: a reset pointer with no side
+    /// file yet needs none.
+    pub fn reset(&self) -> MpiResult<()> {
+        if self.file.get().is_none() && !self.path.exists() {
+            return Ok(());
         }
+        self.set(0)
+    }
+
+    /// Rank 0 at close, after every process is done with it.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
