@@ -1,6 +1,7 @@
 /* Parallel HDF5 on MPI-IO: every rank writes its rows of a 2-D dataset with a collective
- * hyperslab write (H5FD_MPIO_COLLECTIVE), then a strided column block with an independent
- * write, closes, reopens and reads the whole dataset back collectively; every value is
+ * hyperslab write (H5FD_MPIO_COLLECTIVE), then a strided selection (every other row of
+ * one column) collectively, closes, reopens and reads the whole dataset back collectively;
+ * every value is
  * checked. Built with Debian's h5pcc.mpich (against MPICH), run on Ferrite through
  * LD_LIBRARY_PATH. Prints "phdf5: ok" on rank 0. */
 #include <hdf5.h>
