@@ -47,7 +47,8 @@ record rust "$rp" "$rf"
 for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/check-wrappers.sh \
              tests/abi/check-stubs.sh tests/c/run.sh \
              tests/pmpi/run.sh tests/mpich-binary/run.sh tests/mpich-langs/run.sh tests/fortran/run.sh \
-             tests/hosts/run.sh tests/launch/run.sh tests/buildsys/run.sh tests/slurm/run.sh; do
+             tests/hosts/run.sh tests/hdf5/run.sh tests/launch/run.sh tests/buildsys/run.sh \
+             tests/slurm/run.sh; do
     if [ -x "$suite" ]; then
         run_suite "$(echo "$suite" | sed 's|tests/||; s|/run.sh||; s|\.sh$||; s|/|-|g')" "$suite"
     else

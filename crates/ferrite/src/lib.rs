@@ -12,6 +12,7 @@ pub mod coll;
 pub mod conn;
 pub mod error;
 pub mod fxhash;
+pub mod io;
 pub mod objects;
 pub mod p2p;
 pub mod progress;

@@ -256,14 +256,11 @@ mpi_fn! {
     }
 }
 
-/// Ferrite has no files yet: MPI_FILE_NULL, whose handler is the default for files, is the
-/// only file handle an error-handler call can name.
-fn file_null_only(file: MPI_File) -> MpiResult<()> {
+/// Checks a file handle of the errhandler calls: MPI_FILE_NULL (whose handler is the
+/// default for files and for MPI_File_open's errors) or an open file.
+fn file_or_null(file: MPI_File) -> MpiResult<()> {
     if !file.is_null() {
-        return Err(crate::mpi_err!(
-            MPI_ERR_FILE,
-            "invalid file handle {file:p}"
-        ));
+        crate::io::file::get(file as usize)?;
     }
     Ok(())
 }
@@ -271,14 +268,15 @@ fn file_null_only(file: MPI_File) -> MpiResult<()> {
 mpi_fn! {
     fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler)
         on ErrObj::File(file as usize) => {
-        file_null_only(file)?;
+        file_or_null(file)?;
         match state::try_with(|st| st.objects.errhandlers.resolve(errhandler)).flatten() {
             Some(Handler::Comm(_) | Handler::Win(_) | Handler::Session(_)) => Err(crate::mpi_err!(MPI_ERR_ARG,
                 "error handler {:#x} was not made for files (MPI_File_create_errhandler)", errhandler as u32)),
-            Some(_) => {
+            Some(_) if file.is_null() => {
                 errhandler::set_file_null_handler(errhandler);
                 Ok(())
             }
+            Some(_) => crate::io::file::set_errhandler(file as usize, errhandler),
             None => Err(crate::mpi_err!(MPI_ERR_ARG, "invalid error handler {:#x}", errhandler as u32)),
         }
     }
@@ -287,15 +285,16 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler)
         on ErrObj::File(file as usize) => {
-        file_null_only(file)?;
+        file_or_null(file)?;
+        let h = crate::io::file::errhandler_of(file as usize).unwrap_or_else(errhandler::file_null_handler);
         // SAFETY: the caller passes an MPI_Errhandler* output.
-        unsafe { out(errhandler, errhandler::file_null_handler()) }
+        unsafe { out(errhandler, h) }
     }
 }
 
 mpi_fn! {
     fn MPI_File_call_errhandler(file: MPI_File, errorcode: c_int) on ErrObj::File(file as usize) => {
-        file_null_only(file)?;
+        file_or_null(file)?;
         // The handler runs without the state lock; its return value is not ours to report.
         errhandler::invoke("MPI_File_call_errhandler", ErrObj::File(file as usize), errorcode);
         Ok(())

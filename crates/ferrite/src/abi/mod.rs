@@ -13,6 +13,7 @@ pub mod consts;
 pub mod datatype;
 pub mod environment;
 pub mod errhandler;
+pub mod file;
 pub mod grequest;
 pub mod group;
 pub mod info;

@@ -92,18 +92,12 @@ mod tests {
     /// process ends with a message naming the function. Runs the call in a child process.
     #[test]
     fn stub_fails_loudly_naming_the_function() {
-        if !STUBBED.contains(&"MPI_File_open") {
+        if !STUBBED.contains(&"MPI_Comm_connect") {
             return; // implemented now: pick another stub for this test
         }
         if std::env::var_os("FERRITE_TEST_STUB_CHILD").is_some() {
-            let mut fh: MPI_File = std::ptr::null_mut();
-            let rc = PMPI_File_open(
-                MPI_COMM_WORLD,
-                c"/nonexistent".as_ptr(),
-                MPI_MODE_RDONLY,
-                MPI_INFO_NULL,
-                &mut fh,
-            );
+            let mut c: MPI_Comm = MPI_COMM_NULL;
+            let rc = PMPI_Comm_connect(c"p".as_ptr(), MPI_INFO_NULL, 0, MPI_COMM_WORLD, &mut c);
             println!("returned {rc}");
             return;
         }
@@ -122,7 +116,7 @@ mod tests {
         assert!(!stdout.contains("returned"), "the stub returned: {stdout}");
         assert!(
             stderr.contains("Unsupported operation")
-                && stderr.contains("MPI_File_open is not implemented by Ferrite"),
+                && stderr.contains("MPI_Comm_connect is not implemented by Ferrite"),
             "unexpected report: {stderr}"
         );
     }

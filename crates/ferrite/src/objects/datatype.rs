@@ -454,6 +454,15 @@ impl Datatype {
         bytes
     }
 
+    /// Calls `f(offset from buf, len)` for each byte run of one element, in type-map order
+    /// (MPI-IO flattens a file view's filetype with it).
+    pub fn for_each_run(&self, mut f: impl FnMut(isize, usize)) {
+        self.runs(1, |off, len, _| {
+            f(off, len);
+            ControlFlow::Continue(())
+        });
+    }
+
     /// Calls `f(offset from buf, len, basic)` for each byte run of `count` elements.
     fn runs<F>(&self, count: usize, mut f: F)
     where

@@ -17,9 +17,9 @@ pub type FileErrhandlerFn = unsafe extern "C" fn(*mut MPI_File, *mut c_int, ...)
 /// `void handler(MPI_Session *, int *, ...)`
 pub type SessionErrhandlerFn = unsafe extern "C" fn(*mut MPI_Session, *mut c_int, ...);
 
-/// The error handler of MPI_FILE_NULL: the one file errors are raised on while Ferrite has
-/// no files (MPI_File_open's errors go there too). MPI_ERRORS_RETURN by default, as MPI 4.1
-/// section 9.3 says for files.
+/// The error handler of MPI_FILE_NULL: MPI_File_open's and MPI_File_delete's errors go there,
+/// and a new file starts with it. MPI_ERRORS_RETURN by default, as MPI 4.1 section 9.3 says
+/// for files.
 static FILE_NULL_HANDLER: std::sync::atomic::AtomicI32 =
     std::sync::atomic::AtomicI32::new(MPI_ERRORS_RETURN);
 
@@ -115,7 +115,8 @@ impl Errhandlers {
 /// Called without the state lock held, so a user handler may call MPI.
 pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
     if let ErrObj::File(f) = obj {
-        let h = state::try_with(|st| st.objects.errhandlers.resolve(file_null_handler()))
+        let eh = crate::io::file::errhandler_of(f).unwrap_or_else(file_null_handler);
+        let h = state::try_with(|st| st.objects.errhandlers.resolve(eh))
             .flatten()
             .unwrap_or(Handler::Return);
         return match h {

@@ -1,0 +1,1105 @@
+//! MPI-IO's C entry points (MPI 4.1 chapter 14): argument checks and handle conversion; the
+//! work is in `crate::io`. Errors raise on the file's error handler (MPI_ERRORS_RETURN
+//! unless set), those of MPI_File_open and MPI_File_delete on MPI_FILE_NULL's.
+
+use super::consts::*;
+use super::out;
+use super::status::store;
+use super::types::MPI_Status;
+use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::io::access::{self, Dir, From, Mem};
+use crate::io::file::{self as files, lock};
+use crate::io::view::{self, View};
+use crate::io::{coll, posix};
+use crate::p2p::request::Request;
+use crate::state;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+unsafe fn c_str(p: *const c_char, what: &str) -> MpiResult<String> {
+    if p.is_null() {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "null pointer passed for {what}"
+        ));
+    }
+    // SAFETY: non-null NUL-terminated string per the contract.
+    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// A blocking data access.
+///
+/// # Safety
+/// `buf` holds `count` elements of `datatype`; `status` is an MPI_Status* or
+/// MPI_STATUS_IGNORE.
+#[allow(clippy::too_many_arguments)]
+unsafe fn blocking(
+    fh: MPI_File,
+    buf: *mut u8,
+    count: i64,
+    datatype: MPI_Datatype,
+    dir: Dir,
+    from: From,
+    collective: bool,
+    status: *mut MPI_Status,
+) -> MpiResult<()> {
+    let f = files::get(fh as usize)?;
+    let mem = Mem::new(buf, count, datatype)?;
+    let s = access::access(&f, &mem, dir, from, collective)?;
+    // SAFETY: per the contract.
+    unsafe { store(status, &s) };
+    Ok(())
+}
+
+/// A nonblocking data access: done at once, its request already complete.
+///
+/// # Safety
+/// As [`blocking`]; `request` is an MPI_Request*.
+#[allow(clippy::too_many_arguments)]
+unsafe fn nonblocking(
+    fh: MPI_File,
+    buf: *mut u8,
+    count: i64,
+    datatype: MPI_Datatype,
+    dir: Dir,
+    from: From,
+    collective: bool,
+    request: *mut MPI_Request,
+) -> MpiResult<()> {
+    if request.is_null() {
+        return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
+    }
+    let f = files::get(fh as usize)?;
+    let mem = Mem::new(buf, count, datatype)?;
+    let s = access::access(&f, &mem, dir, from, collective)?;
+    // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
+    let h = state::with(|st| {
+        let mut r = Request::new(MPI_COMM_SELF, true);
+        r.done = true;
+        r.status = s;
+        Ok(st.p2p.reqs.insert(r))
+    })?;
+    // SAFETY: checked non-null; the caller's MPI_Request*.
+    unsafe { out(request, h) }
+}
+
+/// The _begin of a split collective: the access is done here, its status kept for _end.
+///
+/// # Safety
+/// As [`blocking`].
+unsafe fn begin(
+    fh: MPI_File,
+    buf: *mut u8,
+    count: i64,
+    datatype: MPI_Datatype,
+    dir: Dir,
+    from: From,
+) -> MpiResult<()> {
+    let f = files::get(fh as usize)?;
+    if lock(&f).split.is_some() {
+        return Err(MpiError::new(
+            MPI_ERR_OTHER,
+            "a split collective access is already active on the file (one at a time)",
+        ));
+    }
+    let mem = Mem::new(buf, count, datatype)?;
+    let s = access::access(&f, &mem, dir, from, true)?;
+    lock(&f).split = Some(s);
+    Ok(())
+}
+
+/// The _end of a split collective.
+///
+/// # Safety
+/// `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+unsafe fn end(fh: MPI_File, status: *mut MPI_Status) -> MpiResult<()> {
+    let f = files::get(fh as usize)?;
+    let s = lock(&f).split.take().ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_OTHER,
+            "no split collective access was begun on the file",
+        )
+    })?;
+    // SAFETY: per the contract.
+    unsafe { store(status, &s) };
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info,
+        fh: *mut MPI_File) on ErrObj::File(0) => {
+        if fh.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for fh"));
+        }
+        state::with(|st| {
+            let c = st.objects.comms.get(comm)?;
+            if c.inter.is_some() {
+                return Err(MpiError::new(MPI_ERR_COMM, "an intercommunicator cannot open files"));
+            }
+            Ok(())
+        })?;
+        // SAFETY: the caller's NUL-terminated file name.
+        let name = unsafe { c_str(filename, "filename") }?;
+        let hints = crate::objects::info::hints(info)?;
+        let h = files::open(comm, &name, amode, &hints)?;
+        // SAFETY: checked non-null; the caller's MPI_File*.
+        unsafe { *fh = files::to_c(h) };
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_close(fh: *mut MPI_File)
+        // SAFETY: read only when non-null (the caller's MPI_File*).
+        on ErrObj::File(if fh.is_null() { 0 } else { (unsafe { *fh }) as usize }) => {
+        if fh.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for fh"));
+        }
+        // SAFETY: checked non-null.
+        files::close(unsafe { *fh } as usize)?;
+        // SAFETY: checked non-null.
+        unsafe { *fh = std::ptr::null_mut() };
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_delete(filename: *const c_char, info: MPI_Info) on ErrObj::File(0) => {
+        let _ = crate::objects::info::hints(info)?;
+        // SAFETY: the caller's NUL-terminated file name.
+        let name = unsafe { c_str(filename, "filename") }?;
+        files::delete(&name)
+    }
+}
+
+/// Runs `f` on rank 0 of the file's communicator and gives every rank its outcome (the
+/// collective size-changing calls).
+fn on_rank0(fh: MPI_File, f: impl FnOnce(&files::FileObj) -> MpiResult<()>) -> MpiResult<()> {
+    let r = files::get(fh as usize)?;
+    let g = lock(&r);
+    let mut res = Ok(());
+    let mut class = [0u8; 4];
+    if g.rank == 0 {
+        res = f(&g);
+        if let Err(e) = &res {
+            class = e.class.to_le_bytes();
+        }
+    }
+    coll::bcast(g.comm, &mut class, 0)?;
+    res?;
+    match i32::from_le_bytes(class) {
+        0 => Ok(()),
+        c => Err(crate::mpi_err!(c, "the operation failed on rank 0")),
+    }
+}
+
+fn writable(f: &files::FileObj) -> MpiResult<()> {
+    if f.amode & MPI_MODE_RDONLY != 0 {
+        return Err(MpiError::new(
+            MPI_ERR_READ_ONLY,
+            "the file was opened MPI_MODE_RDONLY",
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    fn MPI_File_set_size(fh: MPI_File, size: MPI_Offset) on ErrObj::File(fh as usize) => {
+        if size < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "negative size {size}"));
+        }
+        writable(&lock(&files::get(fh as usize)?))?;
+        on_rank0(fh, |f| f.fd.set_len(size as u64).map_err(|e| posix::io_err("ftruncate", e)))
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) on ErrObj::File(fh as usize) => {
+        if size < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "negative size {size}"));
+        }
+        writable(&lock(&files::get(fh as usize)?))?;
+        on_rank0(fh, |f| {
+            if f.size_bytes()? >= size as u64 {
+                return Ok(());
+            }
+            use std::os::fd::AsRawFd;
+            // SAFETY: posix_fallocate on an open descriptor.
+            let rc = unsafe { libc::posix_fallocate(f.fd.as_raw_fd(), 0, size as libc::off_t) };
+            if rc == 0 {
+                return Ok(());
+            }
+            // A file system without fallocate: extending the size is the best it can do.
+            f.fd.set_len(size as u64).map_err(|e| posix::io_err("ftruncate", e))
+        })
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) on ErrObj::File(fh as usize) => {
+        let s = lock(&files::get(fh as usize)?).size_bytes()?;
+        // SAFETY: the caller's MPI_Offset* output.
+        unsafe { out(size, s as MPI_Offset) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) on ErrObj::File(fh as usize) => {
+        let a = lock(&files::get(fh as usize)?).amode;
+        // SAFETY: the caller's int* output.
+        unsafe { out(amode, a) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) on ErrObj::File(fh as usize) => {
+        let comm = lock(&files::get(fh as usize)?).comm;
+        super::out_given(group)?;
+        // SAFETY: the caller's MPI_Group* output (checked non-null).
+        let rc = unsafe { super::group::PMPI_Comm_group(comm, group) };
+        if rc != MPI_SUCCESS {
+            return Err(MpiError::from_code(rc));
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_set_info(fh: MPI_File, info: MPI_Info) on ErrObj::File(fh as usize) => {
+        let hints = crate::objects::info::hints(info)?;
+        let f = files::get(fh as usize)?;
+        let mut g = lock(&f);
+        let size = g.size;
+        g.hints.apply(&hints, size);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) on ErrObj::File(fh as usize) => {
+        let i = lock(&files::get(fh as usize)?).hints.to_info();
+        super::out_given(info_used)?;
+        let h = crate::objects::info::with(|t| Ok(t.user.insert(i)))?;
+        // SAFETY: the caller's MPI_Info* output.
+        unsafe { out(info_used, h) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype,
+        filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info)
+        on ErrObj::File(fh as usize) => {
+        let f = files::get(fh as usize)?;
+        // SAFETY: the caller's NUL-terminated string.
+        let rep = unsafe { c_str(datarep, "datarep") }?;
+        view::check_datarep(&rep)?;
+        let hints = crate::objects::info::hints(info)?;
+        let (et, ft) = state::with(|st| {
+            let d = &mut st.objects.datatypes;
+            Ok((d.get(etype)?, d.get(filetype)?))
+        })?;
+        view::check_types(&et, &ft)?;
+        let mut g = lock(&f);
+        if g.split.is_some() {
+            return Err(MpiError::new(MPI_ERR_OTHER, "a split collective access is active on the file"));
+        }
+        let disp = if disp == MPI_DISPLACEMENT_CURRENT as MPI_Offset {
+            if g.amode & MPI_MODE_SEQUENTIAL == 0 {
+                return Err(MpiError::new(MPI_ERR_ARG,
+                    "MPI_DISPLACEMENT_CURRENT is for files opened MPI_MODE_SEQUENTIAL"));
+            }
+            // The shared pointer's byte position in the current view.
+            let pos = g.shared.get()?;
+            g.view.byte_offset(pos)
+        } else if disp < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "negative displacement {disp}"));
+        } else {
+            disp as u64
+        };
+        let (comm, rank, size) = (g.comm, g.rank, g.size);
+        g.view = View::new(disp, et, etype, ft, filetype, rep);
+        g.ind = 0;
+        g.hints.apply(&hints, size);
+        // Both pointers restart at 0 (MPI 4.1 section 14.3); the shared one once everyone
+        // has stopped using the old view.
+        coll::barrier(comm)?;
+        if rank == 0 {
+            g.shared.reset()?;
+        }
+        coll::barrier(comm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype,
+        filetype: *mut MPI_Datatype, datarep: *mut c_char) on ErrObj::File(fh as usize) => {
+        let f = files::get(fh as usize)?;
+        let g = lock(&f);
+        super::out_given(disp)?;
+        super::out_given(etype)?;
+        super::out_given(filetype)?;
+        if datarep.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for datarep"));
+        }
+        // Derived types come back as new handles the caller frees (MPI 4.1 section 14.3).
+        let handle = |st: &mut state::Ferrite, h: MPI_Datatype, t: &std::sync::Arc<crate::objects::datatype::Datatype>| {
+            if st.objects.datatypes.is_builtin(h) { h } else { st.objects.datatypes.user.insert(t.clone()) }
+        };
+        let (e, t) = state::with(|st| {
+            Ok((handle(st, g.view.etype_h, &g.view.etype), handle(st, g.view.filetype_h, &g.view.filetype)))
+        })?;
+        let rep = g.view.datarep.as_bytes();
+        // SAFETY: the caller's outputs (checked non-null); datarep has room for
+        // MPI_MAX_DATAREP_STRING characters, longer than any name we store.
+        unsafe {
+            *disp = g.view.disp as MPI_Offset;
+            *etype = e;
+            *filetype = t;
+            std::ptr::copy_nonoverlapping(rep.as_ptr() as *const c_char, datarep, rep.len());
+            *datarep.add(rep.len()) = 0;
+        }
+        Ok(())
+    }
+}
+
+/// The view offset `offset` from `whence` (MPI_SEEK_SET/CUR/END) given the current one.
+fn seek_target(g: &files::FileObj, offset: MPI_Offset, whence: c_int, cur: u64) -> MpiResult<u64> {
+    let base = match whence {
+        MPI_SEEK_SET => 0,
+        MPI_SEEK_CUR => cur as i64,
+        MPI_SEEK_END => g.view.offset_of_byte(g.size_bytes()?) as i64,
+        _ => return Err(crate::mpi_err!(MPI_ERR_ARG, "invalid whence {whence}")),
+    };
+    let t = base + offset;
+    if t < 0 {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "seeking to negative offset {t}"
+        ));
+    }
+    Ok(t as u64)
+}
+
+mpi_fn! {
+    fn MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) on ErrObj::File(fh as usize) => {
+        let f = files::get(fh as usize)?;
+        let mut g = lock(&f);
+        if g.amode & MPI_MODE_SEQUENTIAL != 0 {
+            return Err(MpiError::new(MPI_ERR_UNSUPPORTED_OPERATION,
+                "a file opened MPI_MODE_SEQUENTIAL has no individual file pointer"));
+        }
+        let cur = g.ind;
+        g.ind = seek_target(&g, offset, whence, cur)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int)
+        on ErrObj::File(fh as usize) => {
+        let f = files::get(fh as usize)?;
+        let g = lock(&f);
+        // Rank 0 moves it (every rank passes the same arguments), between two barriers so
+        // nobody uses it meanwhile.
+        coll::barrier(g.comm)?;
+        let cur = if whence == MPI_SEEK_CUR { g.shared.get()? } else { 0 };
+        let t = seek_target(&g, offset, whence, cur)?;
+        coll::barrier(g.comm)?;
+        if g.rank == 0 {
+            g.shared.set(t)?;
+        }
+        coll::barrier(g.comm)
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) on ErrObj::File(fh as usize) => {
+        let p = lock(&files::get(fh as usize)?).ind;
+        // SAFETY: the caller's MPI_Offset* output.
+        unsafe { out(offset, p as MPI_Offset) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset)
+        on ErrObj::File(fh as usize) => {
+        let p = lock(&files::get(fh as usize)?).shared.get()?;
+        // SAFETY: the caller's MPI_Offset* output.
+        unsafe { out(offset, p as MPI_Offset) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset)
+        on ErrObj::File(fh as usize) => {
+        if offset < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_ARG, "negative offset {offset}"));
+        }
+        let b = lock(&files::get(fh as usize)?).view.byte_offset(offset as u64);
+        // SAFETY: the caller's MPI_Offset* output.
+        unsafe { out(disp, b as MPI_Offset) }
+    }
+}
+
+/// The extent of `datatype` in the file: its memory extent, but in "external32" its packed
+/// size plus the gaps of its memory layout.
+fn type_extent(fh: MPI_File, datatype: MPI_Datatype) -> MpiResult<i64> {
+    let ext32 = lock(&files::get(fh as usize)?).view.external32;
+    let t = state::with(|st| st.objects.datatypes.lookup(datatype))?;
+    Ok(if ext32 {
+        t.extent as i64 - t.size as i64 + t.external_size() as i64
+    } else {
+        t.extent as i64
+    })
+}
+
+mpi_fn! {
+    fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint)
+        on ErrObj::File(fh as usize) => {
+        let e = type_extent(fh, datatype)?;
+        // SAFETY: the caller's MPI_Aint* output.
+        unsafe { out(extent, e as MPI_Aint) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_type_extent_c(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count)
+        on ErrObj::File(fh as usize) => {
+        let e = type_extent(fh, datatype)?;
+        // SAFETY: the caller's MPI_Count* output.
+        unsafe { out(extent, e as MPI_Count) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_set_atomicity(fh: MPI_File, flag: c_int) on ErrObj::File(fh as usize) => {
+        let f = files::get(fh as usize)?;
+        let mut g = lock(&f);
+        let size = g.size;
+        let all = coll::allgather_u64(g.comm, &[u64::from(flag != 0)], size)?;
+        if all.iter().any(|&x| x != all[0]) {
+            return Err(MpiError::new(MPI_ERR_NOT_SAME, "the processes passed different flags"));
+        }
+        g.atomic = flag != 0;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) on ErrObj::File(fh as usize) => {
+        let a = lock(&files::get(fh as usize)?).atomic;
+        // SAFETY: the caller's int* output.
+        unsafe { out(flag, a as c_int) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_sync(fh: MPI_File) on ErrObj::File(fh as usize) => {
+        let f = files::get(fh as usize)?;
+        let g = lock(&f);
+        if g.amode & MPI_MODE_RDONLY == 0 {
+            g.fd.sync_data().map_err(|e| posix::io_err("fsync", e))?;
+        }
+        coll::barrier(g.comm)
+    }
+}
+
+/// MPI_Register_datarep(_c): the name is remembered (a second registration is
+/// MPI_ERR_DUP_DATAREP); a representation without conversion functions is accessed as
+/// "native", one with them is refused by MPI_File_set_view (the functions are not called).
+///
+/// # Safety
+/// `datarep` is null or a NUL-terminated string.
+unsafe fn register(datarep: *const c_char, converts: bool, extent_fn: bool) -> MpiResult<()> {
+    // SAFETY: per the contract.
+    let name = unsafe { c_str(datarep, "datarep") }?;
+    if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING as usize {
+        return Err(crate::mpi_err!(
+            MPI_ERR_ARG,
+            "data representation name of {} characters",
+            name.len()
+        ));
+    }
+    if !extent_fn {
+        return Err(MpiError::new(MPI_ERR_ARG, "null dtype_file_extent_fn"));
+    }
+    view::register(&name, converts)
+}
+
+mpi_fn! {
+    fn MPI_Register_datarep(datarep: *const c_char,
+        read_conversion_fn: Option<MPI_Datarep_conversion_function>,
+        write_conversion_fn: Option<MPI_Datarep_conversion_function>,
+        dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
+        on ErrObj::File(0) => {
+        let _ = extra_state;
+        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        // SAFETY: the caller's NUL-terminated string.
+        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Register_datarep_c(datarep: *const c_char,
+        read_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
+        write_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
+        dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
+        on ErrObj::File(0) => {
+        let _ = extra_state;
+        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        // SAFETY: the caller's NUL-terminated string.
+        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+    }
+}
+
+// MPI_File_c2f / MPI_File_f2c return handles, so they are written out like MPI_Wtime.
+
+/// MPI_File_c2f: Ferrite's file handles are table handles in the pointer's bits.
+#[no_mangle]
+pub extern "C" fn PMPI_File_c2f(file: MPI_File) -> MPI_Fint {
+    files::from_c(file as usize).unwrap_or(0)
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_File_c2f(file: MPI_File) -> MPI_Fint {
+    PMPI_File_c2f(file)
+}
+
+/// MPI_File_f2c.
+#[no_mangle]
+pub extern "C" fn PMPI_File_f2c(file: MPI_Fint) -> MPI_File {
+    files::to_c(file)
+}
+
+#[no_mangle]
+pub extern "C" fn MPI_File_f2c(file: MPI_Fint) -> MPI_File {
+    PMPI_File_f2c(file)
+}
+
+mpi_fn! {
+    fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        let _ = buf;
+        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { end(fh, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset)) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        let _ = buf;
+        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { end(fh, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        let _ = buf;
+        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { end(fh, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset)) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Shared, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Shared, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Ordered, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::Ordered) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        let _ = buf;
+        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { end(fh, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset)) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        let _ = buf;
+        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { end(fh, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        let _ = buf;
+        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { end(fh, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), true, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset)) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Shared, false, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Shared, false, request) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_ordered_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+        // is an MPI_Status* or MPI_STATUS_IGNORE.
+        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Ordered, true, status) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
+        on ErrObj::File(fh as usize) => {
+        // SAFETY: the caller's buffer, count and type follow MPI's contract.
+        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::Ordered) }
+    }
+}
