@@ -331,6 +331,9 @@ impl Ferrite {
         if let Some(r) = self.p2p.reqs.get_mut(h) {
             r.active = true;
         }
+        if self.part_start(h) {
+            return Ok(());
+        }
         let res = self.start_spec(h, &spec);
         if res.is_err() {
             if let Some(r) = self.p2p.reqs.get_mut(h) {
@@ -383,7 +386,10 @@ impl Ferrite {
         let Some(r) = self.p2p.reqs.get_mut(h) else {
             return (super::protocol::empty_status(), None, false);
         };
-        let st = r.status;
+        let mut st = r.status;
+        if let Some(part) = r.part.as_ref().filter(|_| st.tag != MPI_ANY_TAG) {
+            st.tag = part.tag; // the user's, not the one on the wire
+        }
         if r.persistent.is_some() {
             r.active = false;
             r.op = Op::Idle;
