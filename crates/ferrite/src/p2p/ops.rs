@@ -65,6 +65,13 @@ impl Ferrite {
         if count < 0 {
             return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
         }
+        // No data of no type: MPICH accepts MPI_DATATYPE_NULL with a zero count in
+        // point-to-point calls, and programs rely on it (MPICH's part/nonblocking_pready).
+        let dt = if count == 0 && dt == MPI_DATATYPE_NULL {
+            MPI_BYTE
+        } else {
+            dt
+        };
         let d = self.comm_datatype(dt)?;
         d.check_buffer(buf, count as u64)?;
         Ok(d)
