@@ -24,9 +24,11 @@ pub fn in_place(p: *const c_void) -> bool {
 
 /// MPI_ERR_BUFFER when the send and receive buffers are the same memory without
 /// MPI_IN_PLACE: MPI forbids aliased arguments (MPI 4.1 2.3), the schedule would read what
-/// it writes, and MPICH reports it the same way.
-fn not_aliased(sb: *const c_void, rb: *const c_void) -> MpiResult<()> {
-    if !sb.is_null() && sb == rb && !in_place(sb) {
+/// it writes, and MPICH reports it the same way. `elems`: elements this rank sends to
+/// itself; with none, nothing is read and written both (empty buffers of a language binding
+/// may share one address: mpi4py's zero-length arrays do).
+fn not_aliased(sb: *const c_void, rb: *const c_void, elems: i64) -> MpiResult<()> {
+    if elems != 0 && !sb.is_null() && sb == rb && !in_place(sb) {
         return Err(MpiError::new(
             MPI_ERR_BUFFER,
             "the send and receive buffers are the same (use MPI_IN_PLACE)",
@@ -378,7 +380,7 @@ pub fn allreduce(
         return super::inter::allreduce(st, &ic, sb, rb, count(c)?, dt, op, None);
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, c)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -424,7 +426,7 @@ pub fn reduce(
     }
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
-        not_aliased(sb, rb)?;
+        not_aliased(sb, rb, c)?;
     }
     let (c, r) = (count(c)?, root(r, n)?);
     let red = reducer(st, op, dt)?;
@@ -488,7 +490,7 @@ pub fn reduce_scatter(
         return super::inter::allreduce(st, &ic, sb, rb, counts.iter().sum(), dt, op, Some(counts));
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, counts.iter().sum::<usize>() as i64)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
     let inp = if in_place(sb) {
@@ -536,7 +538,7 @@ pub fn scan(
     mode: Mode,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, c)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -592,7 +594,7 @@ pub fn gather(
     }
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
-        not_aliased(sb, rb)?;
+        not_aliased(sb, rb, sc)?;
     }
     let r = root(r, n)?;
     let is_root = me == r;
@@ -695,7 +697,7 @@ pub fn scatter(
     }
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
-        not_aliased(sb, rb)?;
+        not_aliased(sb, rb, rc)?;
     }
     let r = root(r, n)?;
     let is_root = me == r;
@@ -784,7 +786,7 @@ pub fn allgather(
         return super::inter::allgather(st, &ic, sb, sc, sdt, rb, rc, rdt, v);
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, sc)?;
     let out = buf(st, rb, rdt)?;
     let inplace = in_place(sb);
     let inp = if inplace {
@@ -875,7 +877,7 @@ pub fn alltoall(
         return super::inter::alltoallw(&ic, send, recv);
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, sc)?;
     let out = buf(st, rb, rdt)?;
     let rc = count(rc)?;
     let (inp, sc) = if in_place(sb) {
