@@ -37,6 +37,32 @@ fn not_aliased(sb: *const c_void, rb: *const c_void, elems: i64) -> MpiResult<()
     Ok(())
 }
 
+/// Where this rank's own block of a gathered (scattered) buffer starts: sending from there
+/// is the in-place case without MPI_IN_PLACE, which MPICH reports as aliasing (and so must
+/// every rank, or the others wait for one that returned an error). Null when unknown (the
+/// datatype's errors are reported later).
+#[allow(clippy::too_many_arguments)]
+fn own_block(
+    st: &mut Ferrite,
+    base: *const c_void,
+    c: i64,
+    dt: MPI_Datatype,
+    me: usize,
+    n: usize,
+    displs: Option<Arr>,
+) -> MpiResult<*const c_void> {
+    let size = match st.objects.datatypes.get(dt) {
+        Ok(d) if !base.is_null() && !in_place(base) => d.size() as i64,
+        _ => return Ok(std::ptr::null()),
+    };
+    let off = match displs {
+        None => me as i64 * c,
+        // SAFETY: the caller's displacement array has one entry per rank (read checks null).
+        Some(d) => unsafe { d.read(n, "displs") }?[me],
+    };
+    Ok(base.wrapping_byte_offset((off * size) as isize))
+}
+
 /// A user buffer with its datatype.
 #[derive(Clone)]
 pub struct Buf {
@@ -595,6 +621,7 @@ pub fn gather(
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
         not_aliased(sb, rb, sc)?;
+        not_aliased(sb, own_block(st, rb, rc, rdt, me, n, v.map(|x| x.1))?, sc)?;
     }
     let r = root(r, n)?;
     let is_root = me == r;
@@ -698,6 +725,7 @@ pub fn scatter(
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
         not_aliased(sb, rb, rc)?;
+        not_aliased(rb, own_block(st, sb, sc, sdt, me, n, v.map(|x| x.1))?, rc)?;
     }
     let r = root(r, n)?;
     let is_root = me == r;
@@ -787,6 +815,7 @@ pub fn allgather(
     }
     let (me, n) = me_n(st, comm)?;
     not_aliased(sb, rb, sc)?;
+    not_aliased(sb, own_block(st, rb, rc, rdt, me, n, v.map(|x| x.1))?, sc)?;
     let out = buf(st, rb, rdt)?;
     let inplace = in_place(sb);
     let inp = if inplace {
@@ -1021,6 +1050,10 @@ pub fn alltoallw(
         return super::inter::alltoallw(&ic, send, recv);
     }
     let (me, n) = me_n(st, comm)?;
+    if let Some(s) = &send {
+        let elems = s.counts.iter().sum::<usize>() as i64;
+        not_aliased(s.ptr as *const c_void, recv.ptr as *const c_void, elems)?;
+    }
     let send_side = send.as_ref().unwrap_or(&recv);
     let mut p = Plan::default();
     let mut sends = Vec::with_capacity(n);
