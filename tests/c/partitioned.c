@@ -4,7 +4,8 @@
  * with sender and receiver splitting the buffer differently (8 partitions of 6 doubles sent,
  * 3 of 16 received), over several starts of the same requests; partitions are marked ready
  * out of order and by all three Pready forms. Two partitioned requests for the same peer and
- * tag match in initialization order even when the second is started and readied first. A partitioned message never matches an
+ * tag match in initialization order even when the second is started and readied first;
+ * hundreds of init/free cycles for one peer and tag keep working. A partitioned message never matches an
  * ordinary receive (an MPI_ANY_TAG Irecv posted first stays pending). Errors: a partition
  * out of range and a repeated Pready are MPI_ERR_ARG, Pready on a receive or an inactive
  * send and Parrived on a send are MPI_ERR_REQUEST, MPI_ANY_SOURCE in Precv_init
@@ -107,6 +108,22 @@ int main(int argc, char **argv)
         MPI_Request all[4] = {sa, sb, qa, qb};
         MPI_CHECK(MPI_Waitall(2, all, MPI_STATUSES_IGNORE));
         for (int i = 0; i < 4; i++) MPI_CHECK(MPI_Request_free(&all[i]));
+    }
+
+    /* Many init/free cycles for one peer and tag (freed requests give their place back). */
+    for (int i = 0; i < 300; i++) {
+        int x = i + t_rank, y = -1;
+        MPI_Request a, b;
+        MPI_CHECK(MPI_Psend_init(&x, 1, 1, MPI_INT, next, 8, MPI_COMM_WORLD, MPI_INFO_NULL, &a));
+        MPI_CHECK(MPI_Precv_init(&y, 1, 1, MPI_INT, prev, 8, MPI_COMM_WORLD, MPI_INFO_NULL, &b));
+        MPI_CHECK(MPI_Start(&b));
+        MPI_CHECK(MPI_Start(&a));
+        MPI_CHECK(MPI_Pready(0, a));
+        MPI_CHECK(MPI_Wait(&b, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Wait(&a, MPI_STATUS_IGNORE));
+        CHECK(y == i + prev, "cycle %d: got %d", i, y);
+        MPI_CHECK(MPI_Request_free(&a));
+        MPI_CHECK(MPI_Request_free(&b));
     }
 
     /* Argument errors. */

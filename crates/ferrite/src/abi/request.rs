@@ -550,6 +550,7 @@ mpi_fn! {
             return r;
         }
         state::with(|st| {
+            st.part_free(*h);
             let r = st.p2p.reqs.get_mut(*h).ok_or_else(|| invalid_request(*h))?;
             // An active request completes in the background and is dropped then.
             let idle = r.done || (r.persistent.is_some() && !r.active);

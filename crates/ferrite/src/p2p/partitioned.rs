@@ -13,7 +13,8 @@
 //! collectives can take them. They match in initialization order (MPI 4.1 section 4.2.1):
 //! the k-th MPI_Psend_init to (comm, dest, tag) pairs with the k-th MPI_Precv_init from
 //! (comm, source, tag), whatever order they are started or readied in, so the tag on the
-//! wire names both the tag and k ([`wire_tag`]).
+//! wire names both the tag and k ([`wire_tag`]). k counts live requests (a freed request
+//! gives its place back), assuming both sides free theirs in the same pattern.
 
 use super::request::Spec;
 use crate::abi::consts::*;
@@ -49,6 +50,10 @@ pub struct Partitions {
     pub count: usize,
     /// The user's tag (the wire's may differ: [`wire_tag`]).
     pub tag: i32,
+    /// This request's place among the live ones for its peer and tag, and their key in
+    /// `P2p::part_inits`.
+    key: (u32, i64, i32, bool),
+    k: u32,
     /// Send: partitions marked ready since MPI_Start.
     ready: Vec<bool>,
     nready: usize,
@@ -105,20 +110,39 @@ impl Ferrite {
             Spec::Coll => unreachable!("partitioned requests are point-to-point"),
         };
         let user_tag = *tag;
-        let k = self.p2p.part_inits.get(&key).copied().unwrap_or(0);
+        // The lowest place no live request holds: both sides free theirs as they made them
+        // (a program that inits and frees one pair per exchange uses place 0 each time).
+        let used = self.p2p.part_inits.entry(key).or_default();
+        let k = (0..).find(|k| !used.contains(k)).expect("a free place");
         *tag = wire_tag(*tag, k)?;
         *ctx |= PART_CONTEXT;
-        self.p2p.part_inits.insert(key, k + 1);
+        self.p2p.part_inits.entry(key).or_default().insert(k);
         let h = self.persistent(comm, spec);
         if let Some(r) = self.p2p.reqs.get_mut(h) {
             r.part = Some(Partitions {
                 count: partitions,
                 tag: user_tag,
+                key,
+                k,
                 ready: vec![false; partitions],
                 nready: 0,
             });
         }
         Ok(h)
+    }
+
+    /// MPI_Request_free on `h`: a partitioned request gives its place back.
+    pub fn part_free(&mut self, h: MPI_Request) {
+        let Some(part) = self.p2p.reqs.get(h).and_then(|r| r.part.as_ref()) else {
+            return;
+        };
+        let (key, k) = (part.key, part.k);
+        if let Some(used) = self.p2p.part_inits.get_mut(&key) {
+            used.remove(&k);
+            if used.is_empty() {
+                self.p2p.part_inits.remove(&key);
+            }
+        }
     }
 
     /// MPI_Start on a request: true if it is a partitioned send, which is now active with no
