@@ -427,8 +427,11 @@ fn any_inner(
     // SAFETY: `index` is the caller's int*.
     unsafe { out(index, i) }?;
     if r.is_some() {
+        // No active request: the empty status, MPI_ERROR included (MPI_SUCCESS, as MPICH
+        // writes it; mpi4py checks it).
+        let with_error = if i == MPI_UNDEFINED { store_with_error } else { store };
         // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { store(status, &s) };
+        unsafe { with_error(status, &s) };
     }
     status_error(&s, comm)
 }
