@@ -429,7 +429,11 @@ fn any_inner(
     if r.is_some() {
         // No active request: the empty status, MPI_ERROR included (MPI_SUCCESS, as MPICH
         // writes it; mpi4py checks it).
-        let with_error = if i == MPI_UNDEFINED { store_with_error } else { store };
+        let with_error = if i == MPI_UNDEFINED {
+            store_with_error
+        } else {
+            store
+        };
         // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
         unsafe { with_error(status, &s) };
     }
