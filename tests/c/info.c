@@ -61,6 +61,18 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Info_free(&used));
     MPI_CHECK(MPI_Comm_free(&c));
 
+#if MPI_VERSION > 4 || (MPI_VERSION == 4 && MPI_SUBVERSION >= 1)
+    /* MPI_Get_hw_resource_info gives a new info object of its own (Ferrite's is empty). */
+    {
+        MPI_Info hw = MPI_INFO_NULL;
+        MPI_CHECK(MPI_Get_hw_resource_info(&hw));
+        CHECK(hw != MPI_INFO_NULL, "MPI_Get_hw_resource_info gave MPI_INFO_NULL");
+        MPI_CHECK(MPI_Info_get_nkeys(hw, &n));
+        CHECK(n >= 0, "hw info nkeys %d", n);
+        MPI_CHECK(MPI_Info_free(&hw));
+    }
+#endif
+
     /* MPI_INFO_ENV is readable */
     MPI_CHECK(MPI_Info_get_nkeys(MPI_INFO_ENV, &n));
     CHECK(n >= 0, "INFO_ENV nkeys %d", n);

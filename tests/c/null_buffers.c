@@ -5,7 +5,10 @@
  * error and none is left waiting. MPI_BOTTOM with a datatype of absolute addresses stays
  * legal, and the collectives keep working afterwards (data checked). The same buffer as
  * send and receive buffer without MPI_IN_PLACE (aliased arguments, which MPI forbids) is
- * MPI_ERR_BUFFER too, on every rank of collectives where every rank passes both. */
+ * MPI_ERR_BUFFER too, on every rank of collectives where every rank passes both, but not
+ * with a zero count (nothing is both read and written; mpi4py's empty arrays share an
+ * address). Sending from this rank's own block of the receive buffer without MPI_IN_PLACE
+ * (MPICH's check) is MPI_ERR_BUFFER too, as are the same buffers in Alltoallv/w. */
 #include "common.h"
 
 int main(int argc, char **argv)
@@ -21,6 +24,31 @@ int main(int argc, char **argv)
     }
     MPI_Comm c = MPI_COMM_WORLD;
     MPI_Request rq;
+
+    /* Own block of the receive buffer as send buffer: an error on every rank (none waits). */
+    EXPECT_CLASS(MPI_Allgather(&buf[2 * t_rank], 2, MPI_INT, buf, 2, MPI_INT, c), MPI_ERR_BUFFER);
+    EXPECT_CLASS(MPI_Allgatherv(&buf[2 * t_rank], 2, MPI_INT, buf, counts, displs, MPI_INT, c),
+                 MPI_ERR_BUFFER);
+    EXPECT_CLASS(MPI_Iallgather(&buf[2 * t_rank], 2, MPI_INT, buf, 2, MPI_INT, c, &rq), MPI_ERR_BUFFER);
+    EXPECT_CLASS(MPI_Alltoallv(buf, counts, displs, MPI_INT, buf, counts, displs, MPI_INT, c),
+                 MPI_ERR_BUFFER);
+    if (t_rank == 0) {
+        EXPECT_CLASS(MPI_Gather(&buf[0], 2, MPI_INT, buf, 2, MPI_INT, 0, c), MPI_ERR_BUFFER);
+        EXPECT_CLASS(MPI_Scatterv(buf, counts, displs, MPI_INT, &buf[0], 2, MPI_INT, 0, c), MPI_ERR_BUFFER);
+    }
+
+    /* Zero counts: the same address is no aliasing. */
+    int zeros[64] = {0}, zdispls[64] = {0};
+    MPI_CHECK(MPI_Allreduce(buf, buf, 0, MPI_INT, MPI_SUM, c));
+    MPI_CHECK(MPI_Allgather(buf, 0, MPI_INT, buf, 0, MPI_INT, c));
+    MPI_CHECK(MPI_Alltoall(buf, 0, MPI_INT, buf, 0, MPI_INT, c));
+    if (n <= 64) {
+        MPI_CHECK(MPI_Gatherv(buf, 0, MPI_INT, buf, zeros, zdispls, MPI_INT, 0, c));
+        MPI_CHECK(MPI_Scatterv(buf, zeros, zdispls, MPI_INT, buf, 0, MPI_INT, 0, c));
+        MPI_CHECK(MPI_Allgatherv(buf, 0, MPI_INT, buf, zeros, zdispls, MPI_INT, c));
+        MPI_CHECK(MPI_Iallgatherv(buf, 0, MPI_INT, buf, zeros, zdispls, MPI_INT, c, &rq));
+        MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    }
 
     EXPECT_CLASS(MPI_Bcast(NULL, 4, MPI_INT, 0, c), MPI_ERR_BUFFER);
     EXPECT_CLASS(MPI_Reduce(NULL, out, 4, MPI_INT, MPI_SUM, 0, c), MPI_ERR_BUFFER);

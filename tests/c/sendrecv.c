@@ -1,6 +1,7 @@
 /* np: 1 2 4 16 */
 /* Sendrecv and Sendrecv_replace around the ring (shift by 1 and by size/2), with small
- * and large messages, checking data, status and count. */
+ * and large messages, checking data, status and count. A zero count with MPI_DATATYPE_NULL
+ * (no data of no type) is accepted, as MPICH does, and receives an empty message. */
 #include "common.h"
 
 #define BIG (100 * 1000)
@@ -49,6 +50,19 @@ int main(int argc, char **argv)
           "Sendrecv with MPI_PROC_NULL: w %d source %d tag %d", w, st.MPI_SOURCE, st.MPI_TAG);
     free(s);
     free(r);
+    {
+        int next = (t_rank + 1) % t_size, prev = (t_rank + t_size - 1) % t_size;
+        MPI_Status st;
+        MPI_Request rq;
+        MPI_CHECK(MPI_Irecv(NULL, 0, MPI_DATATYPE_NULL, prev, 3, MPI_COMM_WORLD, &rq));
+        MPI_CHECK(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, next, 3, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Wait(&rq, &st));
+        int n = -1;
+        MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &n));
+        CHECK(n == 0 && st.MPI_SOURCE == prev, "empty message: count %d source %d", n, st.MPI_SOURCE);
+        MPI_CHECK(MPI_Sendrecv(NULL, 0, MPI_DATATYPE_NULL, next, 4, NULL, 0, MPI_DATATYPE_NULL, prev, 4,
+                               MPI_COMM_WORLD, &st));
+    }
     t_finish("sendrecv");
     return 0;
 }

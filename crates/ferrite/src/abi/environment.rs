@@ -101,3 +101,17 @@ mod tests {
         assert!(super::PMPI_Wtick() > 0.0 && super::PMPI_Wtick() < 1e-3);
     }
 }
+
+mpi_fn! {
+    /// MPI 4.1 section 11.4.2: the hardware resources MPI_COMM_TYPE_HW_GUIDED can split by.
+    /// Ferrite offers none beyond MPI_COMM_TYPE_SHARED, so the new info object is empty
+    /// (which the standard allows); the caller frees it.
+    fn MPI_Get_hw_resource_info(hw_info: *mut MPI_Info) on ErrObj::NoObject => {
+        if hw_info.is_null() {
+            return Err(MpiError::new(MPI_ERR_ARG, "null hw_info argument"));
+        }
+        let h = crate::objects::info::insert(Default::default());
+        // SAFETY: `hw_info` is the caller's MPI_Info* (checked non-null).
+        unsafe { out(hw_info, h) }
+    }
+}

@@ -21,6 +21,7 @@ pub mod init;
 pub mod mpich_ext;
 pub mod p2p;
 pub mod pack;
+pub mod part;
 pub mod request;
 pub mod session;
 pub mod status;

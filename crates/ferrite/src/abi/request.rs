@@ -427,8 +427,15 @@ fn any_inner(
     // SAFETY: `index` is the caller's int*.
     unsafe { out(index, i) }?;
     if r.is_some() {
+        // No active request: the empty status, MPI_ERROR included (MPI_SUCCESS, as MPICH
+        // writes it; mpi4py checks it).
+        let with_error = if i == MPI_UNDEFINED {
+            store_with_error
+        } else {
+            store
+        };
         // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { store(status, &s) };
+        unsafe { with_error(status, &s) };
     }
     status_error(&s, comm)
 }
@@ -550,6 +557,7 @@ mpi_fn! {
             return r;
         }
         state::with(|st| {
+            st.part_free(*h);
             let r = st.p2p.reqs.get_mut(*h).ok_or_else(|| invalid_request(*h))?;
             // An active request completes in the background and is dropped then.
             let idle = r.done || (r.persistent.is_some() && !r.active);

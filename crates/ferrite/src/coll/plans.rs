@@ -24,15 +24,43 @@ pub fn in_place(p: *const c_void) -> bool {
 
 /// MPI_ERR_BUFFER when the send and receive buffers are the same memory without
 /// MPI_IN_PLACE: MPI forbids aliased arguments (MPI 4.1 2.3), the schedule would read what
-/// it writes, and MPICH reports it the same way.
-fn not_aliased(sb: *const c_void, rb: *const c_void) -> MpiResult<()> {
-    if !sb.is_null() && sb == rb && !in_place(sb) {
+/// it writes, and MPICH reports it the same way. `elems`: elements this rank sends to
+/// itself; with none, nothing is read and written both (empty buffers of a language binding
+/// may share one address: mpi4py's zero-length arrays do).
+fn not_aliased(sb: *const c_void, rb: *const c_void, elems: i64) -> MpiResult<()> {
+    if elems != 0 && !sb.is_null() && sb == rb && !in_place(sb) {
         return Err(MpiError::new(
             MPI_ERR_BUFFER,
             "the send and receive buffers are the same (use MPI_IN_PLACE)",
         ));
     }
     Ok(())
+}
+
+/// Where this rank's own block of a gathered (scattered) buffer starts: sending from there
+/// is the in-place case without MPI_IN_PLACE, which MPICH reports as aliasing (and so must
+/// every rank, or the others wait for one that returned an error). Null when unknown (the
+/// datatype's errors are reported later).
+#[allow(clippy::too_many_arguments)]
+fn own_block(
+    st: &mut Ferrite,
+    base: *const c_void,
+    c: i64,
+    dt: MPI_Datatype,
+    me: usize,
+    n: usize,
+    displs: Option<Arr>,
+) -> MpiResult<*const c_void> {
+    let size = match st.objects.datatypes.get(dt) {
+        Ok(d) if !base.is_null() && !in_place(base) => d.size() as i64,
+        _ => return Ok(std::ptr::null()),
+    };
+    let off = match displs {
+        None => me as i64 * c,
+        // SAFETY: the caller's displacement array has one entry per rank (read checks null).
+        Some(d) => unsafe { d.read(n, "displs") }?[me],
+    };
+    Ok(base.wrapping_byte_offset((off * size) as isize))
 }
 
 /// A user buffer with its datatype.
@@ -378,7 +406,7 @@ pub fn allreduce(
         return super::inter::allreduce(st, &ic, sb, rb, count(c)?, dt, op, None);
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, c)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -424,7 +452,7 @@ pub fn reduce(
     }
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
-        not_aliased(sb, rb)?;
+        not_aliased(sb, rb, c)?;
     }
     let (c, r) = (count(c)?, root(r, n)?);
     let red = reducer(st, op, dt)?;
@@ -488,7 +516,7 @@ pub fn reduce_scatter(
         return super::inter::allreduce(st, &ic, sb, rb, counts.iter().sum(), dt, op, Some(counts));
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, counts.iter().sum::<usize>() as i64)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
     let inp = if in_place(sb) {
@@ -536,7 +564,7 @@ pub fn scan(
     mode: Mode,
 ) -> MpiResult<Plan> {
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, c)?;
     let c = count(c)?;
     let red = reducer(st, op, dt)?;
     let out = buf(st, rb, dt)?;
@@ -592,7 +620,8 @@ pub fn gather(
     }
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
-        not_aliased(sb, rb)?;
+        not_aliased(sb, rb, sc)?;
+        not_aliased(sb, own_block(st, rb, rc, rdt, me, n, v.map(|x| x.1))?, sc)?;
     }
     let r = root(r, n)?;
     let is_root = me == r;
@@ -695,7 +724,8 @@ pub fn scatter(
     }
     let (me, n) = me_n(st, comm)?;
     if me as c_int == r {
-        not_aliased(sb, rb)?;
+        not_aliased(sb, rb, rc)?;
+        not_aliased(rb, own_block(st, sb, sc, sdt, me, n, v.map(|x| x.1))?, rc)?;
     }
     let r = root(r, n)?;
     let is_root = me == r;
@@ -784,7 +814,8 @@ pub fn allgather(
         return super::inter::allgather(st, &ic, sb, sc, sdt, rb, rc, rdt, v);
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, sc)?;
+    not_aliased(sb, own_block(st, rb, rc, rdt, me, n, v.map(|x| x.1))?, sc)?;
     let out = buf(st, rb, rdt)?;
     let inplace = in_place(sb);
     let inp = if inplace {
@@ -875,7 +906,7 @@ pub fn alltoall(
         return super::inter::alltoallw(&ic, send, recv);
     }
     let (me, n) = me_n(st, comm)?;
-    not_aliased(sb, rb)?;
+    not_aliased(sb, rb, sc)?;
     let out = buf(st, rb, rdt)?;
     let rc = count(rc)?;
     let (inp, sc) = if in_place(sb) {
@@ -1019,6 +1050,10 @@ pub fn alltoallw(
         return super::inter::alltoallw(&ic, send, recv);
     }
     let (me, n) = me_n(st, comm)?;
+    if let Some(s) = &send {
+        let elems = s.counts.iter().sum::<usize>() as i64;
+        not_aliased(s.ptr as *const c_void, recv.ptr as *const c_void, elems)?;
+    }
     let send_side = send.as_ref().unwrap_or(&recv);
     let mut p = Plan::default();
     let mut sends = Vec::with_capacity(n);

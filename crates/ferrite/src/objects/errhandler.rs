@@ -132,9 +132,13 @@ pub fn invoke(func: &'static str, obj: ErrObj, code: c_int) -> c_int {
         };
     }
     if let ErrObj::Session(sh) = obj {
-        // A session's own handler (predefined ones need no runtime: a failing
-        // MPI_Session_init has none yet).
-        let eh = crate::objects::session::get(sh).map_or(MPI_ERRORS_ARE_FATAL, |x| x.errhandler);
+        // A session's own handler (predefined ones need no runtime). An error on no valid
+        // session (MPI_SESSION_NULL) has no session handler: it is raised as an error on
+        // no object, as MPICH does (mpi4py expects an exception there, not an abort).
+        let Ok(session) = crate::objects::session::get(sh) else {
+            return invoke(func, ErrObj::NoObject, code);
+        };
+        let eh = session.errhandler;
         let h = match eh {
             MPI_ERRORS_RETURN => Some(Handler::Return),
             _ => state::try_with(|st| st.objects.errhandlers.resolve(eh)).flatten(),

@@ -6,12 +6,14 @@
 //!   [`Wire`], so tests drive it over an in-memory wire;
 //! - `ops`: MPI-level operations on the whole state (argument checks, comm and datatype
 //!   lookup), used by the C entry points and by collectives (`coll_send`, `coll_recv`, ...);
-//! - `bsend`: the buffer of MPI_Buffer_attach.
+//! - `bsend`: the buffer of MPI_Buffer_attach;
+//! - `partitioned`: partitioned communication (MPI_Psend_init, MPI_Pready, MPI_Parrived).
 
 pub mod bsend;
 pub mod matching;
 pub mod ops;
 pub mod packet;
+pub mod partitioned;
 pub mod protocol;
 pub mod request;
 pub mod status;

@@ -65,6 +65,13 @@ impl Ferrite {
         if count < 0 {
             return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
         }
+        // No data of no type: MPICH accepts MPI_DATATYPE_NULL with a zero count in
+        // point-to-point calls, and programs rely on it (MPICH's part/nonblocking_pready).
+        let dt = if count == 0 && dt == MPI_DATATYPE_NULL {
+            MPI_BYTE
+        } else {
+            dt
+        };
         let d = self.comm_datatype(dt)?;
         d.check_buffer(buf, count as u64)?;
         Ok(d)
@@ -331,6 +338,9 @@ impl Ferrite {
         if let Some(r) = self.p2p.reqs.get_mut(h) {
             r.active = true;
         }
+        if self.part_start(h) {
+            return Ok(());
+        }
         let res = self.start_spec(h, &spec);
         if res.is_err() {
             if let Some(r) = self.p2p.reqs.get_mut(h) {
@@ -383,7 +393,10 @@ impl Ferrite {
         let Some(r) = self.p2p.reqs.get_mut(h) else {
             return (super::protocol::empty_status(), None, false);
         };
-        let st = r.status;
+        let mut st = r.status;
+        if let Some(part) = r.part.as_ref().filter(|_| st.tag != MPI_ANY_TAG) {
+            st.tag = part.tag; // the user's, not the one on the wire
+        }
         if r.persistent.is_some() {
             r.active = false;
             r.op = Op::Idle;

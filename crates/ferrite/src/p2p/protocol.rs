@@ -49,6 +49,9 @@ pub struct P2p {
     pub dead: FxHashMap<Proc, String>,
     /// A peer died or a receive was posted since the last sweep of posted receives.
     pub dead_news: bool,
+    /// Places of the live partitioned requests per (context, peer, tag, is a send): the
+    /// k-th on each side match each other (`partitioned::wire_tag`).
+    pub part_inits: FxHashMap<(u32, i64, i32, bool), std::collections::BTreeSet<u32>>,
 }
 
 impl Default for P2p {
@@ -98,6 +101,7 @@ impl P2p {
             error: None,
             dead: FxHashMap::default(),
             dead_news: false,
+            part_inits: FxHashMap::default(),
         }
     }
 

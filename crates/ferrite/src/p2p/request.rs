@@ -222,6 +222,8 @@ pub struct Request {
     pub parent: Option<MPI_Request>,
     /// MPI_Isendrecv: halves still running.
     pub children: u8,
+    /// Partitioned communication (MPI_Psend_init/MPI_Precv_init): its partitions.
+    pub part: Option<super::partitioned::Partitions>,
 }
 
 impl Request {
@@ -239,6 +241,7 @@ impl Request {
             received: None,
             parent: None,
             children: 0,
+            part: None,
         }
     }
 }
