@@ -10,13 +10,15 @@
 #   srun --mpi=none       every task refuses (never 3 singletons)
 #   salloc -n 3 mpirun    the allocation gives 3 ranks, started through srun
 #   salloc -n 4 mpirun -n 1 a : -n 3 b   an MPMD job (tests/launch/mpmd.c checks MPI_APPNUM)
+#   srun over shm, ending normally and with a rank SIGKILLed (tests/shm/spin.c): nothing
+#                         of the job is left in /dev/shm, no rank survives
 # Needs root and slurmctld, slurmd, munged, srun, salloc (scripts/install-deps.sh); otherwise
 # prints a SKIP line and `slurm: 0 passed, 0 failed, 5 skipped`. Knobs: PREFIX.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 PREFIX=$(cd "${PREFIX:-$root/build}" && pwd)
-checks=5
+checks=7
 pass=0; fail=0; skip=0
 skip_all() {
     echo "SKIP slurm: $1"
@@ -99,7 +101,8 @@ ko() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 work=$S/work
 mkdir -p "$work"
 "$PREFIX/bin/mpicc" -o "$work/allsum" "$root/tests/buildsys/allsum.c" &&
-    "$PREFIX/bin/mpicc" -o "$work/mpmd" "$root/tests/launch/mpmd.c" || {
+    "$PREFIX/bin/mpicc" -o "$work/mpmd" "$root/tests/launch/mpmd.c" &&
+    "$PREFIX/bin/mpicc" -o "$work/spin" "$root/tests/shm/spin.c" || {
     ko build "mpicc failed"; echo "slurm: $pass passed, $fail failed"; exit 1; }
 want="C lib=Ferrite MPI size=3 sum=6 token=3"
 
@@ -133,6 +136,34 @@ fi
 out=$(cd "$work" && timeout 120 salloc -n 4 "$PREFIX/bin/mpirun" -n 1 ./mpmd 0 1 : -n 3 ./mpmd 1 1 2>&1)
 if echo "$out" | grep -qx "done: mpmd app 0 of 4 ranks"; then ok "salloc mpirun MPMD"; else
     ko "salloc mpirun MPMD" "$out"; fi
+
+
+# Slurm as the launcher of a shared-memory job: nothing survives it in /dev/shm, whether it
+# ends normally or a rank is SIGKILLed (srun then ends the step), and no rank is left.
+ours() { ls /dev/shm 2>/dev/null | grep -E '^(ferrite|shm_|memfd)' | sort; }
+before=$(ours)
+shm_job() { # name kill(yes|no)
+    local log=$work/spin.log pids i args=(1) # run 1 s; without it, until killed
+    [ "$2" = yes ] && args=()
+    : >"$log"
+    (cd "$work" && FERRITE_TRANSPORTS=shm,self timeout 120 srun -n 4 --mpi=pmi2 --kill-on-bad-exit=1 \
+        ./spin "${args[@]}" >"$log" 2>&1) &
+    local job=$!
+    for i in $(seq 1 600); do [ "$(grep -c '^pid ' "$log")" -ge 4 ] && break; sleep 0.05; done
+    pids=$(awk '/^pid / { print $3 }' "$log")
+    [ "$(echo "$pids" | grep -c .)" -eq 4 ] || { ko "$1" "ranks did not start: $(tail -n 3 "$log")"; wait $job; return; }
+    [ "$2" = yes ] && kill -9 "$(echo "$pids" | sed -n 3p)"
+    wait $job
+    local rc=$? p
+    if [ "$2" = no ] && { [ $rc -ne 0 ] || ! grep -q 'done: spin' "$log"; }; then
+        ko "$1" "exit $rc: $(tail -n 3 "$log")"; return; fi
+    if [ "$2" = yes ] && [ $rc -eq 0 ]; then ko "$1" "the job exited 0 with a rank killed"; return; fi
+    for p in $pids; do kill -0 "$p" 2>/dev/null && { ko "$1" "rank pid $p still runs"; kill -9 $pids 2>/dev/null; return; }; done
+    [ "$(ours)" = "$before" ] || { ko "$1" "left in /dev/shm: $(comm -13 <(echo "$before") <(ours) | tr '\n' ' ')"; return; }
+    ok "$1"
+}
+shm_job "srun shm job: normal end leaves nothing" no
+shm_job "srun shm job: a rank SIGKILLed leaves nothing" yes
 
 echo "slurm: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
