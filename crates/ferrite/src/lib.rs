@@ -15,6 +15,7 @@ pub mod fxhash;
 pub mod objects;
 pub mod p2p;
 pub mod progress;
+pub mod rma;
 pub mod runtime;
 pub mod state;
 pub mod transport;

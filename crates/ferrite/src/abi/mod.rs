@@ -21,6 +21,7 @@ pub mod mpich_ext;
 pub mod p2p;
 pub mod pack;
 pub mod request;
+pub mod rma;
 pub mod session;
 pub mod status;
 pub mod stubs;

@@ -1,8 +1,7 @@
-//! Windows at the C edge (MPI 4.1 chapter 12, without RMA): creation and freeing, group,
-//! name, info, error handlers and attributes, including the predefined MPI_WIN_BASE,
-//! MPI_WIN_SIZE, MPI_WIN_DISP_UNIT, MPI_WIN_CREATE_FLAVOR and MPI_WIN_MODEL. Put, Get,
-//! Accumulate, Fence, Lock, Post/Start... stay generated stubs that raise
-//! MPI_ERR_UNSUPPORTED_OPERATION on the window's error handler.
+//! Windows at the C edge (MPI 4.1 chapter 12): creation and freeing, group, name, info,
+//! error handlers and attributes, including the predefined MPI_WIN_BASE, MPI_WIN_SIZE,
+//! MPI_WIN_DISP_UNIT, MPI_WIN_CREATE_FLAVOR and MPI_WIN_MODEL. RMA calls are in
+//! abi/rma.rs.
 
 use super::consts::*;
 use super::{out, out_str};
@@ -62,7 +61,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             .comms
             .get(dup)
             .map(|c| (c.group.clone(), c.rank))?;
-        Ok(st.objects.wins.user.insert(Win {
+        let h = st.objects.wins.user.insert(Win {
             comm: dup,
             group,
             base: local.base,
@@ -78,7 +77,10 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             memory: local.memory,
             attached: Vec::new(),
             rank,
-        }))
+            rma: None,
+        });
+        st.rma_init(h)?;
+        Ok(h)
     })?;
     // SAFETY: checked non-null; the caller passes an MPI_Win*.
     unsafe { out(win, h) }
@@ -179,13 +181,18 @@ mpi_fn! {
         }
         // SAFETY: non-null; the caller passes an MPI_Win*.
         let h = unsafe { *win };
-        let comm = state::with(|st| Ok(st.objects.wins.get(h).map_err(|e| e.on(ErrObj::Win(h)))?.comm))?;
+        let comm = state::with(|st| {
+            let comm = st.objects.wins.get(h).map_err(|e| e.on(ErrObj::Win(h)))?.comm;
+            st.rma_free_check(h).map_err(|e| e.on(ErrObj::Win(h)))?;
+            Ok(comm)
+        })?;
         // Delete callbacks run while the window is still valid (MPI 4.1 7.7.2).
         attr::delete_all(Owner::Win, h).map_err(|e| e.on(ErrObj::Win(h)))?;
         // Collective: nobody frees before every process is done with the window.
         crate::coll::blocking(comm, |st| crate::coll::plans::barrier(st, comm))
             .map_err(|e| e.on(ErrObj::Win(h)))?;
         state::with(|st| {
+            st.rma_free(h);
             st.objects.wins.user.remove(h);
             st.comm_remove(comm);
             Ok(())

@@ -1,7 +1,5 @@
 //! Windows (MPI 4.1 chapter 12) as objects: group, memory, name, info, error handler and
-//! attributes. Ferrite has no RMA yet: every communication or synchronization call on a
-//! window is a generated stub that raises MPI_ERR_UNSUPPORTED_OPERATION on the window's
-//! error handler.
+//! attributes, and each window's RMA state (rma/).
 
 use super::handles::{kind, HandleTable};
 use super::info::Info;
@@ -38,16 +36,21 @@ pub struct Win {
     pub attached: Vec<(usize, MPI_Aint)>,
     /// This process's rank in the window's group.
     pub rank: u32,
+    /// Epochs, pending operations and the target side's lock queue (rma/mod.rs).
+    pub rma: Option<crate::rma::WinRma>,
 }
 
 pub struct Wins {
     pub user: HandleTable<Win>,
+    /// Windows whose RMA messages the progress engine serves.
+    pub active: Vec<MPI_Win>,
 }
 
 impl Default for Wins {
     fn default() -> Self {
         Wins {
             user: HandleTable::new(kind::WIN),
+            active: Vec::new(),
         }
     }
 }
