@@ -9,6 +9,7 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::errhandler::{self, Handler, WinErrhandlerFn};
 use crate::objects::win::{Predefined, Win};
+use crate::rma::shared::SharedMem;
 use crate::state;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -20,6 +21,7 @@ struct Local {
     disp_unit: c_int,
     flavor: c_int,
     memory: Option<Box<[u64]>>,
+    shared: Option<SharedMem>,
 }
 
 /// The collective part of every creation call: checks the arguments, duplicates `comm`
@@ -75,6 +77,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             errhandler: crate::objects::comm::DEFAULT_ERRHANDLER,
             info: hints,
             memory: local.memory,
+            shared: local.shared,
             attached: Vec::new(),
             rank,
             rma: None,
@@ -89,7 +92,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
 mpi_fn! {
     fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info,
         comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        let local = Local { base: base as usize, size, disp_unit, flavor: MPI_WIN_FLAVOR_CREATE, memory: None };
+        let local = Local { base: base as usize, size, disp_unit, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -100,7 +103,7 @@ mpi_fn! {
         comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
         let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
             "displacement unit {disp_unit} does not fit in an int"))?;
-        let local = Local { base: base as usize, size, disp_unit: d, flavor: MPI_WIN_FLAVOR_CREATE, memory: None };
+        let local = Local { base: base as usize, size, disp_unit: d, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -139,6 +142,7 @@ unsafe fn allocate(
         disp_unit,
         flavor: MPI_WIN_FLAVOR_ALLOCATE,
         memory: Some(memory),
+        shared: None,
     };
     // SAFETY: per this function's contract.
     unsafe {
@@ -165,10 +169,84 @@ mpi_fn! {
     }
 }
 
+/// MPI_Win_allocate_shared(_c): `size` bytes of this process's part of memory every
+/// member maps (rma/shared.rs).
+///
+/// # Safety
+/// `baseptr` is a void** output; `win` an MPI_Win* output.
+unsafe fn allocate_shared(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> MpiResult<()> {
+    if baseptr.is_null() || win.is_null() {
+        return Err(MpiError::new(
+            MPI_ERR_ARG,
+            "null pointer passed for baseptr or win",
+        ));
+    }
+    if size < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_SIZE, "negative window size {size}"));
+    }
+    if disp_unit <= 0 {
+        return Err(crate::mpi_err!(
+            MPI_ERR_DISP,
+            "displacement unit {disp_unit} must be positive"
+        ));
+    }
+    let (mem, me) = state::with(|st| {
+        let c = st.objects.comms.get(comm)?;
+        if c.inter.is_some() {
+            return Err(crate::mpi_err!(
+                MPI_ERR_COMM,
+                "windows need an intracommunicator; {:#x} is an intercommunicator",
+                comm as u32
+            ));
+        }
+        let me = c.rank as usize;
+        Ok((st.shared_alloc(comm, me, size, i64::from(disp_unit))?, me))
+    })?;
+    let base = mem.base + mem.parts[me].0;
+    let local = Local {
+        base,
+        size,
+        disp_unit,
+        flavor: MPI_WIN_FLAVOR_SHARED,
+        memory: None,
+        shared: Some(mem),
+    };
+    // SAFETY: per this function's contract.
+    unsafe {
+        create(comm, info, local, win)?;
+        out(baseptr.cast::<*mut c_void>(), base as *mut c_void)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
+        baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
+        // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
+        unsafe { allocate_shared(size, disp_unit, info, comm, baseptr, win) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info,
+        comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
+        let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
+            "displacement unit {disp_unit} does not fit in an int"))?;
+        // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
+        unsafe { allocate_shared(size, d, info, comm, baseptr, win) }
+    }
+}
+
 mpi_fn! {
     fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win)
         on ErrObj::Comm(comm) => {
-        let local = Local { base: 0, size: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, memory: None };
+        let local = Local { base: 0, size: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -377,10 +455,10 @@ mpi_fn! {
     }
 }
 
-/// MPI_Win_shared_query(_c): (size, disp_unit, base) of `rank`'s memory. Without shared
-/// memory windows, only a process's own memory is directly addressable: other ranks
-/// (and MPI_PROC_NULL) report no memory, which MPI 4.1 12.2.3 allows for windows not made
-/// by MPI_Win_allocate_shared.
+/// MPI_Win_shared_query(_c): (size, disp_unit, base) of `rank`'s memory. In a window made
+/// by MPI_Win_allocate_shared, any member's part (MPI_PROC_NULL: the lowest rank with
+/// memory); in other windows only a process's own memory is directly addressable, so other
+/// ranks report none (MPI 4.1 12.2.3 allows this).
 fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)> {
     with_win(win, |w| {
         let n = w.group.len() as c_int;
@@ -389,6 +467,15 @@ fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)
                 MPI_ERR_RANK,
                 "invalid rank {rank} in a window of {n} processes"
             ));
+        }
+        if let Some(m) = &w.shared {
+            let r = if rank == MPI_PROC_NULL {
+                m.parts.iter().position(|p| p.1 > 0).unwrap_or(0)
+            } else {
+                rank as usize
+            };
+            let (off, size, unit) = m.parts[r];
+            return Ok((size, unit as c_int, m.base + off));
         }
         Ok(if rank == w.rank as c_int {
             (w.attrs.size, w.attrs.disp_unit, w.base)

@@ -13,6 +13,7 @@
 
 pub mod am;
 pub mod apply;
+pub mod shared;
 pub mod wire;
 
 use crate::abi::consts::*;
