@@ -109,9 +109,31 @@ pub unsafe fn scatter(addr: usize, runs: &[(isize, usize)], data: &[u8]) {
     }
 }
 
+/// Whether predefined `op` applies to elements of predefined type `basic` in an
+/// accumulate (MPI_REPLACE and MPI_NO_OP apply to any type).
+pub fn check_op(op: MPI_Op, basic: MPI_Datatype) -> MpiResult<()> {
+    if op == MPI_NO_OP || op == MPI_REPLACE {
+        return Ok(());
+    }
+    let undefined = || {
+        crate::mpi_err!(
+            MPI_ERR_OP,
+            "{} is not defined on datatype {:#x} in an accumulate",
+            op::name(op),
+            basic as u32
+        )
+    };
+    let elem = op::elem_of(basic).ok_or_else(undefined)?;
+    op::apply(op, elem, &mut [], &[]).map_err(|_| undefined())
+}
+
 /// `cur = input op cur` elementwise for a predefined `op` on elements of predefined type
-/// `basic`; MPI_REPLACE copies, MPI_NO_OP leaves `cur`.
+/// `basic`; MPI_REPLACE copies, MPI_NO_OP leaves `cur`. No elements: nothing to check.
 pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) -> MpiResult<()> {
+    if cur.is_empty() {
+        return Ok(());
+    }
+    check_op(op, basic)?;
     match op {
         MPI_NO_OP => Ok(()),
         MPI_REPLACE => {
@@ -120,22 +142,9 @@ pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) ->
             Ok(())
         }
         _ => {
-            let elem = op::elem_of(basic).ok_or_else(|| {
-                crate::mpi_err!(
-                    MPI_ERR_TYPE,
-                    "{} is not defined on datatype {:#x} in an accumulate",
-                    op::name(op),
-                    basic as u32
-                )
-            })?;
-            op::apply(op, elem, cur, input).map_err(|_| {
-                crate::mpi_err!(
-                    MPI_ERR_OP,
-                    "{} is not defined on datatype {:#x} in an accumulate",
-                    op::name(op),
-                    basic as u32
-                )
-            })
+            let elem = op::elem_of(basic).expect("checked");
+            op::apply(op, elem, cur, input)
+                .map_err(|_| MpiError::new(MPI_ERR_OP, "operation not defined on this datatype"))
         }
     }
 }
