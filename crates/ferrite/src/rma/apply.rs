@@ -45,9 +45,21 @@ pub fn locate(w: &Exposed, disp: i64, runs: &[(isize, usize)]) -> MpiResult<usiz
         }
         Exposed::Dynamic(regions) => {
             let a = disp as i128;
-            let inside = regions.iter().any(|&(b, s)| {
-                a + lo as i128 >= b as i128 && a + hi as i128 <= b as i128 + s as i128
-            });
+            let (start, end) = (a + lo as i128, a + hi as i128);
+            // Attached regions that touch form one range (an access may span them).
+            let mut spans: Vec<(i128, i128)> = regions
+                .iter()
+                .map(|&(b, s)| (b as i128, b as i128 + s as i128))
+                .collect();
+            spans.sort_unstable();
+            let mut merged: Vec<(i128, i128)> = Vec::with_capacity(spans.len());
+            for (b, e) in spans {
+                match merged.last_mut() {
+                    Some(last) if b <= last.1 => last.1 = last.1.max(e),
+                    _ => merged.push((b, e)),
+                }
+            }
+            let inside = merged.iter().any(|&(b, e)| start >= b && end <= e);
             if !inside {
                 return Err(crate::mpi_err!(
                     MPI_ERR_RMA_RANGE,
@@ -233,10 +245,14 @@ mod tests {
         );
         // Nothing to touch: anywhere is fine.
         assert!(locate(&w, 1000, &[]).is_ok());
-        let regions = [(0x1000usize, 16 as MPI_Aint)];
+        let regions = [(0x1010usize, 16 as MPI_Aint), (0x1000, 16), (0x1040, 8)];
         let d = Exposed::Dynamic(&regions);
         assert!(locate(&d, 0x1008, &[(0, 8)]).is_ok());
-        assert!(locate(&d, 0x1008, &[(0, 9)]).is_err());
+        // Adjacent regions together: 0x1000..0x1020.
+        assert!(locate(&d, 0x1008, &[(0, 24)]).is_ok());
+        assert!(locate(&d, 0x1008, &[(0, 25)]).is_err());
+        assert!(locate(&d, 0x1020, &[(0, 1)]).is_err());
+        assert!(locate(&d, 0x1040, &[(0, 8)]).is_ok());
     }
 
     #[test]
