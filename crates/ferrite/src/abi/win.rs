@@ -56,7 +56,8 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
                 comm as u32
             ));
         }
-        let hints = crate::objects::info::hints(info)?;
+        let mut hints = crate::objects::info::Info::default();
+        crate::objects::win::merge_hints(&mut hints, &crate::objects::info::hints(info)?);
         let dup = st.comm_dup(comm)?;
         let (group, rank) = st
             .objects
@@ -323,7 +324,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) on ErrObj::Win(win) => {
         state::with(|st| {
-            st.objects.wins.get_mut(win)?.info = crate::objects::info::hints(info)?;
+            let given = crate::objects::info::hints(info)?;
+            crate::objects::win::merge_hints(&mut st.objects.wins.get_mut(win)?.info, &given);
             Ok(())
         })
     }
@@ -331,7 +333,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) on ErrObj::Win(win) => {
-        let hints = state::with(|st| Ok(st.objects.wins.get(win)?.info.clone()))?;
+        let hints = state::with(|st| Ok(crate::objects::win::hints_in_use(st.objects.wins.get(win)?)))?;
         let h = crate::objects::info::insert(hints);
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(info_used, h) }
@@ -475,7 +477,9 @@ fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)
                 rank as usize
             };
             let (off, size, unit) = m.parts[r];
-            return Ok((size, unit as c_int, m.base + off));
+            // No memory: no address (as MPICH; programs check for NULL).
+            let base = if size == 0 { 0 } else { m.base + off };
+            return Ok((size, unit as c_int, base));
         }
         Ok(if rank == w.rank as c_int {
             (w.attrs.size, w.attrs.disp_unit, w.base)

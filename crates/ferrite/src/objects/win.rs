@@ -67,6 +67,42 @@ impl Wins {
     }
 }
 
+/// The window info keys MPI 4.1 12.2.1 defines (others are ignored, as MPICH does), and
+/// the defaults MPI_Win_get_info reports for those that have one.
+const KEYS: [&str; 7] = [
+    "no_locks",
+    "accumulate_ordering",
+    "accumulate_ops",
+    "same_size",
+    "same_disp_unit",
+    "alloc_shared_noncontig",
+    "mpi_accumulate_granularity",
+];
+const DEFAULTS: [(&str, &str); 2] = [
+    ("accumulate_ordering", "rar,raw,war,waw"),
+    ("accumulate_ops", "same_op_no_op"),
+];
+
+/// Merges the window hints of `given` into `into` (MPI_Win_create & co, MPI_Win_set_info).
+pub fn merge_hints(into: &mut Info, given: &Info) {
+    for (k, v) in &given.entries {
+        if KEYS.contains(&k.as_str()) {
+            into.set(k, v);
+        }
+    }
+}
+
+/// What MPI_Win_get_info reports: the hints in use, defaults included.
+pub fn hints_in_use(w: &Win) -> Info {
+    let mut info = w.info.clone();
+    for (k, v) in DEFAULTS {
+        if info.get(k).is_none() {
+            info.set(k, v);
+        }
+    }
+    info
+}
+
 fn invalid(h: MPI_Win) -> MpiError {
     if h == MPI_WIN_NULL {
         MpiError::new(MPI_ERR_WIN, "null window (MPI_WIN_NULL)")
