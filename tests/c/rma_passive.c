@@ -22,6 +22,7 @@ int main(int argc, char **argv)
     MPI_Win w;
     MPI_CHECK(MPI_Win_allocate(4 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &w));
     for (int i = 0; i < 4; i++) mem[i] = 0;
+    if (r == 1) mem[2] = 4242; /* what rank 0 gets in part 2 */
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 
     /* 1. */
@@ -44,7 +45,6 @@ int main(int argc, char **argv)
 
     /* 2. */
     if (r == 1) {
-        mem[2] = 4242;
         usleep(200 * 1000); /* outside MPI: nothing serves rank 0 meanwhile */
         int token;
         MPI_CHECK(MPI_Recv(&token, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, w));
         MPI_CHECK(MPI_Get(&got, 1, MPI_LONG, 1, 2, 1, MPI_LONG, w));
         MPI_CHECK(MPI_Win_unlock(1, w));
-        /* rank 1 wrote 4242 before sleeping; the get completed only after it woke. */
+        /* rank 1 stored 4242 before part 1; the get completes only once it is back in MPI. */
         CHECK(got == 4242, "get from a sleeping target: %ld", got);
         int token = (int)got;
         MPI_CHECK(MPI_Send(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD));

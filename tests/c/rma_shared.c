@@ -2,7 +2,8 @@
 /* MPI_Win_allocate_shared + MPI_Win_shared_query: real load/store access to other ranks'
  * memory on the same host. Rank r has 4*(r+1) ints (rank 1 has none when n > 2, to check
  * zero-size parts); parts are contiguous in rank order (the default); each rank stores
- * into its right neighbour's memory through the pointer shared_query gives, then
+ * (a rank with no memory gets a NULL base from shared_query, as MPICH) into its right
+ * neighbour's memory through the pointer shared_query gives, then
  * Win_sync + Barrier + Win_sync (the unified model's load/store synchronization) and every
  * rank checks its own part; RMA (Fetch_and_op under lock_all) on the same memory agrees
  * with loads; MPI_WIN_MODEL is MPI_WIN_UNIFIED. */
@@ -24,15 +25,19 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Win_get_attr(w, MPI_WIN_CREATE_FLAVOR, &flavor, &flag));
     CHECK(flag && *flavor == MPI_WIN_FLAVOR_SHARED, "flavor %d", *flavor);
     int **parts = calloc(n, sizeof(int *));
+    char *next = NULL; /* where the next part with memory must start */
     for (int q = 0; q < n; q++) {
         MPI_Aint size;
         int unit;
         MPI_CHECK(MPI_Win_shared_query(w, q, &size, &unit, &parts[q]));
         CHECK(size == (MPI_Aint)(count_of(q, n) * sizeof(int)) && unit == (int)sizeof(int),
               "shared_query(%d): size %ld unit %d", q, (long)size, unit);
-        if (q > 0)
-            CHECK((char *)parts[q] == (char *)parts[q - 1] + count_of(q - 1, n) * sizeof(int),
-                  "part %d not contiguous with part %d", q, q - 1);
+        if (size == 0) {
+            CHECK(parts[q] == NULL, "shared_query(%d): no memory but base %p", q, (void *)parts[q]);
+            continue;
+        }
+        CHECK(next == NULL || (char *)parts[q] == next, "part %d not contiguous with the one before", q);
+        next = (char *)parts[q] + size;
     }
     CHECK(parts[r] == mine || count_of(r, n) == 0, "own part %p, baseptr %p", (void *)parts[r], (void *)mine);
     MPI_Aint s0;
@@ -54,7 +59,9 @@ int main(int argc, char **argv)
     int left = (r - 1 + n) % n;
     for (int i = 0; i < count_of(r, n); i++)
         CHECK(mine[i] == 100 * left + i, "[%d] = %d, stored by %d as %d", i, mine[i], left, 100 * left + i);
-    /* RMA on the same memory: everyone adds 1 to rank 0's first int. */
+    /* RMA on the same memory: everyone adds 1 to rank 0's first int (once all have
+     * checked their part). */
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     int one = 1, old;
     MPI_CHECK(MPI_Fetch_and_op(&one, &old, MPI_INT, 0, 0, MPI_SUM, w));
     MPI_CHECK(MPI_Win_flush(0, w));
