@@ -24,13 +24,6 @@ int main(int argc, char **argv)
     }
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
-    static int base[16];
-    MPI_Win win = MPI_WIN_NULL;
-    /* Windows exist; RMA on them does not (yet). */
-    MPI_CHECK(MPI_Win_create(base, sizeof base, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
-    MPI_CHECK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-    expect_unsupported(MPI_Win_fence(0, win), "MPI_Win_fence");
-    MPI_CHECK(MPI_Win_free(&win));
     /* Dynamic processes are not implemented. */
     MPI_Comm other = MPI_COMM_NULL;
     expect_unsupported(MPI_Comm_connect("ferrite-no-port", MPI_INFO_NULL, 0, MPI_COMM_SELF, &other),

@@ -3,8 +3,7 @@
  * the predefined attributes (MPI_WIN_BASE, SIZE, DISP_UNIT, CREATE_FLAVOR, MODEL), group,
  * name, info, user attributes with copy/delete callbacks (delete runs on Win_delete_attr,
  * on replacement and on Win_free), error handlers (a user handler counts calls: one error,
- * one call), and that an RMA call Ferrite does not implement raises on the window's
- * handler. */
+ * one call), and that an RMA error raises on the window's handler. */
 #include "common.h"
 
 static int deletes, last_deleted;
@@ -120,18 +119,18 @@ int main(int argc, char **argv)
     CHECK(handler_calls == 1 && handler_win == w && handler_class == MPI_ERR_OTHER,
           "Win_call_errhandler: %d calls, class %d", handler_calls, handler_class);
     if (ferrite) {
-        /* RMA is not implemented: the stub raises on this window's handler, once. */
-        int rc = MPI_Win_fence(0, w);
-        CHECK(rc != MPI_SUCCESS && t_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION,
-              "MPI_Win_fence: %d (class %d)", rc, t_class(rc));
-        CHECK(handler_calls == 2 && handler_win == w &&
-              handler_class == MPI_ERR_UNSUPPORTED_OPERATION,
-              "Win_fence ran the window handler %d times (class %d)", handler_calls - 1,
-              handler_class);
+        /* An RMA call outside an epoch raises MPI_ERR_RMA_SYNC on this window's handler,
+         * once per error. */
         int x = 0;
-        rc = MPI_Put(&x, 1, MPI_INT, 0, 0, 1, MPI_INT, w);
-        CHECK(handler_calls == 3 && t_class(rc) == MPI_ERR_UNSUPPORTED_OPERATION,
-              "MPI_Put: handler calls %d, class %d", handler_calls, t_class(rc));
+        int rc = MPI_Put(&x, 1, MPI_INT, 0, 0, 1, MPI_INT, w);
+        CHECK(rc != MPI_SUCCESS && t_class(rc) == MPI_ERR_RMA_SYNC, "MPI_Put: %d (class %d)", rc,
+              t_class(rc));
+        CHECK(handler_calls == 2 && handler_win == w && handler_class == MPI_ERR_RMA_SYNC,
+              "MPI_Put ran the window handler %d times (class %d)", handler_calls - 1,
+              handler_class);
+        rc = MPI_Win_unlock(0, w);
+        CHECK(handler_calls == 3 && t_class(rc) == MPI_ERR_RMA_SYNC,
+              "MPI_Win_unlock: handler calls %d, class %d", handler_calls, t_class(rc));
         /* A window handler cannot go on a communicator, nor a communicator's on a window. */
         EXPECT_CLASS(MPI_Comm_set_errhandler(MPI_COMM_SELF, eh), MPI_ERR_ARG);
     }

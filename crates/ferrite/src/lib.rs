@@ -16,6 +16,7 @@ pub mod io;
 pub mod objects;
 pub mod p2p;
 pub mod progress;
+pub mod rma;
 pub mod runtime;
 pub mod state;
 pub mod transport;

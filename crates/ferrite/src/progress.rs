@@ -91,7 +91,9 @@ impl Ferrite {
         // Collectives hook: nonblocking collective schedules advance here.
         let coll = self.coll_progress();
         let idup = self.idup_progress();
-        delivered > 0 || flushed || coll || idup
+        // RMA hook: targets serve the requests windows received (rma/mod.rs).
+        let rma = self.rma_progress();
+        delivered > 0 || flushed || coll || idup || rma
     }
 
     /// Makes progress until `done` holds: spins, yields, then blocks (see the module

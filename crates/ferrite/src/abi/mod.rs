@@ -23,6 +23,7 @@ pub mod p2p;
 pub mod pack;
 pub mod part;
 pub mod request;
+pub mod rma;
 pub mod session;
 pub mod status;
 pub mod stubs;

@@ -1,8 +1,7 @@
-//! Windows at the C edge (MPI 4.1 chapter 12, without RMA): creation and freeing, group,
-//! name, info, error handlers and attributes, including the predefined MPI_WIN_BASE,
-//! MPI_WIN_SIZE, MPI_WIN_DISP_UNIT, MPI_WIN_CREATE_FLAVOR and MPI_WIN_MODEL. Put, Get,
-//! Accumulate, Fence, Lock, Post/Start... stay generated stubs that raise
-//! MPI_ERR_UNSUPPORTED_OPERATION on the window's error handler.
+//! Windows at the C edge (MPI 4.1 chapter 12): creation and freeing, group, name, info,
+//! error handlers and attributes, including the predefined MPI_WIN_BASE, MPI_WIN_SIZE,
+//! MPI_WIN_DISP_UNIT, MPI_WIN_CREATE_FLAVOR and MPI_WIN_MODEL. RMA calls are in
+//! abi/rma.rs.
 
 use super::consts::*;
 use super::{out, out_str};
@@ -10,6 +9,7 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::attr::{self, AttrKind, Owner};
 use crate::objects::errhandler::{self, Handler, WinErrhandlerFn};
 use crate::objects::win::{Predefined, Win};
+use crate::rma::shared::SharedMem;
 use crate::state;
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
@@ -21,6 +21,7 @@ struct Local {
     disp_unit: c_int,
     flavor: c_int,
     memory: Option<Box<[u64]>>,
+    shared: Option<SharedMem>,
 }
 
 /// The collective part of every creation call: checks the arguments, duplicates `comm`
@@ -55,14 +56,15 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
                 comm as u32
             ));
         }
-        let hints = crate::objects::info::hints(info)?;
+        let mut hints = crate::objects::info::Info::default();
+        crate::objects::win::merge_hints(&mut hints, &crate::objects::info::hints(info)?);
         let dup = st.comm_dup(comm)?;
         let (group, rank) = st
             .objects
             .comms
             .get(dup)
             .map(|c| (c.group.clone(), c.rank))?;
-        Ok(st.objects.wins.user.insert(Win {
+        let h = st.objects.wins.user.insert(Win {
             comm: dup,
             group,
             base: local.base,
@@ -76,9 +78,13 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             errhandler: crate::objects::comm::DEFAULT_ERRHANDLER,
             info: hints,
             memory: local.memory,
+            shared: local.shared,
             attached: Vec::new(),
             rank,
-        }))
+            rma: None,
+        });
+        st.rma_init(h)?;
+        Ok(h)
     })?;
     // SAFETY: checked non-null; the caller passes an MPI_Win*.
     unsafe { out(win, h) }
@@ -87,7 +93,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
 mpi_fn! {
     fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info,
         comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        let local = Local { base: base as usize, size, disp_unit, flavor: MPI_WIN_FLAVOR_CREATE, memory: None };
+        let local = Local { base: base as usize, size, disp_unit, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -98,7 +104,7 @@ mpi_fn! {
         comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
         let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
             "displacement unit {disp_unit} does not fit in an int"))?;
-        let local = Local { base: base as usize, size, disp_unit: d, flavor: MPI_WIN_FLAVOR_CREATE, memory: None };
+        let local = Local { base: base as usize, size, disp_unit: d, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -137,6 +143,7 @@ unsafe fn allocate(
         disp_unit,
         flavor: MPI_WIN_FLAVOR_ALLOCATE,
         memory: Some(memory),
+        shared: None,
     };
     // SAFETY: per this function's contract.
     unsafe {
@@ -163,10 +170,84 @@ mpi_fn! {
     }
 }
 
+/// MPI_Win_allocate_shared(_c): `size` bytes of this process's part of memory every
+/// member maps (rma/shared.rs).
+///
+/// # Safety
+/// `baseptr` is a void** output; `win` an MPI_Win* output.
+unsafe fn allocate_shared(
+    size: MPI_Aint,
+    disp_unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> MpiResult<()> {
+    if baseptr.is_null() || win.is_null() {
+        return Err(MpiError::new(
+            MPI_ERR_ARG,
+            "null pointer passed for baseptr or win",
+        ));
+    }
+    if size < 0 {
+        return Err(crate::mpi_err!(MPI_ERR_SIZE, "negative window size {size}"));
+    }
+    if disp_unit <= 0 {
+        return Err(crate::mpi_err!(
+            MPI_ERR_DISP,
+            "displacement unit {disp_unit} must be positive"
+        ));
+    }
+    let (mem, me) = state::with(|st| {
+        let c = st.objects.comms.get(comm)?;
+        if c.inter.is_some() {
+            return Err(crate::mpi_err!(
+                MPI_ERR_COMM,
+                "windows need an intracommunicator; {:#x} is an intercommunicator",
+                comm as u32
+            ));
+        }
+        let me = c.rank as usize;
+        Ok((st.shared_alloc(comm, me, size, i64::from(disp_unit))?, me))
+    })?;
+    let base = mem.base + mem.parts[me].0;
+    let local = Local {
+        base,
+        size,
+        disp_unit,
+        flavor: MPI_WIN_FLAVOR_SHARED,
+        memory: None,
+        shared: Some(mem),
+    };
+    // SAFETY: per this function's contract.
+    unsafe {
+        create(comm, info, local, win)?;
+        out(baseptr.cast::<*mut c_void>(), base as *mut c_void)
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
+        baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
+        // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
+        unsafe { allocate_shared(size, disp_unit, info, comm, baseptr, win) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info,
+        comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
+        let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
+            "displacement unit {disp_unit} does not fit in an int"))?;
+        // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
+        unsafe { allocate_shared(size, d, info, comm, baseptr, win) }
+    }
+}
+
 mpi_fn! {
     fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win)
         on ErrObj::Comm(comm) => {
-        let local = Local { base: 0, size: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, memory: None };
+        let local = Local { base: 0, size: 0, disp_unit: 1, flavor: MPI_WIN_FLAVOR_DYNAMIC, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -179,13 +260,18 @@ mpi_fn! {
         }
         // SAFETY: non-null; the caller passes an MPI_Win*.
         let h = unsafe { *win };
-        let comm = state::with(|st| Ok(st.objects.wins.get(h).map_err(|e| e.on(ErrObj::Win(h)))?.comm))?;
+        let comm = state::with(|st| {
+            let comm = st.objects.wins.get(h).map_err(|e| e.on(ErrObj::Win(h)))?.comm;
+            st.rma_free_check(h).map_err(|e| e.on(ErrObj::Win(h)))?;
+            Ok(comm)
+        })?;
         // Delete callbacks run while the window is still valid (MPI 4.1 7.7.2).
         attr::delete_all(Owner::Win, h).map_err(|e| e.on(ErrObj::Win(h)))?;
         // Collective: nobody frees before every process is done with the window.
         crate::coll::blocking(comm, |st| crate::coll::plans::barrier(st, comm))
             .map_err(|e| e.on(ErrObj::Win(h)))?;
         state::with(|st| {
+            st.rma_free(h);
             st.objects.wins.user.remove(h);
             st.comm_remove(comm);
             Ok(())
@@ -238,7 +324,8 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) on ErrObj::Win(win) => {
         state::with(|st| {
-            st.objects.wins.get_mut(win)?.info = crate::objects::info::hints(info)?;
+            let given = crate::objects::info::hints(info)?;
+            crate::objects::win::merge_hints(&mut st.objects.wins.get_mut(win)?.info, &given);
             Ok(())
         })
     }
@@ -246,7 +333,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) on ErrObj::Win(win) => {
-        let hints = state::with(|st| Ok(st.objects.wins.get(win)?.info.clone()))?;
+        let hints = state::with(|st| Ok(crate::objects::win::hints_in_use(st.objects.wins.get(win)?)))?;
         let h = crate::objects::info::insert(hints);
         // SAFETY: the caller passes an MPI_Info* output.
         unsafe { out(info_used, h) }
@@ -370,10 +457,10 @@ mpi_fn! {
     }
 }
 
-/// MPI_Win_shared_query(_c): (size, disp_unit, base) of `rank`'s memory. Without shared
-/// memory windows, only a process's own memory is directly addressable: other ranks
-/// (and MPI_PROC_NULL) report no memory, which MPI 4.1 12.2.3 allows for windows not made
-/// by MPI_Win_allocate_shared.
+/// MPI_Win_shared_query(_c): (size, disp_unit, base) of `rank`'s memory. In a window made
+/// by MPI_Win_allocate_shared, any member's part (MPI_PROC_NULL: the lowest rank with
+/// memory); in other windows only a process's own memory is directly addressable, so other
+/// ranks report none (MPI 4.1 12.2.3 allows this).
 fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)> {
     with_win(win, |w| {
         let n = w.group.len() as c_int;
@@ -382,6 +469,17 @@ fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)
                 MPI_ERR_RANK,
                 "invalid rank {rank} in a window of {n} processes"
             ));
+        }
+        if let Some(m) = &w.shared {
+            let r = if rank == MPI_PROC_NULL {
+                m.parts.iter().position(|p| p.1 > 0).unwrap_or(0)
+            } else {
+                rank as usize
+            };
+            let (off, size, unit) = m.parts[r];
+            // No memory: no address (as MPICH; programs check for NULL).
+            let base = if size == 0 { 0 } else { m.base + off };
+            return Ok((size, unit as c_int, base));
         }
         Ok(if rank == w.rank as c_int {
             (w.attrs.size, w.attrs.disp_unit, w.base)

@@ -475,6 +475,29 @@ impl Datatype {
         }
     }
 
+    /// The byte runs `(offset, len)` of `count` elements in type-map order, adjacent runs
+    /// merged: how RMA describes a target layout to the process that owns the memory.
+    pub fn flatten(&self, count: usize) -> Vec<(isize, usize)> {
+        if self.contiguous {
+            let len = self.size * count;
+            return if len == 0 {
+                Vec::new()
+            } else {
+                vec![(self.true_lb, len)]
+            };
+        }
+        let mut out: Vec<(isize, usize)> = Vec::new();
+        self.runs(count, |off, len, _| {
+            match out.last_mut() {
+                Some(last) if last.0 + last.1 as isize == off => last.1 += len,
+                _ if len > 0 => out.push((off, len)),
+                _ => {}
+            }
+            ControlFlow::Continue(())
+        });
+        out
+    }
+
     /// Appends the data of `count` elements at `buf` to `out`. `buf` may be MPI_BOTTOM (null)
     /// when the type holds absolute addresses.
     ///

@@ -643,3 +643,22 @@ fn cyclic_darray_of_a_huge_dimension_is_a_few_nodes() {
     let src: Vec<u8> = (0..10).collect();
     assert_eq!(pack_all(&t, &src, 1), vec![3, 4, 5, 9]);
 }
+
+#[test]
+fn flatten_lists_runs_in_order_and_merges_adjacent_ones() {
+    let int = Datatype::basic(4);
+    // 3 blocks of 2 ints, stride 20 bytes: runs of 8 bytes at 0, 20, 40.
+    let v = Datatype::hvector(3, 2, 20, &int);
+    assert_eq!(v.flatten(1), vec![(0, 8), (20, 8), (40, 8)]);
+    // Two elements: the second starts at the extent (48), right where the first one's
+    // last run ends, so those two runs merge.
+    assert_eq!(
+        v.flatten(2),
+        vec![(0, 8), (20, 8), (40, 16), (68, 8), (88, 8)]
+    );
+    // Blocks that touch merge into one run; contiguous types are one run; none for 0.
+    let touching = Datatype::hvector(4, 1, 4, &int);
+    assert_eq!(touching.flatten(2), vec![(0, 32)]);
+    assert_eq!(int.flatten(5), vec![(0, 20)]);
+    assert!(v.flatten(0).is_empty());
+}

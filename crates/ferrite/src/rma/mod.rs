@@ -1,0 +1,801 @@
+//! One-sided communication (MPI 4.1 chapter 12): the origin side (operations, epochs,
+//! completion) and the target side (serving requests, the lock queue, PSCW notices).
+//!
+//! Every operation is a request message to the target (`wire.rs`) answered by a Reply
+//! carrying its id (and, for Get, Get_accumulate, Fetch_and_op and Compare_and_swap, the
+//! data fetched). The origin counts unanswered requests per target: flush, unlock,
+//! complete and fence wait until the count is zero, which is remote completion (so the
+//! local-completion calls are the same as the remote ones). Fence is then a barrier.
+//! Locks are requests the target answers when it grants them (FIFO queue at the target);
+//! post and complete are notices with no answer. The target applies requests to its
+//! memory in `apply.rs` after checking them against the window. Messages travel by the
+//! channel in `am.rs`.
+
+pub mod am;
+pub mod apply;
+pub mod shared;
+pub mod wire;
+
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+use crate::objects::datatype::Datatype;
+use crate::state::Ferrite;
+use am::Route;
+use apply::Exposed;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use wire::{Head, Kind};
+
+/// Where fetched data goes at the origin: `count` elements of `dt` at `buf`.
+struct Fetched {
+    buf: usize,
+    count: usize,
+    dt: Arc<Datatype>,
+}
+
+/// A request waiting for its Reply.
+struct Pending {
+    target: u32,
+    into: Option<Fetched>,
+    /// The user's request (MPI_Rput & co), completed with the Reply.
+    req: Option<MPI_Request>,
+}
+
+/// A lock this process holds on a target.
+#[derive(Clone, Copy)]
+struct Held {
+    /// MPI_MODE_NOCHECK: no lock was requested, so none is released.
+    nocheck: bool,
+}
+
+/// The RMA state of one window in this process.
+pub struct WinRma {
+    route: Route,
+    /// The standing receive of the channel.
+    recv: MPI_Request,
+    /// (size, disp_unit) of every rank's memory, for checks at the origin.
+    sizes: Vec<(i64, i64)>,
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    /// Unanswered requests per target.
+    outstanding: Vec<u32>,
+    /// An error a target answered with, raised at the next synchronization.
+    failed: Option<MpiError>,
+    // Access epochs (origin side).
+    fence: bool,
+    locks: HashMap<u32, Held>,
+    lock_all: Option<Held>,
+    started: Option<Vec<u32>>,
+    /// Post notices received from each target and not yet used by a start.
+    posts: Vec<u32>,
+    // Exposure (target side).
+    excl: Option<u32>,
+    shared: u32,
+    /// Lock requests waiting: (origin, lock type, id).
+    queue: VecDeque<(u32, i32, u64)>,
+    /// Origins of the current PSCW exposure epoch.
+    posted: Option<usize>,
+    completes: u32,
+}
+
+/// The arguments of one RMA operation (what every Put/Get/... entry point reduces to).
+pub struct Call {
+    pub kind: Kind,
+    /// Data sent (Put, Accumulate, Get_accumulate, the new value of Compare_and_swap).
+    pub origin: Option<(usize, i64, MPI_Datatype)>,
+    /// Compare_and_swap's compare value.
+    pub compare: Option<usize>,
+    /// Where fetched data goes (Get, Get_accumulate, Fetch_and_op, Compare_and_swap).
+    pub result: Option<(usize, i64, MPI_Datatype)>,
+    pub target: i32,
+    pub disp: MPI_Aint,
+    pub tcount: i64,
+    pub tdt: MPI_Datatype,
+    pub op: MPI_Op,
+}
+
+fn sync_err(msg: impl Into<String>) -> MpiError {
+    MpiError::new(MPI_ERR_RMA_SYNC, msg)
+}
+
+/// The predefined type every basic element of `d` (handle `h`) has, or None if mixed.
+fn basic_type(h: MPI_Datatype, d: &Datatype) -> Option<MPI_Datatype> {
+    let Some(env) = &d.envelope else {
+        return Some(h);
+    };
+    let mut found = None;
+    for (th, td) in &env.types {
+        let b = basic_type(*th, td)?;
+        if found.is_some_and(|f| f != b) {
+            return None;
+        }
+        found = Some(b);
+    }
+    found
+}
+
+impl Ferrite {
+    fn rma(&mut self, w: MPI_Win) -> MpiResult<&mut WinRma> {
+        self.objects
+            .wins
+            .get_mut(w)?
+            .rma
+            .as_mut()
+            .ok_or_else(|| MpiError::new(MPI_ERR_WIN, "window has no RMA state"))
+    }
+
+    /// Sets up RMA on a window just registered (collective over its communicator):
+    /// learns every rank's memory size and unit, and posts the standing receive.
+    pub fn rma_init(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let (comm, size, unit) = {
+            let win = self.objects.wins.get(w)?;
+            (win.comm, win.attrs.size, win.attrs.disp_unit)
+        };
+        let c = self.objects.comms.get(comm)?;
+        let route = Route {
+            comm,
+            ctx: c.context_id,
+            me: c.rank as i32,
+            peers: c.peers().clone(),
+        };
+        let mut mine = size.to_ne_bytes().to_vec();
+        mine.extend_from_slice(&i64::from(unit).to_ne_bytes());
+        let all = self.allgather_fixed(comm, &mine)?;
+        let sizes: Vec<(i64, i64)> = all
+            .chunks_exact(16)
+            .map(|c| {
+                (
+                    i64::from_ne_bytes(c[..8].try_into().expect("8 bytes")),
+                    i64::from_ne_bytes(c[8..].try_into().expect("8 bytes")),
+                )
+            })
+            .collect();
+        let n = sizes.len();
+        let recv = am::post(self, &route)?;
+        self.objects.wins.get_mut(w)?.rma = Some(WinRma {
+            route,
+            recv,
+            sizes,
+            next_id: 1,
+            pending: HashMap::new(),
+            outstanding: vec![0; n],
+            failed: None,
+            fence: false,
+            locks: HashMap::new(),
+            lock_all: None,
+            started: None,
+            posts: vec![0; n],
+            excl: None,
+            shared: 0,
+            queue: VecDeque::new(),
+            posted: None,
+            completes: 0,
+        });
+        self.objects.wins.active.push(w);
+        Ok(())
+    }
+
+    /// Before MPI_Win_free: every epoch must be over (MPI 4.1 12.2.5).
+    pub fn rma_free_check(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        if !r.locks.is_empty() || r.lock_all.is_some() {
+            return Err(sync_err(
+                "MPI_Win_free with a passive-target epoch open (call MPI_Win_unlock first)",
+            ));
+        }
+        if r.started.is_some() || r.posted.is_some() {
+            return Err(sync_err(
+                "MPI_Win_free with a PSCW epoch open (call MPI_Win_complete / MPI_Win_wait first)",
+            ));
+        }
+        self.rma_wait(w, None)
+    }
+
+    /// After MPI_Win_free's barrier: the channel is closed.
+    pub fn rma_free(&mut self, w: MPI_Win) {
+        self.objects.wins.active.retain(|&x| x != w);
+        let recv = self.rma(w).map(|r| r.recv).unwrap_or(MPI_REQUEST_NULL);
+        am::withdraw(self, recv);
+    }
+
+    // ----- the target side, run by the progress engine -----
+
+    /// Progress hook: serves every message the windows' standing receives took.
+    pub fn rma_progress(&mut self) -> bool {
+        let mut did = false;
+        let mut i = 0;
+        while i < self.objects.wins.active.len() {
+            let w = self.objects.wins.active[i];
+            i += 1;
+            while let Ok(r) = self.rma(w) {
+                let h = r.recv;
+                if h == MPI_REQUEST_NULL || !self.p2p.is_done(h) {
+                    break;
+                }
+                let route = self.rma(w).expect("checked above").route.clone();
+                let (status, data, _) = self.release(h);
+                if status.error != MPI_SUCCESS {
+                    let r = self.rma(w).expect("checked above");
+                    r.recv = MPI_REQUEST_NULL;
+                    r.failed = Some(MpiError::new(
+                        status.error,
+                        "the window's communication channel failed",
+                    ));
+                    break;
+                }
+                let next = am::post(self, &route).unwrap_or(MPI_REQUEST_NULL);
+                if let Ok(r) = self.rma(w) {
+                    r.recv = next;
+                }
+                self.rma_serve(w, &route, status.source as u32, &data.unwrap_or_default());
+                did = true;
+            }
+        }
+        did
+    }
+
+    fn rma_reply(&mut self, route: &Route, to: u32, id: u64, res: MpiResult<Vec<u8>>) {
+        let (op, data) = match res {
+            Ok(d) => (MPI_SUCCESS, d),
+            Err(e) => (e.class, e.msg.into_bytes()),
+        };
+        let h = Head {
+            kind: Kind::Reply,
+            op,
+            basic: MPI_DATATYPE_NULL,
+            id,
+            disp: 0,
+        };
+        let mut m = wire::encode(&h, &[], data.len());
+        m.extend_from_slice(&data);
+        // A failed send shows up at the origin as an answer that never comes; the
+        // transport reports the peer's failure there.
+        let _ = am::send(self, route, to, m);
+    }
+
+    fn rma_serve(&mut self, w: MPI_Win, route: &Route, src: u32, msg: &[u8]) {
+        let Some((h, runs, data)) = wire::decode(msg) else {
+            return;
+        };
+        match h.kind {
+            Kind::Reply => return self.rma_answered(w, h, data),
+            Kind::Put | Kind::Get | Kind::Acc | Kind::GetAcc | Kind::Cas => {
+                let res = self.rma_apply(w, &h, &runs, data);
+                return self.rma_reply(route, src, h.id, res);
+            }
+            _ => {}
+        }
+        let Ok(r) = self.rma(w) else { return };
+        // Lock answers to send: (origin, id).
+        let mut grants = Vec::new();
+        match h.kind {
+            Kind::Post => {
+                if let Some(p) = r.posts.get_mut(src as usize) {
+                    *p += 1;
+                }
+            }
+            Kind::Complete => r.completes += 1,
+            Kind::Lock => {
+                if r.queue.is_empty() && lock_free(r, h.op) {
+                    take_lock(r, src, h.op);
+                    grants.push((src, h.id));
+                } else {
+                    r.queue.push_back((src, h.op, h.id));
+                }
+            }
+            Kind::Unlock => {
+                if r.excl == Some(src) {
+                    r.excl = None;
+                } else {
+                    r.shared = r.shared.saturating_sub(1);
+                }
+                grants.push((src, h.id));
+                while let Some(&(o, ty, id)) = r.queue.front() {
+                    if !lock_free(r, ty) {
+                        break;
+                    }
+                    r.queue.pop_front();
+                    take_lock(r, o, ty);
+                    grants.push((o, id));
+                }
+            }
+            _ => {}
+        }
+        for (o, id) in grants {
+            self.rma_reply(route, o, id, Ok(Vec::new()));
+        }
+    }
+
+    /// Applies one data request to this process's window memory.
+    fn rma_apply(
+        &mut self,
+        w: MPI_Win,
+        h: &Head,
+        runs: &[(isize, usize)],
+        data: &[u8],
+    ) -> MpiResult<Vec<u8>> {
+        let win = self.objects.wins.get(w)?;
+        let exposed = if win.attrs.flavor == MPI_WIN_FLAVOR_DYNAMIC {
+            Exposed::Dynamic(&win.attached)
+        } else {
+            Exposed::Region {
+                base: win.base,
+                size: win.attrs.size,
+                disp_unit: i64::from(win.attrs.disp_unit),
+            }
+        };
+        let addr = apply::locate(&exposed, h.disp, runs)?;
+        // SAFETY: `locate` checked that every run lies inside memory this process exposed
+        // in the window (its own, or attached to it), which MPI lets RMA read and write
+        // during an epoch; the message buffer is ours and overlaps nothing.
+        unsafe {
+            match h.kind {
+                Kind::Put => {
+                    apply::scatter(addr, runs, data);
+                    Ok(Vec::new())
+                }
+                Kind::Get => Ok(apply::gather(addr, runs)),
+                Kind::Acc => apply::accumulate(addr, runs, h.op, h.basic, data, false),
+                Kind::GetAcc => apply::accumulate(addr, runs, h.op, h.basic, data, true),
+                Kind::Cas => apply::compare_and_swap(addr, runs, data),
+                _ => Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// A Reply at the origin: the request is complete.
+    fn rma_answered(&mut self, w: MPI_Win, h: Head, data: &[u8]) {
+        let Ok(r) = self.rma(w) else { return };
+        let Some(p) = r.pending.remove(&h.id) else {
+            return;
+        };
+        if let Some(o) = r.outstanding.get_mut(p.target as usize) {
+            *o = o.saturating_sub(1);
+        }
+        if h.op != MPI_SUCCESS {
+            let msg = String::from_utf8_lossy(data).into_owned();
+            r.failed = Some(MpiError::new(
+                h.op,
+                format!("at target {}: {msg}", p.target),
+            ));
+        } else if let Some(into) = &p.into {
+            // SAFETY: the origin buffer stays valid until the operation completes (MPI's
+            // contract for Get & co), and it is described by `dt` and `count`.
+            unsafe { into.dt.unpack(data, into.buf as *mut u8, into.count) };
+        }
+        if let Some(req) = p.req {
+            self.coll_complete(req, h.op);
+        }
+    }
+
+    // ----- the origin side -----
+
+    /// Waits until every request to `target` (all targets if None) is answered, then
+    /// raises an error a target answered with.
+    fn rma_wait(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
+        self.wait_until(|st| match st.rma(w) {
+            Ok(r) => match target {
+                Some(t) => r.outstanding[t as usize] == 0,
+                None => r.outstanding.iter().all(|&n| n == 0),
+            },
+            Err(_) => true,
+        })?;
+        match self.rma(w)?.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends a request to `target` and records it; returns its id.
+    #[allow(clippy::too_many_arguments)]
+    fn rma_send(
+        &mut self,
+        w: MPI_Win,
+        target: u32,
+        mut head: Head,
+        runs: &[(isize, usize)],
+        data: &[u8],
+        into: Option<Fetched>,
+        req: Option<MPI_Request>,
+    ) -> MpiResult<u64> {
+        let r = self.rma(w)?;
+        let id = r.next_id;
+        r.next_id += 1;
+        head.id = id;
+        r.pending.insert(id, Pending { target, into, req });
+        r.outstanding[target as usize] += 1;
+        let route = r.route.clone();
+        let mut m = wire::encode(&head, runs, data.len());
+        m.extend_from_slice(data);
+        am::send(self, &route, target, m)?;
+        Ok(id)
+    }
+
+    fn rma_notice(&mut self, w: MPI_Win, target: u32, kind: Kind) -> MpiResult<()> {
+        let route = self.rma(w)?.route.clone();
+        let h = Head {
+            kind,
+            op: 0,
+            basic: MPI_DATATYPE_NULL,
+            id: 0,
+            disp: 0,
+        };
+        am::send(self, &route, target, wire::encode(&h, &[], 0))
+    }
+
+    fn rank_check(&mut self, w: MPI_Win, rank: i32) -> MpiResult<Option<u32>> {
+        let n = self.rma(w)?.sizes.len() as i32;
+        if rank == MPI_PROC_NULL {
+            return Ok(None);
+        }
+        if !(0..n).contains(&rank) {
+            return Err(crate::mpi_err!(
+                MPI_ERR_RANK,
+                "invalid target rank {rank} in a window of {n} processes"
+            ));
+        }
+        Ok(Some(rank as u32))
+    }
+
+    fn rma_datatype(&mut self, dt: MPI_Datatype, count: i64) -> MpiResult<Arc<Datatype>> {
+        if count < 0 {
+            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {count}"));
+        }
+        self.comm_datatype(dt)
+    }
+
+    /// One RMA operation; with `request`, a request completed by its Reply (MPI_Rput &
+    /// co), else MPI_REQUEST_NULL.
+    pub fn rma_call(&mut self, w: MPI_Win, c: Call, request: bool) -> MpiResult<MPI_Request> {
+        let comm = self.objects.wins.get(w)?.comm;
+        let Some(t) = self.rank_check(w, c.target)? else {
+            return Ok(if request {
+                self.p2p.new_done_send(comm)
+            } else {
+                MPI_REQUEST_NULL
+            });
+        };
+        {
+            let r = self.rma(w)?;
+            let open = r.fence
+                || r.lock_all.is_some()
+                || r.locks.contains_key(&t)
+                || r.started.as_ref().is_some_and(|g| g.contains(&t));
+            if !open {
+                return Err(sync_err(format!(
+                    "RMA operation on target {t} outside an access epoch (call MPI_Win_fence, MPI_Win_lock, MPI_Win_lock_all or MPI_Win_start first)"
+                )));
+            }
+        }
+        let tdt = self.rma_datatype(c.tdt, c.tcount)?;
+        let runs = tdt.flatten(c.tcount as usize);
+        let tbytes = apply::bytes(&runs);
+        let (flavor, (size, unit)) = {
+            let flavor = self.objects.wins.get(w)?.attrs.flavor;
+            (flavor, self.rma(w)?.sizes[t as usize])
+        };
+        if flavor != MPI_WIN_FLAVOR_DYNAMIC {
+            let region = Exposed::Region {
+                base: 0,
+                size,
+                disp_unit: unit,
+            };
+            apply::locate(&region, c.disp, &runs)?;
+        }
+        let accumulates = matches!(c.kind, Kind::Acc | Kind::GetAcc | Kind::Cas);
+        let basic = if accumulates {
+            basic_type(c.tdt, &tdt).unwrap_or(MPI_DATATYPE_NULL)
+        } else {
+            MPI_DATATYPE_NULL
+        };
+        if matches!(c.kind, Kind::Acc | Kind::GetAcc) {
+            if !crate::coll::op::is_predefined(c.op) {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_OP,
+                    "RMA accumulate needs a predefined operation, not {:#x}",
+                    c.op as u32
+                ));
+            }
+            if c.kind == Kind::Acc && c.op == MPI_NO_OP {
+                return Err(MpiError::new(
+                    MPI_ERR_OP,
+                    "MPI_NO_OP is only for MPI_Get_accumulate and MPI_Fetch_and_op",
+                ));
+            }
+            // Refuse an operation the type does not support here, not at the target
+            // (MPICH lets zero elements through whatever the type).
+            if tbytes > 0 {
+                apply::check_op(c.op, basic)?;
+            }
+        }
+        let mut data = Vec::new();
+        let skip_origin = c.kind == Kind::GetAcc && c.op == MPI_NO_OP;
+        if let (Some((buf, count, dt)), false) = (c.origin, skip_origin) {
+            let odt = self.rma_datatype(dt, count)?;
+            if odt.size * count as usize != tbytes {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_TYPE,
+                    "origin data ({} bytes) does not match the target datatype ({tbytes} bytes)",
+                    odt.size * count as usize
+                ));
+            }
+            odt.check_buffer(buf as *const u8, count as u64)?;
+            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
+            unsafe { odt.pack(buf as *const u8, count as usize, &mut data) };
+        }
+        if let Some(cmp) = c.compare {
+            let n = data.len();
+            // SAFETY: the compare buffer holds one element of the (predefined) type.
+            data.extend_from_slice(unsafe { std::slice::from_raw_parts(cmp as *const u8, n) });
+        }
+        let into = match c.result {
+            Some((buf, count, dt)) => {
+                let rdt = self.rma_datatype(dt, count)?;
+                if rdt.size * count as usize != tbytes {
+                    return Err(crate::mpi_err!(
+                        MPI_ERR_TYPE,
+                        "result buffer ({} bytes) does not match the target datatype ({tbytes} bytes)",
+                        rdt.size * count as usize
+                    ));
+                }
+                rdt.check_buffer(buf as *const u8, count as u64)?;
+                Some(Fetched {
+                    buf,
+                    count: count as usize,
+                    dt: rdt,
+                })
+            }
+            None => None,
+        };
+        let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
+        let head = Head {
+            kind: c.kind,
+            op: c.op,
+            basic,
+            id: 0,
+            disp: c.disp,
+        };
+        self.rma_send(w, t, head, &runs, &data, into, req)?;
+        Ok(req.unwrap_or(MPI_REQUEST_NULL))
+    }
+
+    // ----- synchronization -----
+
+    /// MPI_Win_fence: completes this process's operations, then a barrier (so every
+    /// operation on this window's memory is done when it returns).
+    pub fn rma_fence(&mut self, w: MPI_Win, assert: i32) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        if !r.locks.is_empty() || r.lock_all.is_some() || r.started.is_some() {
+            return Err(sync_err("MPI_Win_fence inside a lock or PSCW access epoch"));
+        }
+        let comm = self.objects.wins.get(w)?.comm;
+        let done = self.rma_wait(w, None);
+        self.allgather_fixed(comm, &[0])?;
+        self.rma(w)?.fence = assert & MPI_MODE_NOSUCCEED == 0;
+        done
+    }
+
+    fn lock_request(&mut self, w: MPI_Win, t: u32, kind: Kind, ty: i32) -> MpiResult<u64> {
+        let h = Head {
+            kind,
+            op: ty,
+            basic: MPI_DATATYPE_NULL,
+            id: 0,
+            disp: 0,
+        };
+        self.rma_send(w, t, h, &[], &[], None, None)
+    }
+
+    fn wait_ids(&mut self, w: MPI_Win, ids: &[u64]) -> MpiResult<()> {
+        self.wait_until(|st| {
+            st.rma(w)
+                .map_or(true, |r| ids.iter().all(|id| !r.pending.contains_key(id)))
+        })?;
+        match self.rma(w)?.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    pub fn rma_lock(&mut self, w: MPI_Win, ty: i32, rank: i32, assert: i32) -> MpiResult<()> {
+        if ty != MPI_LOCK_SHARED && ty != MPI_LOCK_EXCLUSIVE {
+            return Err(crate::mpi_err!(MPI_ERR_LOCKTYPE, "invalid lock type {ty}"));
+        }
+        let Some(t) = self.rank_check(w, rank)? else {
+            return Ok(());
+        };
+        let r = self.rma(w)?;
+        if r.locks.contains_key(&t) || r.lock_all.is_some() {
+            return Err(sync_err(format!(
+                "target {t} is already locked by this process"
+            )));
+        }
+        if r.started.is_some() {
+            return Err(sync_err("MPI_Win_lock inside a PSCW access epoch"));
+        }
+        let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        if !nocheck {
+            let id = self.lock_request(w, t, Kind::Lock, ty)?;
+            self.wait_ids(w, &[id])?;
+        }
+        self.rma(w)?.locks.insert(t, Held { nocheck });
+        Ok(())
+    }
+
+    pub fn rma_unlock(&mut self, w: MPI_Win, rank: i32) -> MpiResult<()> {
+        let Some(t) = self.rank_check(w, rank)? else {
+            return Ok(());
+        };
+        let Some(held) = self.rma(w)?.locks.get(&t).copied() else {
+            return Err(sync_err(format!(
+                "MPI_Win_unlock: target {t} is not locked by this process"
+            )));
+        };
+        let done = self.rma_wait(w, Some(t));
+        if !held.nocheck {
+            let id = self.lock_request(w, t, Kind::Unlock, 0)?;
+            self.wait_ids(w, &[id])?;
+        }
+        self.rma(w)?.locks.remove(&t);
+        done
+    }
+
+    pub fn rma_lock_all(&mut self, w: MPI_Win, assert: i32) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        if !r.locks.is_empty() || r.lock_all.is_some() || r.started.is_some() {
+            return Err(sync_err("MPI_Win_lock_all inside another access epoch"));
+        }
+        let n = r.sizes.len() as u32;
+        let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        if !nocheck {
+            let mut ids = Vec::with_capacity(n as usize);
+            for t in 0..n {
+                ids.push(self.lock_request(w, t, Kind::Lock, MPI_LOCK_SHARED)?);
+            }
+            self.wait_ids(w, &ids)?;
+        }
+        self.rma(w)?.lock_all = Some(Held { nocheck });
+        Ok(())
+    }
+
+    pub fn rma_unlock_all(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        let Some(held) = r.lock_all else {
+            return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
+        };
+        let n = r.sizes.len() as u32;
+        let done = self.rma_wait(w, None);
+        if !held.nocheck {
+            let mut ids = Vec::with_capacity(n as usize);
+            for t in 0..n {
+                ids.push(self.lock_request(w, t, Kind::Unlock, 0)?);
+            }
+            self.wait_ids(w, &ids)?;
+        }
+        self.rma(w)?.lock_all = None;
+        done
+    }
+
+    /// MPI_Win_flush(_local)(_all): remote completion of the operations to `rank` (all
+    /// if None); only inside a passive-target epoch.
+    pub fn rma_flush(&mut self, w: MPI_Win, rank: Option<i32>) -> MpiResult<()> {
+        let target = match rank {
+            Some(r) => match self.rank_check(w, r)? {
+                Some(t) => Some(t),
+                None => return Ok(()),
+            },
+            None => None,
+        };
+        let r = self.rma(w)?;
+        let passive = r.lock_all.is_some()
+            || match target {
+                Some(t) => r.locks.contains_key(&t),
+                None => !r.locks.is_empty(),
+            };
+        if !passive {
+            return Err(sync_err(
+                "MPI_Win_flush outside a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
+            ));
+        }
+        self.rma_wait(w, target)
+    }
+
+    /// Window ranks of the members of `group` (world ranks).
+    fn group_ranks(&mut self, w: MPI_Win, group: MPI_Group) -> MpiResult<Vec<u32>> {
+        let g = self.objects.groups.get(group)?;
+        let peers = self.rma(w)?.route.peers.clone();
+        g.iter()
+            .map(|&p| {
+                crate::objects::group::rank_of(&peers, p)
+                    .map(|r| r as u32)
+                    .ok_or_else(|| {
+                        MpiError::new(MPI_ERR_GROUP, "group member is not in the window's group")
+                    })
+            })
+            .collect()
+    }
+
+    pub fn rma_post(&mut self, w: MPI_Win, group: MPI_Group, assert: i32) -> MpiResult<()> {
+        let ranks = self.group_ranks(w, group)?;
+        let r = self.rma(w)?;
+        if r.posted.is_some() {
+            return Err(sync_err("MPI_Win_post while an exposure epoch is open"));
+        }
+        r.posted = Some(ranks.len());
+        if assert & MPI_MODE_NOCHECK == 0 {
+            for t in ranks {
+                self.rma_notice(w, t, Kind::Post)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn rma_start(&mut self, w: MPI_Win, group: MPI_Group, assert: i32) -> MpiResult<()> {
+        let ranks = self.group_ranks(w, group)?;
+        let r = self.rma(w)?;
+        if r.started.is_some() || !r.locks.is_empty() || r.lock_all.is_some() {
+            return Err(sync_err("MPI_Win_start while an access epoch is open"));
+        }
+        if assert & MPI_MODE_NOCHECK == 0 {
+            self.wait_until(|st| {
+                st.rma(w)
+                    .map_or(true, |r| ranks.iter().all(|&t| r.posts[t as usize] > 0))
+            })?;
+            let r = self.rma(w)?;
+            for &t in &ranks {
+                r.posts[t as usize] -= 1;
+            }
+        }
+        self.rma(w)?.started = Some(ranks);
+        Ok(())
+    }
+
+    pub fn rma_complete(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let Some(ranks) = self.rma(w)?.started.take() else {
+            return Err(sync_err("MPI_Win_complete without MPI_Win_start"));
+        };
+        let mut done = Ok(());
+        for &t in &ranks {
+            let d = self.rma_wait(w, Some(t));
+            if done.is_ok() {
+                done = d;
+            }
+        }
+        for t in ranks {
+            self.rma_notice(w, t, Kind::Complete)?;
+        }
+        done
+    }
+
+    /// MPI_Win_wait (`block`) or MPI_Win_test: whether every origin has completed.
+    pub fn rma_wait_post(&mut self, w: MPI_Win, block: bool) -> MpiResult<bool> {
+        let Some(k) = self.rma(w)?.posted else {
+            return Err(sync_err("MPI_Win_wait/MPI_Win_test without MPI_Win_post"));
+        };
+        let k = k as u32;
+        if block {
+            self.wait_until(|st| st.rma(w).map_or(true, |r| r.completes >= k))?;
+        } else {
+            self.progress();
+        }
+        let r = self.rma(w)?;
+        if r.completes < k {
+            return Ok(false);
+        }
+        r.completes -= k;
+        r.posted = None;
+        Ok(true)
+    }
+}
+
+fn lock_free(r: &WinRma, ty: i32) -> bool {
+    r.excl.is_none() && (ty == MPI_LOCK_SHARED || r.shared == 0)
+}
+
+fn take_lock(r: &mut WinRma, origin: u32, ty: i32) {
+    if ty == MPI_LOCK_EXCLUSIVE {
+        r.excl = Some(origin);
+    } else {
+        r.shared += 1;
+    }
+}

@@ -1,0 +1,172 @@
+//! Memory of MPI_Win_allocate_shared: one anonymous shared-memory file (memfd) per window,
+//! made by the communicator's rank 0 and mapped by every member through
+//! `/proc/<pid>/fd/<fd>` (as shm segments are, transport/shm/segment.rs). Ranks' parts
+//! follow each other in rank order with no gap (MPI 4.1 12.2.3: contiguous unless
+//! `alloc_shared_noncontig`), so loads and stores reach any member's memory directly.
+//! Members must share a host: checked with the host name and the kernel's boot id.
+
+use crate::abi::consts::*;
+use crate::error::{MpiError, MpiResult};
+use crate::state::Ferrite;
+
+/// A mapping of a shared window's whole file; unmapped (and closed) with the window.
+pub struct SharedMem {
+    pub base: usize,
+    pub len: usize,
+    /// Rank 0's descriptor (kept open so members can open the file); -1 elsewhere.
+    fd: i32,
+    /// (offset in the mapping, size, disp_unit) of every rank's part.
+    pub parts: Vec<(usize, i64, i64)>,
+}
+
+impl Drop for SharedMem {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are our own mapping, which nothing uses after the window is
+        // freed; `fd` is ours when set.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+            if self.fd >= 0 {
+                libc::close(self.fd);
+            }
+        }
+    }
+}
+
+fn errno_msg() -> String {
+    std::io::Error::last_os_error().to_string()
+}
+
+/// This host's identity: a hash of its name and boot id.
+fn host_id() -> u64 {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let mut name = [0u8; 256];
+    // SAFETY: the buffer is valid for its length.
+    unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in boot.bytes().chain(name.iter().copied()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+fn map(fd: i32, len: usize) -> Result<usize, String> {
+    // SAFETY: mapping a shared-memory file we hold open; the kernel picks the address.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(errno_msg())
+    } else {
+        Ok(p as usize)
+    }
+}
+
+fn word(b: &[u8], i: usize) -> i64 {
+    i64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+}
+
+impl Ferrite {
+    /// Collective over `comm` (rank `me`): maps the shared memory of a new window in
+    /// which this process has `size` bytes with unit `disp_unit`.
+    pub fn shared_alloc(
+        &mut self,
+        comm: MPI_Comm,
+        me: usize,
+        size: i64,
+        disp_unit: i64,
+    ) -> MpiResult<SharedMem> {
+        // Rank 0 makes the file first, so its (pid, fd) travel in the one exchange.
+        let mut fd = -1;
+        let mut err = String::new();
+        if me == 0 {
+            // SAFETY: a valid NUL-terminated name and a plain flag.
+            fd = unsafe { libc::memfd_create(c"ferrite-win".as_ptr(), libc::MFD_CLOEXEC) };
+            if fd < 0 {
+                err = format!("memfd_create failed: {}", errno_msg());
+            }
+        }
+        // SAFETY: getpid has no preconditions.
+        let pid = i64::from(unsafe { libc::getpid() });
+        let mine = [size, disp_unit, host_id() as i64, pid, i64::from(fd)];
+        let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let all = self.allgather_fixed(comm, &bytes)?;
+        let rows: Vec<&[u8]> = all.chunks_exact(bytes.len()).collect();
+        let close_own = |fd: i32| {
+            if fd >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(fd) };
+            }
+        };
+        if rows.iter().any(|r| word(r, 2) != word(rows[0], 2)) {
+            close_own(fd);
+            return Err(MpiError::new(
+                MPI_ERR_RMA_SHARED,
+                "MPI_Win_allocate_shared needs every process of the communicator on one host",
+            ));
+        }
+        if word(rows[0], 4) < 0 {
+            return Err(MpiError::new(
+                MPI_ERR_NO_MEM,
+                format!("shared window memory could not be made at rank 0 {err}"),
+            ));
+        }
+        let mut parts = Vec::with_capacity(rows.len());
+        let mut total = 0usize;
+        for r in &rows {
+            let s = word(r, 0);
+            parts.push((total, s, word(r, 1)));
+            total = total
+                .checked_add(usize::try_from(s).unwrap_or(0))
+                .ok_or_else(|| MpiError::new(MPI_ERR_SIZE, "shared window too large"))?;
+        }
+        let len = total.max(1);
+        let own = if me == 0 {
+            fd
+        } else {
+            let path = format!("/proc/{}/fd/{}", word(rows[0], 3), word(rows[0], 4));
+            let c = std::ffi::CString::new(path.clone()).expect("no NUL");
+            // SAFETY: a valid NUL-terminated path.
+            let f = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            if f < 0 {
+                return Err(crate::mpi_err!(
+                    MPI_ERR_RMA_SHARED,
+                    "cannot open rank 0's shared window memory {path}: {}",
+                    errno_msg()
+                ));
+            }
+            f
+        };
+        // Every member sizes the file (the same size): no one maps it before it is big
+        // enough, whatever the order.
+        // SAFETY: `own` is an open descriptor of the file.
+        let rc = unsafe { libc::ftruncate(own, len as libc::off_t) };
+        let base = if rc != 0 {
+            Err(errno_msg())
+        } else {
+            map(own, len)
+        };
+        if me != 0 {
+            close_own(own);
+        }
+        let base = base.map_err(|e| {
+            close_own(fd);
+            crate::mpi_err!(
+                MPI_ERR_NO_MEM,
+                "cannot map {len} bytes of shared window memory: {e}"
+            )
+        })?;
+        Ok(SharedMem {
+            base,
+            len,
+            fd,
+            parts,
+        })
+    }
+}

@@ -1,0 +1,171 @@
+//! RMA messages: what an origin asks of a target and what the target answers. One message
+//! is a fixed 32-byte header, the target layout as byte runs, then data.
+//!
+//! The target layout travels flattened (`(offset, len)` runs relative to the target
+//! address, from `Datatype::flatten`), so the target needs no copy of the origin's derived
+//! datatype; accumulate also names the predefined basic type, which is the same handle in
+//! every process.
+
+/// What a message asks for (requests) or is (answers and notifications).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Data for the runs.
+    Put = 1,
+    /// Answer with the runs' data.
+    Get,
+    /// `target = data op target` over the runs (`op` may be MPI_REPLACE, MPI_NO_OP).
+    Acc,
+    /// As Acc, answering with the runs' data from before.
+    GetAcc,
+    /// Data is (new value, compare value): one element, swapped if equal; answers the old.
+    Cas,
+    /// Lock request (`op` is MPI_LOCK_SHARED or MPI_LOCK_EXCLUSIVE), answered when granted.
+    Lock,
+    /// Lock release, answered when released.
+    Unlock,
+    /// The answer to any request with an id: `op` is the error class (0: success), data
+    /// the bytes a Get, GetAcc or Cas fetched.
+    Reply,
+    /// PSCW: the target posted an exposure epoch that includes the receiver.
+    Post,
+    /// PSCW: the origin completed its access epoch to the receiver.
+    Complete,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        use Kind::*;
+        Some(match v {
+            1 => Put,
+            2 => Get,
+            3 => Acc,
+            4 => GetAcc,
+            5 => Cas,
+            6 => Lock,
+            7 => Unlock,
+            8 => Reply,
+            9 => Post,
+            10 => Complete,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub kind: Kind,
+    /// MPI_Op for accumulates, lock type for Lock, error class for Reply.
+    pub op: i32,
+    /// The predefined basic type of accumulate elements (MPI_DATATYPE_NULL otherwise).
+    pub basic: i32,
+    /// The origin's id for the answer.
+    pub id: u64,
+    /// Target displacement (in the target's units), or an address in a dynamic window.
+    pub disp: i64,
+}
+
+pub const HEAD_LEN: usize = 32;
+const RUN_LEN: usize = 16;
+
+/// Encodes a message.
+pub fn encode(h: &Head, runs: &[(isize, usize)], data_len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEAD_LEN + runs.len() * RUN_LEN + data_len);
+    v.push(h.kind as u8);
+    v.extend_from_slice(&[0; 3]);
+    v.extend_from_slice(&h.op.to_ne_bytes());
+    v.extend_from_slice(&h.basic.to_ne_bytes());
+    v.extend_from_slice(&(runs.len() as u32).to_ne_bytes());
+    v.extend_from_slice(&h.id.to_ne_bytes());
+    v.extend_from_slice(&h.disp.to_ne_bytes());
+    for &(off, len) in runs {
+        v.extend_from_slice(&(off as i64).to_ne_bytes());
+        v.extend_from_slice(&(len as u64).to_ne_bytes());
+    }
+    v
+}
+
+fn word<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    b[at..at + N].try_into().expect("length checked")
+}
+
+/// A decoded message: header, target runs, data.
+pub type Message<'a> = (Head, Vec<(isize, usize)>, &'a [u8]);
+
+/// Decodes a message; None if malformed.
+pub fn decode(b: &[u8]) -> Option<Message<'_>> {
+    if b.len() < HEAD_LEN {
+        return None;
+    }
+    let kind = Kind::from_u8(b[0])?;
+    let op = i32::from_ne_bytes(word(b, 4));
+    let basic = i32::from_ne_bytes(word(b, 8));
+    let nruns = u32::from_ne_bytes(word(b, 12)) as usize;
+    let id = u64::from_ne_bytes(word(b, 16));
+    let disp = i64::from_ne_bytes(word(b, 24));
+    let end = nruns.checked_mul(RUN_LEN)?.checked_add(HEAD_LEN)?;
+    if b.len() < end {
+        return None;
+    }
+    let runs = (0..nruns)
+        .map(|i| {
+            let at = HEAD_LEN + i * RUN_LEN;
+            (
+                i64::from_ne_bytes(word(b, at)) as isize,
+                u64::from_ne_bytes(word(b, at + 8)) as usize,
+            )
+        })
+        .collect();
+    let h = Head {
+        kind,
+        op,
+        basic,
+        id,
+        disp,
+    };
+    Some((h, runs, &b[end..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let h = Head {
+            kind: Kind::GetAcc,
+            op: 0x5800_0003,
+            basic: 0x4c00_0405,
+            id: 77,
+            disp: -5,
+        };
+        let runs = [(0isize, 8usize), (-16, 4), (1 << 40, 3)];
+        let mut m = encode(&h, &runs, 3);
+        m.extend_from_slice(&[1, 2, 3]);
+        let (h2, r2, d) = decode(&m).unwrap();
+        assert_eq!(h2, h);
+        assert_eq!(r2, runs);
+        assert_eq!(d, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn malformed_is_refused() {
+        let h = Head {
+            kind: Kind::Put,
+            op: 0,
+            basic: 0,
+            id: 1,
+            disp: 0,
+        };
+        let m = encode(&h, &[(0, 1), (2, 1)], 0);
+        assert!(decode(&m[..m.len() - 1]).is_none());
+        assert!(decode(&m[..10]).is_none());
+        let mut bad = m.clone();
+        bad[0] = 99;
+        assert!(decode(&bad).is_none());
+        // A run count that would overflow the length computation.
+        let mut huge = m;
+        huge[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert!(decode(&huge).is_none());
+    }
+}
