@@ -50,16 +50,11 @@ impl View {
         filetype_h: MPI_Datatype,
         datarep: String,
     ) -> View {
-        let mut runs: Vec<(i64, u64)> = Vec::new();
-        filetype.for_each_run(|off, len| {
-            if len == 0 {
-                return;
-            }
-            match runs.last_mut() {
-                Some((o, l)) if *o + *l as i64 == off as i64 => *l += len as u64,
-                _ => runs.push((off as i64, len as u64)),
-            }
-        });
+        let runs: Vec<(i64, u64)> = filetype
+            .flatten(1)
+            .into_iter()
+            .map(|(off, len)| (off as i64, len as u64))
+            .collect();
         let mut before = Vec::with_capacity(runs.len());
         let mut acc = 0;
         for r in &runs {
@@ -229,12 +224,10 @@ pub fn check_types(etype: &Datatype, filetype: &Datatype) -> MpiResult<()> {
     }
     let mut last = 0isize;
     let mut ok = true;
-    filetype.for_each_run(|off, len| {
-        if len > 0 {
-            ok &= off >= last;
-            last = off + len as isize;
-        }
-    });
+    for (off, len) in filetype.flatten(1) {
+        ok &= off >= last;
+        last = off + len as isize;
+    }
     if !ok || last > filetype.lb + filetype.extent {
         return Err(crate::mpi_err!(
             MPI_ERR_ARG,

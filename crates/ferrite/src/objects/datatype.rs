@@ -454,15 +454,6 @@ impl Datatype {
         bytes
     }
 
-    /// Calls `f(offset from buf, len)` for each byte run of one element, in type-map order
-    /// (MPI-IO flattens a file view's filetype with it).
-    pub fn for_each_run(&self, mut f: impl FnMut(isize, usize)) {
-        self.runs(1, |off, len, _| {
-            f(off, len);
-            ControlFlow::Continue(())
-        });
-    }
-
     /// Calls `f(offset from buf, len, basic)` for each byte run of `count` elements.
     fn runs<F>(&self, count: usize, mut f: F)
     where
@@ -476,7 +467,8 @@ impl Datatype {
     }
 
     /// The byte runs `(offset, len)` of `count` elements in type-map order, adjacent runs
-    /// merged: how RMA describes a target layout to the process that owns the memory.
+    /// merged: how RMA describes a target layout to the process that owns the memory, and
+    /// how MPI-IO lays a file view's filetype over the file.
     pub fn flatten(&self, count: usize) -> Vec<(isize, usize)> {
         if self.contiguous {
             let len = self.size * count;
