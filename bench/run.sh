@@ -20,6 +20,14 @@
 # each configuration's path is checked with 1000 bench/probe.c round trips: Ferrite's
 # FERRITE_REPORT must count them on a socket transport and none on shm; for Open MPI and
 # MPICH, strace (when installed) must count at least 1000 socket writes per rank.
+#
+# The rma section (in the default set; BENCH_ONLY=rma runs it alone) runs bench/rma.c's
+# modes (BENCH_RMA, default "put_lat get_lat acc_lat put_bw get_bw": OSU-style passive-target
+# put/get/accumulate latency and put/get bandwidth, 8 B .. 1 MiB) at -n 2 over shared memory
+# with the launch lines above, then over tcp: Ferrite tcp, Open MPI tcp (plus --mca osc
+# pt2pt, see rma_args) and MPICH tcp, each first checked as above
+# with 1000 8-byte put+flush operations instead of the probe. Its tables add the ratio of
+# Ferrite to the better of Open MPI and MPICH.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -27,19 +35,26 @@ PREFIX=${PREFIX:-$root/build}
 BENCH_MPIS=${BENCH_MPIS:-ferrite openmpi mpich}
 BENCH_COLL_NP=${BENCH_COLL_NP:-2 4}
 BENCH_TCP=${BENCH_TCP:-pingpong bw}
+BENCH_RMA=${BENCH_RMA:-put_lat get_lat acc_lat put_bw get_bw}
 P2P_BENCHES="pingpong bw"
 COLL_BENCHES="allreduce bcast alltoall barrier"
-BENCHES="$P2P_BENCHES $COLL_BENCHES tcp"
+BENCHES="$P2P_BENCHES $COLL_BENCHES tcp rma"
 if [ -n "${BENCH_ONLY:-}" ]; then BENCHES=$BENCH_ONLY; fi
-# Jobs: benchmark:process-count over shared memory, tcp-benchmark:2 over sockets.
+# Jobs: benchmark:process-count over shared memory, tcp-benchmark:2 over sockets
+# (rma-MODE runs bench/rma.c in that mode).
 jobs=()
 programs=()
+p2p_tcp=0 rma_tcp=0
 for b in $BENCHES; do
     case " $COLL_BENCHES " in
     *" $b "*) for np in $BENCH_COLL_NP; do jobs+=("$b:$np"); done; programs+=("$b") ;;
     *) if [ "$b" = tcp ]; then
-           for t in $BENCH_TCP; do jobs+=("tcp-$t:2"); programs+=("$t"); done
+           for t in $BENCH_TCP; do jobs+=("tcp-$t:2"); programs+=("$t"); p2p_tcp=1; done
            programs+=(probe)
+       elif [ "$b" = rma ]; then
+           for t in $BENCH_RMA; do jobs+=("rma-$t:2"); done
+           for t in $BENCH_RMA; do jobs+=("tcp-rma-$t:2"); rma_tcp=1; done
+           programs+=(rma)
        else
            jobs+=("$b:2"); programs+=("$b")
        fi ;;
@@ -114,48 +129,63 @@ for m in $BENCH_MPIS; do
     [ "$okb" = 1 ] && have+=("$m")
 done
 
+# Extra launcher arguments of configuration $1 for bench/rma.c. Open MPI's default osc/sm
+# serves windows of node-local ranks by direct access whatever the BTLs are; osc/rdma fails
+# MPI_Win_allocate over the tcp BTL (4.1.4: no RDMA-capable BTL); osc/pt2pt (active
+# messages over the pml, like Ferrite; disabled in Debian's openmpi-mca-params.conf, which
+# the command line overrides) goes through the tcp BTL.
+rma_args() {
+    case $1 in openmpi.tcp) echo "--mca osc pt2pt" ;; esac
+}
+
 # The tcp section's configurations, each checked before any timing. A configuration Ferrite
 # refuses (udp, adaptive before they exist) is "n/a"; one whose messages did not take the
 # intended path is dropped with the evidence ("-" in the tables).
+# check_path CONFIG KIND: KIND p2p runs 1000 bench/probe.c round trips, rma 1000 8-byte
+# put+flush operations of bench/rma.c; appends CONFIG to tcp_cfgs (rma_tcp_cfgs) if they
+# took the intended path.
 tcp_cfgs=()
+rma_tcp_cfgs=()
 na_cfgs=" "
 notes=()
-case " ${jobs[*]} " in *" tcp-"*)
-    for m in "${have[@]}"; do
-        case $m in ferrite) set -- ferrite.tcp ferrite.udp ferrite.adaptive ;; *) set -- "$m.tcp" ;; esac
-        for c in "$@"; do
-            log=$work/probe.$c
-            # Two tries: MPICH over UCX's tcp once hung in MPI_Finalize here (after the probe).
-            for try in 1 2; do
-                rm -f "$log".*
-                if [ "$m" = ferrite ]; then
-                    timeout -k 5 30 $(mpi_run "$c" 2) --report="$log.json" "$bin/probe.$m" 1000 >"$log" 2>&1
-                elif command -v strace >/dev/null 2>&1; then
-                    # One strace summary per rank process; the launcher is not traced.
-                    timeout -k 5 30 $(mpi_run "$c" 2) sh -c 'exec strace -f -qq -c -o "$0.$$" "$@"' \
-                        "$log.strace" "$bin/probe.$m" 1000 >"$log" 2>&1
-                else
-                    timeout -k 5 30 $(mpi_run "$c" 2) "$bin/probe.$m" 1000 >"$log" 2>&1
-                fi
-                rc=$?
-                [ $rc = 124 ] || [ $rc = 137 ] || break
-                echo "bench: the $(label "$c") probe timed out (try $try)" >&2
-            done
-            if [ $rc -ne 0 ] || ! grep -q '^probe ok 1000' "$log"; then
-                # Refused = MPI_Init failed with an error saying so (not a crash or a hang).
-                if [ "$m" = ferrite ] && [ "$c" != ferrite.tcp ] && [ $rc != 124 ] && [ $rc != 137 ] \
-                        && grep -q 'MPI_Init.*\(unknown transport\|not supported\)' "$log"; then
-                    na_cfgs+="$c "
-                    notes+=("$(label "$c"): n/a, the library refuses it: $(grep -m1 'MPI_Init' "$log" | sed 's/.*MPI_Init: //' | cut -c1-150)")
-                else
-                    notes+=("$(label "$c"): the 2-rank probe failed (exit $rc): $(tail -n 1 "$log" | cut -c1-160)")
-                fi
-                continue
-            fi
-            if [ "$m" = ferrite ]; then
-                # The socket transport that must carry them: udp for udp, any for adaptive.
-                case $c in ferrite.tcp) want=tcp ;; ferrite.udp) want=udp ;; *) want= ;; esac
-                why=$(python3 - "$log.json" "$want" "${c#ferrite.}" <<'PY' 2>&1
+check_path() {
+    local c=$1 kind=$2 m=${1%%.*} log=$work/probe.$1.$2 rc why try extra= what=probe
+    local cmd=("$bin/probe.$m" 1000) okre='^probe ok 1000'
+    if [ "$kind" = rma ]; then
+        extra=$(rma_args "$c") what="rma probe"
+        cmd=("$bin/rma.$m" put_lat 8 1000) okre='^8 '
+    fi
+    # Two tries: MPICH over UCX's tcp once hung in MPI_Finalize here (after the probe).
+    for try in 1 2; do
+        rm -f "$log".*
+        if [ "$m" = ferrite ]; then
+            timeout -k 5 30 $(mpi_run "$c" 2) --report="$log.json" "${cmd[@]}" >"$log" 2>&1
+        elif command -v strace >/dev/null 2>&1; then
+            # One strace summary per rank process; the launcher is not traced.
+            timeout -k 5 30 $(mpi_run "$c" 2) $extra sh -c 'exec strace -f -qq -c -o "$0.$$" "$@"' \
+                "$log.strace" "${cmd[@]}" >"$log" 2>&1
+        else
+            timeout -k 5 30 $(mpi_run "$c" 2) $extra "${cmd[@]}" >"$log" 2>&1
+        fi
+        rc=$?
+        [ $rc = 124 ] || [ $rc = 137 ] || break
+        echo "bench: the $(label "$c") $what timed out (try $try)" >&2
+    done
+    if [ $rc -ne 0 ] || ! grep -q "$okre" "$log"; then
+        # Refused = MPI_Init failed with an error saying so (not a crash or a hang).
+        if [ "$m" = ferrite ] && [ "$c" != ferrite.tcp ] && [ $rc != 124 ] && [ $rc != 137 ] \
+                && grep -q 'MPI_Init.*\(unknown transport\|not supported\)' "$log"; then
+            na_cfgs+="$c "
+            notes+=("$(label "$c"): n/a, the library refuses it: $(grep -m1 'MPI_Init' "$log" | sed 's/.*MPI_Init: //' | cut -c1-150)")
+        else
+            notes+=("$(label "$c"): the 2-rank $what failed (exit $rc): $(tail -n 1 "$log" | cut -c1-160)")
+        fi
+        return
+    fi
+    if [ "$m" = ferrite ]; then
+        # The socket transport that must carry them: udp for udp, any for adaptive.
+        case $c in ferrite.tcp) want=tcp ;; ferrite.udp) want=udp ;; *) want= ;; esac
+        why=$(python3 - "$log.json" "$want" "${c#ferrite.}" <<'PY' 2>&1
 import json, sys
 doc = json.load(open(sys.argv[1]))
 if sys.argv[3] == "adaptive":
@@ -171,41 +201,57 @@ print("policy %s; per rank: %s" % (doc["policy"], ", ".join(
     "%s %d" % (k, v["msgs_sent"]) for k, v in sorted(doc["ranks"][0]["transports"].items()) if v["msgs_sent"])))
 PY
 )
-            elif ls "$log".strace.* >/dev/null 2>&1; then
-                why=$(awk 'FNR == 1 { n[FILENAME] += 0 }
-                    $NF ~ /^(writev|sendto|sendmsg|send|write)$/ && $4 ~ /^[0-9]+$/ { n[FILENAME] += $4 }
-                    END { m = -1; for (f in n) if (m < 0 || n[f] < m) m = n[f]
-                          if (m < 1000) { print "only " m " write-type calls in a rank"; exit 1 }
-                          print "strace: at least " m " writev/sendto/sendmsg/send/write calls per rank" }' "$log".strace.*)
-            else
-                why="not verified (no strace)"
-            fi
-            if [ $? -ne 0 ]; then
-                notes+=("$(label "$c"): dropped, its 1000 probe round trips did not take the intended path: $(echo "$why" | tail -n 1)")
-                continue
-            fi
-            notes+=("$(label "$c"): 1000 probe round trips over sockets ($why)")
-            tcp_cfgs+=("$c")
-        done
+    elif ls "$log".strace.* >/dev/null 2>&1; then
+        why=$(awk 'FNR == 1 { n[FILENAME] += 0 }
+            $NF ~ /^(writev|sendto|sendmsg|send|write)$/ && $4 ~ /^[0-9]+$/ { n[FILENAME] += $4 }
+            END { m = -1; for (f in n) if (m < 0 || n[f] < m) m = n[f]
+                  if (m < 1000) { print "only " m " write-type calls in a rank"; exit 1 }
+                  print "strace: at least " m " writev/sendto/sendmsg/send/write calls per rank" }' "$log".strace.*)
+    else
+        why="not verified (no strace)"
+    fi
+    if [ $? -ne 0 ]; then
+        notes+=("$(label "$c"): dropped, its 1000 $what operations did not take the intended path: $(echo "$why" | tail -n 1)")
+        return
+    fi
+    if [ "$kind" = rma ]; then
+        notes+=("$(label "$c"): 1000 rma probe put+flush operations over sockets ($why)")
+        rma_tcp_cfgs+=("$c")
+    else
+        notes+=("$(label "$c"): 1000 probe round trips over sockets ($why)")
+        tcp_cfgs+=("$c")
+    fi
+}
+if [ $p2p_tcp = 1 ]; then
+    for m in "${have[@]}"; do
+        case $m in ferrite) set -- ferrite.tcp ferrite.udp ferrite.adaptive ;; *) set -- "$m.tcp" ;; esac
+        for c in "$@"; do check_path "$c" p2p; done
     done
-    for n in "${notes[@]}"; do echo "bench: $n" >&2; done
-    ;;
-esac
+fi
+if [ $rma_tcp = 1 ]; then
+    for m in "${have[@]}"; do check_path "$m.tcp" rma; done
+fi
+for n in "${notes[@]}"; do echo "bench: $n" >&2; done
 
 for job in "${jobs[@]}"; do
     b=${job%%:*} np=${job##*:}
-    case $b in tcp-*) cfgs=("${tcp_cfgs[@]}") ;; *) cfgs=("${have[@]}") ;; esac
+    case $b in tcp-rma-*) cfgs=("${rma_tcp_cfgs[@]}") ;; tcp-*) cfgs=("${tcp_cfgs[@]}") ;; *) cfgs=("${have[@]}") ;; esac
     for c in "${cfgs[@]}"; do
         m=${c%%.*}
         echo "bench: ${b#tcp-} -n $np with $(label "$c")" >&2
         raw=$work/$job.$c.raw
-        timeout -k 5 300 $(mpi_run "$c" "$np") "$bin/${b#tcp-}.$m" >"$raw" 2>"$work/$job.$c.err" &
+        # rma-MODE runs bench/rma.c in MODE, up to 1 MiB; the others up to 4 MiB.
+        case ${b#tcp-} in
+        rma-*) prog=("$bin/rma.$m" "${b#*rma-}") lastsize=1048576 extra=$(rma_args "$c") ;;
+        *) prog=("$bin/${b#tcp-}.$m") lastsize=4194304 extra= ;;
+        esac
+        timeout -k 5 300 $(mpi_run "$c" "$np") $extra "${prog[@]}" >"$raw" 2>"$work/$job.$c.err" &
         pid=$!
         # MPICH over UCX's tcp sometimes hangs in MPI_Finalize after the last size (seen with
-        # bw here): once the last size (4 MiB) is printed, the job gets 15 s to exit.
+        # bw here): once the last size is printed, the job gets 15 s to exit.
         last=0
         while kill -0 $pid 2>/dev/null; do
-            if [ $last = 0 ] && grep -q '^4194304 ' "$raw" 2>/dev/null; then last=$SECONDS; fi
+            if [ $last = 0 ] && grep -q "^$lastsize " "$raw" 2>/dev/null; then last=$SECONDS; fi
             if [ $last != 0 ] && [ $((SECONDS - last)) -ge 15 ]; then
                 notes+=("$(label "$c"): ${b#tcp-} hung after its last size (in MPI_Finalize); stopped")
                 kill -TERM $pid 2>/dev/null; break
@@ -230,7 +276,8 @@ table() { # "label=file[=na]" per column, then "--", then "i/j" ratios of column
     for c in "${cols[@]}"; do printf ' %s |' "${c%%=*}"; done
     for r in "${ratios[@]}"; do
         i=${r%/*} j=${r#*/}
-        a=${cols[$((i - 1))]%%=*} b=${cols[$((j - 1))]%%=*}
+        a=${cols[$((i - 1))]%%=*}
+        case $j in [\<\>]*) b=best ;; *) b=${cols[$((j - 1))]%%=*} ;; esac
         printf ' %s/%s |' "$a" "$b"
     done
     printf '\n|---:|'
@@ -253,6 +300,18 @@ table() { # "label=file[=na]" per column, then "--", then "i/j" ratios of column
                 for (k = 1; k <= nc; k++) printf " %s |", na[k] ? "n/a" : ((k, s) in val ? val[k, s] : "-")
                 for (r = 1; r <= nr; r++) {
                     split(rat[r], ab, "/"); a = ab[1] + 0; b = ab[2] + 0
+                    if (ab[2] ~ /^[<>]/) { # "a/<j,k": to the lowest of columns j, k; ">": highest
+                        nb = split(substr(ab[2], 2), bl, ","); best = ""
+                        for (q = 1; q <= nb; q++) {
+                            k = bl[q] + 0
+                            if (na[k] || !((k, s) in val) || val[k, s] + 0 <= 0) continue
+                            v = val[k, s] + 0
+                            if (best == "" || (substr(ab[2], 1, 1) == "<" ? v < best : v > best)) best = v
+                        }
+                        ok = !na[a] && (a, s) in val && best != ""
+                        printf " %s |", ok ? sprintf("%.2f", val[a, s] / best) : "-"
+                        continue
+                    }
                     ok = !na[a] && !na[b] && (a, s) in val && (b, s) in val && val[b, s] + 0 > 0
                     printf " %s |", ok ? sprintf("%.2f", val[a, s] / val[b, s]) : (na[a] || na[b] ? "n/a" : "-")
                 }
@@ -273,11 +332,33 @@ report=$out/bench-$stamp.md
         barrier) echo; echo "## barrier: latency, -n $np, usec (lower is better)" ;;
         tcp-pingpong) echo; echo "## pingpong over tcp (udp): one-way latency, -n 2, usec (lower is better)" ;;
         tcp-bw) echo; echo "## bw over tcp (udp): streaming bandwidth, window 64, -n 2, MB/s (higher is better)" ;;
+        rma-* | tcp-rma-*)
+            case $b in tcp-*) where=tcp ;; *) where="shared memory" ;; esac
+            case ${b#*rma-} in
+            put_lat) what="MPI_Put + MPI_Win_flush latency, usec (lower is better)" ;;
+            get_lat) what="MPI_Get + MPI_Win_flush latency, usec (lower is better)" ;;
+            acc_lat) what="MPI_Accumulate (MPI_SUM, doubles) + MPI_Win_flush latency, usec (lower is better)" ;;
+            put_bw) what="MPI_Put bandwidth, 64 per flush, MB/s (higher is better)" ;;
+            get_bw) what="MPI_Get bandwidth, 64 per flush, MB/s (higher is better)" ;;
+            *) what="" ;;
+            esac
+            echo; echo "## rma ${b#*rma-} over $where: $what, -n 2, passive target" ;;
         tcp-*) echo; echo "## ${b#tcp-} over tcp (udp), -n 2" ;;
         *) echo; echo "## $b: latency, -n $np, bytes per rank, usec (lower is better)" ;;
         esac
         echo
+        case ${b#*rma-} in *_bw) best=">2,3" ;; *) best="<2,3" ;; esac
         case $b in
+        tcp-rma-*)
+            for c in ferrite.tcp openmpi.tcp mpich.tcp; do [ -f "$work/$job.$c" ] || : >"$work/$job.$c"; done
+            table "Ferrite tcp=$work/$job.ferrite.tcp" "Open MPI tcp=$work/$job.openmpi.tcp" \
+                "MPICH tcp=$work/$job.mpich.tcp" -- 1/2 1/3 "1/$best"
+            ;;
+        rma-*)
+            for m in ferrite openmpi mpich; do [ -f "$work/$job.$m" ] || : >"$work/$job.$m"; done
+            table "Ferrite=$work/$job.ferrite" "Open MPI=$work/$job.openmpi" "MPICH=$work/$job.mpich" \
+                -- 1/2 1/3 "1/$best"
+            ;;
         tcp-*)
             for c in ferrite.tcp ferrite.udp ferrite.adaptive openmpi.tcp mpich.tcp; do
                 [ -f "$work/$job.$c" ] || : >"$work/$job.$c"
@@ -295,12 +376,19 @@ report=$out/bench-$stamp.md
             ;;
         esac
     done
-    case " ${jobs[*]} " in *" tcp-"*)
+    case " ${jobs[*]} " in *" tcp-rma-"*)
+        echo
+        echo "rma over tcp: Ferrite: FERRITE_TRANSPORTS=tcp,self; Open MPI: --mca pml ob1 --mca btl"
+        echo "tcp,self --mca osc pt2pt (its default osc/sm would serve node-local windows by direct"
+        echo "access, osc/rdma cannot use the tcp BTL); MPICH (ch4:ucx): MPIR_CVAR_NOLOCAL=1"
+        echo "UCX_TLS=tcp,self." ;;
+    esac
+    if [ $p2p_tcp = 1 ]; then
         echo
         echo "tcp section: Ferrite: FERRITE_TRANSPORTS=tcp,self (udp: udp,self; adaptive: tcp,self with"
         echo "FERRITE_CONN=adaptive); Open MPI: --mca pml ob1 --mca btl tcp,self; MPICH (ch4:ucx):"
-        echo "MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self." ;;
-    esac
+        echo "MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self."
+    fi
     if [ ${#notes[@]} -gt 0 ]; then
         echo
         echo "Path checks and notes:"
