@@ -8,6 +8,7 @@
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::state::Ferrite;
+use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};
 
 /// A mapping of a shared window's whole file; unmapped (and closed) with the window.
 pub struct SharedMem {
@@ -32,10 +33,6 @@ impl Drop for SharedMem {
     }
 }
 
-fn errno_msg() -> String {
-    std::io::Error::last_os_error().to_string()
-}
-
 /// This host's identity: a hash of its name and boot id.
 fn host_id() -> u64 {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
@@ -47,25 +44,6 @@ fn host_id() -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }
     h
-}
-
-fn map(fd: i32, len: usize) -> Result<usize, String> {
-    // SAFETY: mapping a shared-memory file we hold open; the kernel picks the address.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        Err(errno_msg())
-    } else {
-        Ok(p as usize)
-    }
 }
 
 fn word(b: &[u8], i: usize) -> i64 {
@@ -86,10 +64,9 @@ impl Ferrite {
         let mut fd = -1;
         let mut err = String::new();
         if me == 0 {
-            // SAFETY: a valid NUL-terminated name and a plain flag.
-            fd = unsafe { libc::memfd_create(c"ferrite-win".as_ptr(), libc::MFD_CLOEXEC) };
-            if fd < 0 {
-                err = format!("memfd_create failed: {}", errno_msg());
+            match anonymous_file() {
+                Ok(f) => fd = f,
+                Err(e) => err = e,
             }
         }
         // SAFETY: getpid has no preconditions.
@@ -130,27 +107,32 @@ impl Ferrite {
         let own = if me == 0 {
             fd
         } else {
-            let path = format!("/proc/{}/fd/{}", word(rows[0], 3), word(rows[0], 4));
-            let c = std::ffi::CString::new(path.clone()).expect("no NUL");
-            // SAFETY: a valid NUL-terminated path.
-            let f = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-            if f < 0 {
-                return Err(crate::mpi_err!(
-                    MPI_ERR_RMA_SHARED,
-                    "cannot open rank 0's shared window memory {path}: {}",
-                    errno_msg()
-                ));
+            // The values rank 0 sent are its own pid_t and descriptor.
+            let (pid, rfd) = (word(rows[0], 3) as i32, word(rows[0], 4) as i32);
+            match open_peer_file(pid, rfd) {
+                Ok(Some(f)) => f,
+                Ok(None) => {
+                    return Err(MpiError::new(
+                        MPI_ERR_RMA_SHARED,
+                        "rank 0 exited before its shared window memory was opened",
+                    ))
+                }
+                Err(e) => {
+                    return Err(crate::mpi_err!(
+                        MPI_ERR_RMA_SHARED,
+                        "cannot open rank 0's shared window memory: {e}"
+                    ))
+                }
             }
-            f
         };
         // Every member sizes the file (the same size): no one maps it before it is big
         // enough, whatever the order.
         // SAFETY: `own` is an open descriptor of the file.
         let rc = unsafe { libc::ftruncate(own, len as libc::off_t) };
         let base = if rc != 0 {
-            Err(errno_msg())
+            Err(std::io::Error::last_os_error().to_string())
         } else {
-            map(own, len)
+            map(own, len).map(|p| p as usize)
         };
         if me != 0 {
             close_own(own);

@@ -181,8 +181,9 @@ fn errno() -> i32 {
 }
 
 /// A new anonymous shared-memory file: a memfd; where the kernel has none (before Linux
-/// 3.17), a POSIX shared-memory object removed the moment it is made.
-fn anonymous_file() -> Result<i32, String> {
+/// 3.17), a POSIX shared-memory object removed the moment it is made. Also the memory of
+/// shared RMA windows (rma/shared.rs).
+pub(crate) fn anonymous_file() -> Result<i32, String> {
     // SAFETY: a valid NUL-terminated name and a plain flag.
     let fd = unsafe { libc::memfd_create(c"ferrite-shm".as_ptr(), libc::MFD_CLOEXEC) };
     if fd >= 0 {
@@ -278,21 +279,10 @@ impl Segment {
 
     /// Maps a peer's segment and validates its header. `Ok(None)`: the owner has exited.
     pub fn open(card: Card) -> Result<Option<Self>, String> {
-        let path = format!("/proc/{}/fd/{}", card.pid, card.fd);
-        let cpath = std::ffi::CString::new(path.clone()).map_err(|e| e.to_string())?;
-        // SAFETY: cpath is a valid NUL-terminated string.
-        let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return match errno() {
-                libc::ENOENT | libc::ESRCH => Ok(None),
-                libc::EACCES | libc::EPERM => Err(format!(
-                    "cannot open {path}: {} (the process of another user, or one that made \
-                     itself non-dumpable?)",
-                    errno_msg()
-                )),
-                _ => Err(format!("cannot open {path}: {}", errno_msg())),
-            };
-        }
+        let path = peer_path(card.pid, card.fd);
+        let Some(fd) = open_peer_file(card.pid, card.fd)? else {
+            return Ok(None);
+        };
         // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: fd is open; st is a valid out-pointer.
@@ -377,7 +367,33 @@ impl Drop for Segment {
     }
 }
 
-fn map(fd: i32, len: usize) -> Result<*mut u8, String> {
+fn peer_path(pid: i32, fd: i32) -> String {
+    format!("/proc/{pid}/fd/{fd}")
+}
+
+/// Opens another process's anonymous shared-memory file through `/proc/<pid>/fd/<fd>`
+/// (read-write). `Ok(None)`: that process has exited.
+pub(crate) fn open_peer_file(pid: i32, fd: i32) -> Result<Option<i32>, String> {
+    let path = peer_path(pid, fd);
+    let cpath = std::ffi::CString::new(path.clone()).map_err(|e| e.to_string())?;
+    // SAFETY: cpath is a valid NUL-terminated string.
+    let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd >= 0 {
+        return Ok(Some(fd));
+    }
+    match errno() {
+        libc::ENOENT | libc::ESRCH => Ok(None),
+        libc::EACCES | libc::EPERM => Err(format!(
+            "cannot open {path}: {} (the process of another user, or one that made \
+             itself non-dumpable?)",
+            errno_msg()
+        )),
+        _ => Err(format!("cannot open {path}: {}", errno_msg())),
+    }
+}
+
+/// Maps `len` bytes of a shared-memory file read-write (shm segments, shared windows).
+pub(crate) fn map(fd: i32, len: usize) -> Result<*mut u8, String> {
     // SAFETY: mapping a shared-memory fd; the kernel picks the address.
     let p = unsafe {
         libc::mmap(
