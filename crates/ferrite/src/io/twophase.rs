@@ -124,6 +124,24 @@ fn get_u64(b: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap())
 }
 
+/// One round's requests, one message per rank: to each aggregator this rank has pieces
+/// for, their count and `(file offset, length)` pairs (a write appends the data after).
+fn requests(p: &Plan, round: &[Vec<Piece>], size: usize) -> Vec<Vec<u8>> {
+    let mut send = vec![Vec::new(); size];
+    for (a, ps) in round.iter().enumerate() {
+        if ps.is_empty() {
+            continue;
+        }
+        let m = &mut send[p.aggr_rank(a, size)];
+        put_u64(m, ps.len() as u64);
+        for q in ps {
+            put_u64(m, q.off);
+            put_u64(m, q.len);
+        }
+    }
+    send
+}
+
 /// A collective write of `data` (stream order) to `segs`.
 pub fn write(f: &FileObj, segs: &[Seg], data: &[u8]) -> MpiResult<()> {
     let Some(p) = plan(f, segs, true)? else {
@@ -131,17 +149,9 @@ pub fn write(f: &FileObj, segs: &[Seg], data: &[u8]) -> MpiResult<()> {
     };
     let by = p.pieces(segs);
     for round in &by {
-        let mut send = vec![Vec::new(); f.size];
+        let mut send = requests(&p, round, f.size);
         for (a, ps) in round.iter().enumerate() {
-            if ps.is_empty() {
-                continue;
-            }
             let m = &mut send[p.aggr_rank(a, f.size)];
-            put_u64(m, ps.len() as u64);
-            for q in ps {
-                put_u64(m, q.off);
-                put_u64(m, q.len);
-            }
             for q in ps {
                 m.extend_from_slice(&data[q.pos as usize..(q.pos + q.len) as usize]);
             }
@@ -218,18 +228,7 @@ pub fn read(f: &FileObj, segs: &[Seg], data: &mut [u8]) -> MpiResult<usize> {
     let by = p.pieces(segs);
     let mut short = data.len() as u64;
     for round in &by {
-        let mut send = vec![Vec::new(); f.size];
-        for (a, ps) in round.iter().enumerate() {
-            if ps.is_empty() {
-                continue;
-            }
-            let m = &mut send[p.aggr_rank(a, f.size)];
-            put_u64(m, ps.len() as u64);
-            for q in ps {
-                put_u64(m, q.off);
-                put_u64(m, q.len);
-            }
-        }
+        let send = requests(&p, round, f.size);
         let asks = coll::alltoallv(f.comm, &send)?;
         let replies = serve_reads(f, &asks)?;
         let back = coll::alltoallv(f.comm, &replies)?;
