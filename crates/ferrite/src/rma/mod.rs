@@ -444,6 +444,28 @@ impl Ferrite {
         self.comm_datatype(dt)
     }
 
+    /// The datatype of an origin or result buffer, checked against the target side's
+    /// `tbytes` (MPI_ERR_TYPE when the sizes differ) and for a usable buffer.
+    fn local_side(
+        &mut self,
+        buf: usize,
+        count: i64,
+        dt: MPI_Datatype,
+        tbytes: usize,
+        what: &str,
+    ) -> MpiResult<Arc<Datatype>> {
+        let t = self.rma_datatype(dt, count)?;
+        if t.size * count as usize != tbytes {
+            return Err(crate::mpi_err!(
+                MPI_ERR_TYPE,
+                "{what} ({} bytes) does not match the target datatype ({tbytes} bytes)",
+                t.size * count as usize
+            ));
+        }
+        t.check_buffer(buf as *const u8, count as u64)?;
+        Ok(t)
+    }
+
     /// One RMA operation; with `request`, a request completed by its Reply (MPI_Rput &
     /// co), else MPI_REQUEST_NULL.
     pub fn rma_call(&mut self, w: MPI_Win, c: Call, request: bool) -> MpiResult<MPI_Request> {
@@ -511,15 +533,7 @@ impl Ferrite {
         let mut data = Vec::new();
         let skip_origin = c.kind == Kind::GetAcc && c.op == MPI_NO_OP;
         if let (Some((buf, count, dt)), false) = (c.origin, skip_origin) {
-            let odt = self.rma_datatype(dt, count)?;
-            if odt.size * count as usize != tbytes {
-                return Err(crate::mpi_err!(
-                    MPI_ERR_TYPE,
-                    "origin data ({} bytes) does not match the target datatype ({tbytes} bytes)",
-                    odt.size * count as usize
-                ));
-            }
-            odt.check_buffer(buf as *const u8, count as u64)?;
+            let odt = self.local_side(buf, count, dt, tbytes, "origin data")?;
             // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
             unsafe { odt.pack(buf as *const u8, count as usize, &mut data) };
         }
@@ -530,15 +544,7 @@ impl Ferrite {
         }
         let into = match c.result {
             Some((buf, count, dt)) => {
-                let rdt = self.rma_datatype(dt, count)?;
-                if rdt.size * count as usize != tbytes {
-                    return Err(crate::mpi_err!(
-                        MPI_ERR_TYPE,
-                        "result buffer ({} bytes) does not match the target datatype ({tbytes} bytes)",
-                        rdt.size * count as usize
-                    ));
-                }
-                rdt.check_buffer(buf as *const u8, count as u64)?;
+                let rdt = self.local_side(buf, count, dt, tbytes, "result buffer")?;
                 Some(Fetched {
                     buf,
                     count: count as usize,
