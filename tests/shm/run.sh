@@ -38,9 +38,16 @@ check_running() { # name pids...
     local name=$1; shift
     [ $# -eq 4 ] || { ko "$name" "only $# ranks reported (log: $(tail -n 3 "$work/log" | tr '\n' ' '))"; return 1; }
     local p
+    # /proc/<pid>/maps is not read atomically: a rank that maps or unmaps buffers while
+    # it is read can have a line skipped, so a miss is looked at again before it counts.
     for p in "$@"; do
-        grep -q 'memfd:ferrite-shm' "/proc/$p/maps" 2>/dev/null || {
-            ko "$name" "rank pid $p maps no memfd segment"; return 1; }
+        local seen=0 try
+        for try in 1 2 3 4 5; do
+            grep -q 'memfd:ferrite-shm' "/proc/$p/maps" 2>/dev/null && { seen=1; break; }
+            sleep 0.1
+        done
+        [ $seen -eq 1 ] || {
+            ko "$name" "rank pid $p maps no memfd segment (alive: $(kill -0 "$p" 2>/dev/null && echo yes || echo no))"; return 1; }
     done
     [ "$(ours)" = "$before" ] || { ko "$name" "/dev/shm holds files while the job runs: $(ours | tr '\n' ' ')"; return 1; }
 }
