@@ -25,6 +25,7 @@ pub mod part;
 pub mod request;
 pub mod rma;
 pub mod session;
+mod sigcheck;
 pub mod status;
 pub mod stubs;
 pub mod symbols;
