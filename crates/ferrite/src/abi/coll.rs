@@ -717,16 +717,9 @@ fn reduce_local(
 }
 
 mpi_fn! {
-    fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int,
+    fn MPI_Reduce_local, fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count,
                         datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
         reduce_local(inbuf, inoutbuf, count as i64, datatype, op)
-    }
-}
-
-mpi_fn! {
-    fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count,
-                          datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
-        reduce_local(inbuf, inoutbuf, count, datatype, op)
     }
 }
 

@@ -594,14 +594,7 @@ fn comm_detach(comm: MPI_Comm, buffer_addr: *mut c_void) -> MpiResult<usize> {
 }
 
 mpi_fn! {
-    fn MPI_Comm_attach_buffer(comm: MPI_Comm, buffer: *mut c_void, size: c_int)
-        on ErrObj::Comm(comm) => {
-        comm_attach(comm, buffer, cnt(size))
-    }
-}
-
-mpi_fn! {
-    fn MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: MPI_Count)
+    fn MPI_Comm_attach_buffer, fn MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: Count)
         on ErrObj::Comm(comm) => {
         comm_attach(comm, buffer, cnt(size))
     }
@@ -685,13 +678,7 @@ fn buffer_detach(buffer_addr: *mut c_void) -> MpiResult<usize> {
 }
 
 mpi_fn! {
-    fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) on ErrObj::NoObject => {
-        buffer_attach(buffer, cnt(size))
-    }
-}
-
-mpi_fn! {
-    fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) on ErrObj::NoObject => {
+    fn MPI_Buffer_attach, fn MPI_Buffer_attach_c(buffer: *mut c_void, size: Count) on ErrObj::NoObject => {
         buffer_attach(buffer, cnt(size))
     }
 }
