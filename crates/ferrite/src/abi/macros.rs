@@ -65,7 +65,7 @@ macro_rules! mpich_internal_fn {
 /// `Disp` are `c_int`, and `$mac! { fn <_c names> <rest> }` in one where they are
 /// `MPI_Count` and `MPI_Aint`, and re-exports both sets of functions here. The bodies are
 /// the same code; they convert with `i64::from(count)` (exact for both widths) or
-/// `Count::try_from(n)` for outputs. build.rs checks both signatures against mpi.h.
+/// `Count::try_from(n)` for outputs; `LARGE` tells the forms apart where they differ. build.rs checks both signatures against mpi.h.
 #[macro_export]
 macro_rules! twins {
     ($mac:ident [fn $int0:ident $(, fn $int:ident)*] [fn $big0:ident $(, fn $big:ident)*]
@@ -81,6 +81,8 @@ macro_rules! twins {
                 type Count = ::std::os::raw::c_int;
                 /// Displacements of the int form.
                 type Disp = ::std::os::raw::c_int;
+                /// Whether this is the large-count form.
+                const LARGE: bool = false;
                 $mac! { fn $int0 $(, fn $int)* $($rest)* }
             }
             #[allow(non_snake_case, unused_imports, dead_code)]
@@ -91,6 +93,8 @@ macro_rules! twins {
                 type Count = $crate::abi::consts::MPI_Count;
                 /// Displacements of the large-count form.
                 type Disp = $crate::abi::consts::MPI_Aint;
+                /// Whether this is the large-count form.
+                const LARGE: bool = true;
                 $mac! { fn $big0 $(, fn $big)* $($rest)* }
             }
             pub use [<$int0 _int>]::{$int0, [<P $int0>] $(, $int, [<P $int>])*};
