@@ -601,20 +601,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Comm_detach_buffer(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut c_int)
-        on ErrObj::Comm(comm) => {
+    fn MPI_Comm_detach_buffer, fn MPI_Comm_detach_buffer_c(comm: MPI_Comm,
+        buffer_addr: *mut c_void, size: *mut Count) on ErrObj::Comm(comm) => {
         let n = comm_detach(comm, buffer_addr)?;
-        // SAFETY: `size` is the caller's int* (the size was attached as an int).
-        unsafe { out(size, n as c_int) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut MPI_Count)
-        on ErrObj::Comm(comm) => {
-        let n = comm_detach(comm, buffer_addr)?;
-        // SAFETY: `size` is the caller's MPI_Count*.
-        unsafe { out(size, n as MPI_Count) }
+        // SAFETY: `size` is the caller's int*/MPI_Count* (an int form attached an int size).
+        unsafe { out(size, n as Count) }
     }
 }
 
@@ -684,18 +675,11 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on ErrObj::NoObject => {
+    fn MPI_Buffer_detach, fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count)
+        on ErrObj::NoObject => {
         let n = buffer_detach(buffer_addr)?;
-        // SAFETY: `size` is the caller's int* (the size was attached as an int).
-        unsafe { out(size, n as c_int) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) on ErrObj::NoObject => {
-        let n = buffer_detach(buffer_addr)?;
-        // SAFETY: `size` is the caller's MPI_Count*.
-        unsafe { out(size, n as MPI_Count) }
+        // SAFETY: `size` is the caller's int*/MPI_Count* (an int form attached an int size).
+        unsafe { out(size, n as Count) }
     }
 }
 

@@ -663,12 +663,12 @@ fn whole(bytes: u64, size: u64) -> i64 {
 }
 
 mpi_fn! {
-    fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int)
-        on ErrObj::NoObject => {
+    fn MPI_Get_count, fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype,
+        count: *mut Count) on ErrObj::NoObject => {
         let s = read_status(status)?;
         let n = whole(s.bytes, type_size(datatype)?);
-        let n = c_int::try_from(n).unwrap_or(MPI_UNDEFINED);
-        // SAFETY: `count` is the caller's int*.
+        let n = Count::try_from(n).unwrap_or(MPI_UNDEFINED.into());
+        // SAFETY: `count` is the caller's int*/MPI_Count*.
         unsafe { out(count, n) }
     }
 }
@@ -683,30 +683,11 @@ fn elements(status: *const MPI_Status, dt: MPI_Datatype) -> MpiResult<i64> {
 }
 
 mpi_fn! {
-    fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int)
-        on ErrObj::NoObject => {
-        let n = c_int::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED);
-        // SAFETY: `count` is the caller's int*.
+    fn MPI_Get_elements, fn MPI_Get_elements_c(status: *const MPI_Status,
+        datatype: MPI_Datatype, count: *mut Count) on ErrObj::NoObject => {
+        let n = Count::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED.into());
+        // SAFETY: `count` is the caller's int*/MPI_Count*.
         unsafe { out(count, n) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let s = read_status(status)?;
-        let n = whole(s.bytes, type_size(datatype)?);
-        // SAFETY: `count` is the caller's MPI_Count*.
-        unsafe { out(count, n as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let n = elements(status, datatype)?;
-        // SAFETY: `count` is the caller's MPI_Count*.
-        unsafe { out(count, n as MPI_Count) }
     }
 }
 
