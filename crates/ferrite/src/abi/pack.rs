@@ -179,18 +179,16 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Pack_size, fn MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm,
         size: *mut Count) on ErrObj::Comm(comm) => {
-        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
-        let n = count_arg(incount.into())?;
-        let s = datatype_size(datatype)? * n;
+        let s = state::with(|st| {
+            st.objects.comms.get(comm)?;
+            let n = count_arg(incount.into())?;
+            Ok(st.objects.datatypes.lookup(datatype)?.size * n)
+        })?;
         let s = Count::try_from(s).map_err(|_| crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
             "packed size {s} does not fit an int (use MPI_Pack_size_c)"))?;
         // SAFETY: the caller passes an int*/MPI_Count* output.
         unsafe { out(size, s) }
     }
-}
-
-fn datatype_size(dt: MPI_Datatype) -> MpiResult<usize> {
-    state::with(|st| Ok(st.objects.datatypes.lookup(dt)?.size))
 }
 
 /// Bytes of `count` elements of `dt` in "external32".
