@@ -3,10 +3,6 @@
 //! Op_create/free/commutative and Reduce_local. The plans are made in coll/plans.rs; the
 //! three forms differ only in how the plan runs (coll/mod.rs).
 
-// The int and large-count (_c) forms share their bodies: `count as i64` is an identity in
-// the _c forms.
-#![allow(clippy::unnecessary_cast)]
-
 use super::consts::*;
 use super::out;
 use crate::coll::plans::{self, Arr, Ngh, Side};
@@ -32,8 +28,13 @@ fn peers(st: &Ferrite, comm: MPI_Comm) -> MpiResult<usize> {
 
 /// Declares the blocking, nonblocking and persistent forms of one collective. The build
 /// script finds the names through the `fn MPI_X` list. With `key |st| k`, the blocking form
-/// reuses the plan of an earlier call with the same [`coll::PlanKey`].
+/// reuses the plan of an earlier call with the same [`coll::PlanKey`]. Given six names, it
+/// declares the int forms and the large-count (`_c`) forms from one body ([`twins!`](crate::twins)).
 macro_rules! coll {
+    (fn $b:ident, fn $i:ident, fn $p:ident, fn $bc:ident, fn $ic:ident, fn $pc:ident
+     $($rest:tt)*) => {
+        twins! { coll [fn $b, fn $i, fn $p] [fn $bc, fn $ic, fn $pc] $($rest)* }
+    };
     (fn $b:ident, fn $i:ident, fn $p:ident ($($a:ident : $t:ty),*) on $comm:ident
         |$st:ident, $mode:ident| $build:expr) => {
         coll! { fn $b, fn $i, fn $p ($($a: $t),*) on $comm key |_st| None =>
@@ -95,33 +96,18 @@ coll! {
 }
 
 coll! {
-    fn MPI_Bcast, fn MPI_Ibcast, fn MPI_Bcast_init
-    (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
-                         root) =>
-    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
-}
-
-coll! {
+    fn MPI_Bcast, fn MPI_Ibcast, fn MPI_Bcast_init,
     fn MPI_Bcast_c, fn MPI_Ibcast_c, fn MPI_Bcast_init_c
-    (buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    (buffer: *mut c_void, count: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
                          root) =>
     |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
 }
 
 coll! {
-    fn MPI_Reduce, fn MPI_Ireduce, fn MPI_Reduce_init
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
-     op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
-    key |st| PlanKey::of(st, Kind::Reduce, comm, sendbuf, recvbuf, count as i64, datatype, op,
-                         root) =>
-    |st, mode| plans::reduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, root, mode)
-}
-
-coll! {
+    fn MPI_Reduce, fn MPI_Ireduce, fn MPI_Reduce_init,
     fn MPI_Reduce_c, fn MPI_Ireduce_c, fn MPI_Reduce_init_c
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: MPI_Datatype,
      op: MPI_Op, root: c_int, comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Reduce, comm, sendbuf, recvbuf, count as i64, datatype, op,
                          root) =>
@@ -129,17 +115,9 @@ coll! {
 }
 
 coll! {
-    fn MPI_Allreduce, fn MPI_Iallreduce, fn MPI_Allreduce_init
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
-     op: MPI_Op, comm: MPI_Comm) on comm
-    key |st| PlanKey::of(st, Kind::Allreduce, comm, sendbuf, recvbuf, count as i64, datatype,
-                         op, 0) =>
-    |st, mode| plans::allreduce(st, comm, sendbuf, recvbuf, count as i64, datatype, op, mode)
-}
-
-coll! {
+    fn MPI_Allreduce, fn MPI_Iallreduce, fn MPI_Allreduce_init,
     fn MPI_Allreduce_c, fn MPI_Iallreduce_c, fn MPI_Allreduce_init_c
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Allreduce, comm, sendbuf, recvbuf, count as i64, datatype,
                          op, 0) =>
@@ -147,22 +125,9 @@ coll! {
 }
 
 coll! {
-    fn MPI_Reduce_scatter_block, fn MPI_Ireduce_scatter_block, fn MPI_Reduce_scatter_block_init
-    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype,
-     op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| {
-        let n = size(st, comm)?;
-        if recvcount < 0 {
-            return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {recvcount}"));
-        }
-        let counts = vec![recvcount as usize; n];
-        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
-    }
-}
-
-coll! {
+    fn MPI_Reduce_scatter_block, fn MPI_Ireduce_scatter_block, fn MPI_Reduce_scatter_block_init,
     fn MPI_Reduce_scatter_block_c, fn MPI_Ireduce_scatter_block_c, fn MPI_Reduce_scatter_block_init_c
-    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: Count, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
     |st, mode| {
         let n = size(st, comm)?;
@@ -175,244 +140,134 @@ coll! {
 }
 
 coll! {
-    fn MPI_Reduce_scatter, fn MPI_Ireduce_scatter, fn MPI_Reduce_scatter_init
-    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
-     datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| {
-        let n = size(st, comm)?;
-        // SAFETY: the caller passes one count per rank.
-        let counts = unsafe { reduce_counts(Arr::Int(recvcounts), n) }?;
-        plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
-    }
-}
-
-coll! {
+    fn MPI_Reduce_scatter, fn MPI_Ireduce_scatter, fn MPI_Reduce_scatter_init,
     fn MPI_Reduce_scatter_c, fn MPI_Ireduce_scatter_c, fn MPI_Reduce_scatter_init_c
-    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const Count,
      datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) on comm
     |st, mode| {
         let n = size(st, comm)?;
         // SAFETY: the caller passes one count per rank.
-        let counts = unsafe { reduce_counts(Arr::Count(recvcounts), n) }?;
+        let counts = unsafe { reduce_counts(Arr::from(recvcounts), n) }?;
         plans::reduce_scatter(st, comm, sendbuf, recvbuf, &counts, datatype, op, mode)
     }
 }
 
 coll! {
-    fn MPI_Scan, fn MPI_Iscan, fn MPI_Scan_init
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
-     op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, false, mode)
-}
-
-coll! {
+    fn MPI_Scan, fn MPI_Iscan, fn MPI_Scan_init,
     fn MPI_Scan_c, fn MPI_Iscan_c, fn MPI_Scan_init_c
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
     |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, false, mode)
 }
 
 coll! {
-    fn MPI_Exscan, fn MPI_Iexscan, fn MPI_Exscan_init
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
-     op: MPI_Op, comm: MPI_Comm) on comm
-    |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, true, mode)
-}
-
-coll! {
+    fn MPI_Exscan, fn MPI_Iexscan, fn MPI_Exscan_init,
     fn MPI_Exscan_c, fn MPI_Iexscan_c, fn MPI_Exscan_init_c
-    (sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+    (sendbuf: *const c_void, recvbuf: *mut c_void, count: Count, datatype: MPI_Datatype,
      op: MPI_Op, comm: MPI_Comm) on comm
     |st, mode| plans::scan(st, comm, sendbuf, recvbuf, count as i64, datatype, op, true, mode)
 }
 
 coll! {
-    fn MPI_Gather, fn MPI_Igather, fn MPI_Gather_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                              recvcount as i64, recvtype, root, None)
-}
-
-coll! {
+    fn MPI_Gather, fn MPI_Igather, fn MPI_Gather_init,
     fn MPI_Gather_c, fn MPI_Igather_c, fn MPI_Gather_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
     |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                               recvcount as i64, recvtype, root, None)
 }
 
 coll! {
-    fn MPI_Gatherv, fn MPI_Igatherv, fn MPI_Gatherv_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int,
-     comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                              recvtype, root, Some((Arr::Int(recvcounts), Arr::Int(displs))))
-}
-
-coll! {
+    fn MPI_Gatherv, fn MPI_Igatherv, fn MPI_Gatherv_init,
     fn MPI_Gatherv_c, fn MPI_Igatherv_c, fn MPI_Gatherv_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int,
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const Count, displs: *const Disp, recvtype: MPI_Datatype, root: c_int,
      comm: MPI_Comm) on comm
     |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                              recvtype, root, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
+                              recvtype, root, Some((Arr::from(recvcounts), Arr::from(displs))))
 }
 
 coll! {
-    fn MPI_Scatter, fn MPI_Iscatter, fn MPI_Scatter_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                               recvcount as i64, recvtype, root, None)
-}
-
-coll! {
+    fn MPI_Scatter, fn MPI_Iscatter, fn MPI_Scatter_init,
     fn MPI_Scatter_c, fn MPI_Iscatter_c, fn MPI_Scatter_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
     |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                recvcount as i64, recvtype, root, None)
 }
 
 coll! {
-    fn MPI_Scatterv, fn MPI_Iscatterv, fn MPI_Scatterv_init
-    (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
-     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype,
-     root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
-                               recvtype, root, Some((Arr::Int(sendcounts), Arr::Int(displs))))
-}
-
-coll! {
+    fn MPI_Scatterv, fn MPI_Iscatterv, fn MPI_Scatterv_init,
     fn MPI_Scatterv_c, fn MPI_Iscatterv_c, fn MPI_Scatterv_init_c
-    (sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint,
-     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype,
+    (sendbuf: *const c_void, sendcounts: *const Count, displs: *const Disp,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype,
      root: c_int, comm: MPI_Comm) on comm
     |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
-                               recvtype, root, Some((Arr::Count(sendcounts), Arr::Aint(displs))))
+                               recvtype, root, Some((Arr::from(sendcounts), Arr::from(displs))))
 }
 
 coll! {
-    fn MPI_Allgather, fn MPI_Iallgather, fn MPI_Allgather_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                 recvcount as i64, recvtype, None)
-}
-
-coll! {
+    fn MPI_Allgather, fn MPI_Iallgather, fn MPI_Allgather_init,
     fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                  recvcount as i64, recvtype, None)
 }
 
 coll! {
-    fn MPI_Allgatherv, fn MPI_Iallgatherv, fn MPI_Allgatherv_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                                 recvtype, Some((Arr::Int(recvcounts), Arr::Int(displs))))
-}
-
-coll! {
+    fn MPI_Allgatherv, fn MPI_Iallgatherv, fn MPI_Allgatherv_init,
     fn MPI_Allgatherv_c, fn MPI_Iallgatherv_c, fn MPI_Allgatherv_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const Count, displs: *const Disp, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                                 recvtype, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
+                                 recvtype, Some((Arr::from(recvcounts), Arr::from(displs))))
 }
 
 coll! {
-    fn MPI_Alltoall, fn MPI_Ialltoall, fn MPI_Alltoall_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                recvcount as i64, recvtype)
-}
-
-coll! {
+    fn MPI_Alltoall, fn MPI_Ialltoall, fn MPI_Alltoall_init,
     fn MPI_Alltoall_c, fn MPI_Ialltoall_c, fn MPI_Alltoall_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                 recvcount as i64, recvtype)
 }
 
 coll! {
-    fn MPI_Alltoallv, fn MPI_Ialltoallv, fn MPI_Alltoallv_init
-    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
-     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-     rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| {
-        let n = peers(st, comm)?;
-        // SAFETY: the caller passes n counts and displacements per side.
-        let recv = unsafe { Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtype, n) }?;
-        let send = if plans::in_place(sendbuf) {
-            None
-        } else {
-            // SAFETY: as above.
-            Some(unsafe { Side::v(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtype, n) }?)
-        };
-        plans::alltoallw(st, comm, send, recv)
-    }
-}
-
-coll! {
+    fn MPI_Alltoallv, fn MPI_Ialltoallv, fn MPI_Alltoallv_init,
     fn MPI_Alltoallv_c, fn MPI_Ialltoallv_c, fn MPI_Alltoallv_init_c
-    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
-     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
-     rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Disp,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
+     rdispls: *const Disp, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| {
         let n = peers(st, comm)?;
         // SAFETY: the caller passes n counts and displacements per side.
-        let recv = unsafe { Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtype, n) }?;
+        let recv = unsafe { Side::v(st, recvbuf, Arr::from(recvcounts), Arr::from(rdispls), recvtype, n) }?;
         let send = if plans::in_place(sendbuf) {
             None
         } else {
             // SAFETY: as above.
-            Some(unsafe { Side::v(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtype, n) }?)
+            Some(unsafe { Side::v(st, sendbuf, Arr::from(sendcounts), Arr::from(sdispls), sendtype, n) }?)
         };
         plans::alltoallw(st, comm, send, recv)
     }
 }
 
 coll! {
-    fn MPI_Alltoallw, fn MPI_Ialltoallw, fn MPI_Alltoallw_init
-    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
-     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-     rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| {
-        let n = peers(st, comm)?;
-        // SAFETY: the caller passes n counts, displacements and types per side.
-        let recv = unsafe { Side::w(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtypes, n) }?;
-        let send = if plans::in_place(sendbuf) {
-            None
-        } else {
-            // SAFETY: as above.
-            Some(unsafe { Side::w(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtypes, n) }?)
-        };
-        plans::alltoallw(st, comm, send, recv)
-    }
-}
-
-coll! {
+    fn MPI_Alltoallw, fn MPI_Ialltoallw, fn MPI_Alltoallw_init,
     fn MPI_Alltoallw_c, fn MPI_Ialltoallw_c, fn MPI_Alltoallw_init_c
-    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
-     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
-     rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Disp,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
+     rdispls: *const Disp, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
     |st, _mode| {
         let n = peers(st, comm)?;
         // SAFETY: the caller passes n counts, displacements and types per side.
-        let recv = unsafe { Side::w(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtypes, n) }?;
+        let recv = unsafe { Side::w(st, recvbuf, Arr::from(recvcounts), Arr::from(rdispls), recvtypes, n) }?;
         let send = if plans::in_place(sendbuf) {
             None
         } else {
             // SAFETY: as above.
-            Some(unsafe { Side::w(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtypes, n) }?)
+            Some(unsafe { Side::w(st, sendbuf, Arr::from(sendcounts), Arr::from(sdispls), sendtypes, n) }?)
         };
         plans::alltoallw(st, comm, send, recv)
     }
@@ -421,6 +276,10 @@ coll! {
 /// The three forms of a neighbourhood collective: like `coll!`, with the communicator's
 /// neighbourhood (`nb`, computed before the state lock is taken) given to the body.
 macro_rules! ngh {
+    (fn $b:ident, fn $i:ident, fn $p:ident, fn $bc:ident, fn $ic:ident, fn $pc:ident
+     $($rest:tt)*) => {
+        twins! { ngh [fn $b, fn $i, fn $p] [fn $bc, fn $ic, fn $pc] $($rest)* }
+    };
     (fn $b:ident, fn $i:ident, fn $p:ident ($($a:ident : $t:ty),*) on $comm:ident
         |$st:ident, $nb:ident| $build:expr) => {
         coll! {
@@ -463,21 +322,10 @@ fn neighborhood(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Ngh> {
 }
 
 ngh! {
-    fn MPI_Neighbor_allgather, fn MPI_Ineighbor_allgather, fn MPI_Neighbor_allgather_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, nb| {
-        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
-        let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
-                                 recvcount as i64)?;
-        plans::neighbor(st, comm, &nb, send, recv)
-    }
-}
-
-ngh! {
+    fn MPI_Neighbor_allgather, fn MPI_Ineighbor_allgather, fn MPI_Neighbor_allgather_init,
     fn MPI_Neighbor_allgather_c, fn MPI_Ineighbor_allgather_c, fn MPI_Neighbor_allgather_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, nb| {
         let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
         let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
@@ -487,50 +335,25 @@ ngh! {
 }
 
 ngh! {
-    fn MPI_Neighbor_allgatherv, fn MPI_Ineighbor_allgatherv, fn MPI_Neighbor_allgatherv_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, nb| {
-        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
-        // SAFETY: one count and displacement per source.
-        let recv = unsafe {
-            Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(displs), recvtype, nb.sources.len())
-        }?;
-        plans::neighbor(st, comm, &nb, send, recv)
-    }
-}
-
-ngh! {
+    fn MPI_Neighbor_allgatherv, fn MPI_Ineighbor_allgatherv, fn MPI_Neighbor_allgatherv_init,
     fn MPI_Neighbor_allgatherv_c, fn MPI_Ineighbor_allgatherv_c, fn MPI_Neighbor_allgatherv_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcounts: *const Count, displs: *const Disp, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, nb| {
         let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(), 0)?;
         // SAFETY: one count and displacement per source.
         let recv = unsafe {
-            Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(displs), recvtype, nb.sources.len())
+            Side::v(st, recvbuf, Arr::from(recvcounts), Arr::from(displs), recvtype, nb.sources.len())
         }?;
         plans::neighbor(st, comm, &nb, send, recv)
     }
 }
 
 ngh! {
-    fn MPI_Neighbor_alltoall, fn MPI_Ineighbor_alltoall, fn MPI_Neighbor_alltoall_init
-    (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, nb| {
-        let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(),
-                                 sendcount as i64)?;
-        let recv = Side::regular(st, recvbuf, recvcount as i64, recvtype, nb.sources.len(),
-                                 recvcount as i64)?;
-        plans::neighbor(st, comm, &nb, send, recv)
-    }
-}
-
-ngh! {
+    fn MPI_Neighbor_alltoall, fn MPI_Ineighbor_alltoall, fn MPI_Neighbor_alltoall_init,
     fn MPI_Neighbor_alltoall_c, fn MPI_Ineighbor_alltoall_c, fn MPI_Neighbor_alltoall_init_c
-    (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
-     recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+     recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, nb| {
         let send = Side::regular(st, sendbuf, sendcount as i64, sendtype, nb.dests.len(),
                                  sendcount as i64)?;
@@ -541,72 +364,38 @@ ngh! {
 }
 
 ngh! {
-    fn MPI_Neighbor_alltoallv, fn MPI_Ineighbor_alltoallv, fn MPI_Neighbor_alltoallv_init
-    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
-     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-     rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, nb| {
-        // SAFETY: one count and displacement per destination / source.
-        let send = unsafe {
-            Side::v(st, sendbuf, Arr::Int(sendcounts), Arr::Int(sdispls), sendtype, nb.dests.len())
-        }?;
-        // SAFETY: as above.
-        let recv = unsafe {
-            Side::v(st, recvbuf, Arr::Int(recvcounts), Arr::Int(rdispls), recvtype, nb.sources.len())
-        }?;
-        plans::neighbor(st, comm, &nb, send, recv)
-    }
-}
-
-ngh! {
+    fn MPI_Neighbor_alltoallv, fn MPI_Ineighbor_alltoallv, fn MPI_Neighbor_alltoallv_init,
     fn MPI_Neighbor_alltoallv_c, fn MPI_Ineighbor_alltoallv_c, fn MPI_Neighbor_alltoallv_init_c
-    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
-     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
-     rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const Disp,
+     sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
+     rdispls: *const Disp, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
     |st, nb| {
         // SAFETY: one count and displacement per destination / source.
         let send = unsafe {
-            Side::v(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtype, nb.dests.len())
+            Side::v(st, sendbuf, Arr::from(sendcounts), Arr::from(sdispls), sendtype, nb.dests.len())
         }?;
         // SAFETY: as above.
         let recv = unsafe {
-            Side::v(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtype, nb.sources.len())
+            Side::v(st, recvbuf, Arr::from(recvcounts), Arr::from(rdispls), recvtype, nb.sources.len())
         }?;
         plans::neighbor(st, comm, &nb, send, recv)
     }
 }
 
 ngh! {
-    fn MPI_Neighbor_alltoallw, fn MPI_Ineighbor_alltoallw, fn MPI_Neighbor_alltoallw_init
-    (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint,
-     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
-     rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
-    |st, nb| {
-        // SAFETY: one count, displacement and type per destination / source.
-        let send = unsafe {
-            Side::w(st, sendbuf, Arr::Int(sendcounts), Arr::Aint(sdispls), sendtypes, nb.dests.len())
-        }?;
-        // SAFETY: as above.
-        let recv = unsafe {
-            Side::w(st, recvbuf, Arr::Int(recvcounts), Arr::Aint(rdispls), recvtypes, nb.sources.len())
-        }?;
-        plans::neighbor(st, comm, &nb, send, recv)
-    }
-}
-
-ngh! {
+    fn MPI_Neighbor_alltoallw, fn MPI_Ineighbor_alltoallw, fn MPI_Neighbor_alltoallw_init,
     fn MPI_Neighbor_alltoallw_c, fn MPI_Ineighbor_alltoallw_c, fn MPI_Neighbor_alltoallw_init_c
-    (sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
-     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+    (sendbuf: *const c_void, sendcounts: *const Count, sdispls: *const MPI_Aint,
+     sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const Count,
      rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) on comm
     |st, nb| {
         // SAFETY: one count, displacement and type per destination / source.
         let send = unsafe {
-            Side::w(st, sendbuf, Arr::Count(sendcounts), Arr::Aint(sdispls), sendtypes, nb.dests.len())
+            Side::w(st, sendbuf, Arr::from(sendcounts), Arr::from(sdispls), sendtypes, nb.dests.len())
         }?;
         // SAFETY: as above.
         let recv = unsafe {
-            Side::w(st, recvbuf, Arr::Count(recvcounts), Arr::Aint(rdispls), recvtypes, nb.sources.len())
+            Side::w(st, recvbuf, Arr::from(recvcounts), Arr::from(rdispls), recvtypes, nb.sources.len())
         }?;
         plans::neighbor(st, comm, &nb, send, recv)
     }
@@ -717,16 +506,9 @@ fn reduce_local(
 }
 
 mpi_fn! {
-    fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int,
+    fn MPI_Reduce_local, fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: Count,
                         datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
         reduce_local(inbuf, inoutbuf, count as i64, datatype, op)
-    }
-}
-
-mpi_fn! {
-    fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count,
-                          datatype: MPI_Datatype, op: MPI_Op) on ErrObj::NoObject => {
-        reduce_local(inbuf, inoutbuf, count, datatype, op)
     }
 }
 

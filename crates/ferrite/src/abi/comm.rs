@@ -244,15 +244,20 @@ mpi_fn! {
             MPI_UNDEFINED => false,
             _ => return Err(crate::mpi_err!(MPI_ERR_ARG, "unknown split_type {split_type}")),
         };
-        let mut h = state::with(|st| st.comm_split_type(comm, shared, key))?;
-        if split_type == MPI_COMM_TYPE_HW_UNGUIDED && h != MPI_COMM_NULL {
-            let whole = state::with(|st| Ok(st.objects.comms.get(h)?.size() == st.objects.comms.get(comm)?.size()))?;
-            if whole {
-                state::with(|st| { st.comm_remove(h); Ok(()) })?;
-                h = MPI_COMM_NULL;
-            } else if info != MPI_INFO_NULL {
-                crate::objects::info::with(|i| { i.get_mut(info)?.set(RESOURCE, SHARED_MEMORY); Ok(()) })?;
+        // One lock: split, and for an unguided request drop a result that is all of `comm`.
+        let (h, subset) = state::with(|st| {
+            let h = st.comm_split_type(comm, shared, key)?;
+            if split_type != MPI_COMM_TYPE_HW_UNGUIDED || h == MPI_COMM_NULL {
+                return Ok((h, false));
             }
+            if st.objects.comms.get(h)?.size() == st.objects.comms.get(comm)?.size() {
+                st.comm_remove(h);
+                return Ok((MPI_COMM_NULL, false));
+            }
+            Ok((h, true))
+        })?;
+        if subset && info != MPI_INFO_NULL {
+            crate::objects::info::with(|i| { i.get_mut(info)?.set(RESOURCE, SHARED_MEMORY); Ok(()) })?;
         }
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }

@@ -22,6 +22,17 @@ enum Form {
     Large,
 }
 
+impl Form {
+    /// The form of a `twins!` body (`LARGE` in the `_c` form).
+    const fn of(large: bool) -> Form {
+        if large {
+            Form::Large
+        } else {
+            Form::Int
+        }
+    }
+}
+
 /// A constructor's arguments sorted into the envelope's arrays.
 #[derive(Default)]
 struct Args {
@@ -361,95 +372,124 @@ unsafe fn arr<T: Copy + Into<i64>>(p: *const T, n: i64, what: &str) -> MpiResult
     Ok(s.iter().map(|&x| x.into()).collect())
 }
 
-mpi_fn! {
-    fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype)
-        on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { contiguous(Form::Int, count.into(), oldtype, newtype) }
+/// The block arguments of an indexed/struct constructor: `count` lengths (one when
+/// `same_len`) and displacements, of either width.
+///
+/// # Safety
+/// `lens` (unless `same_len`) and `disps` hold `count` entries.
+unsafe fn blocks<L: Copy + Into<i64>, D: Copy + Into<i64>>(
+    count: i64,
+    lens: *const L,
+    same_len: Option<i64>,
+    disps: *const D,
+    bytes: bool,
+) -> MpiResult<Blocks> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        Ok(Blocks {
+            lens: match same_len {
+                Some(l) => vec![l],
+                None => arr(lens, count, "array_of_blocklengths")?,
+            },
+            same_len: same_len.is_some(),
+            disps: arr(disps, count, "array_of_displacements")?,
+            bytes,
+        })
     }
 }
 
+// The constructors' int and large-count (`_c`) forms (MPI 4.1 section 5.1) build the same
+// 64-bit types; only the envelope records the `_c` forms' arguments as large counts.
+
 mpi_fn! {
-    fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype,
+    fn MPI_Type_contiguous, fn MPI_Type_contiguous_c(count: Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { vector(Form::Int, false, count.into(), blocklength.into(), stride.into(), oldtype, newtype) }
+        unsafe { contiguous(Form::of(LARGE), count.into(), oldtype, newtype) }
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint,
+    fn MPI_Type_vector, fn MPI_Type_vector_c(count: Count, blocklength: Count, stride: Count,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { vector(Form::Int, true, count.into(), blocklength.into(), stride, oldtype, newtype) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int,
-        array_of_displacements: *const c_int, oldtype: MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
         unsafe {
-            let b = Blocks { lens: arr(array_of_blocklengths, count.into(), "array_of_blocklengths")?,
-                same_len: false, disps: arr(array_of_displacements, count.into(), "array_of_displacements")?,
-                bytes: false };
-            indexed(Form::Int, MPI_COMBINER_INDEXED, b, oldtype, newtype)
+            vector(Form::of(LARGE), false, count.into(), blocklength.into(), stride.into(), oldtype,
+                newtype)
         }
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int,
-        array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype,
+    // stride: MPI_Aint in the int form, MPI_Count in the _c form (the same type).
+    fn MPI_Type_create_hvector, fn MPI_Type_create_hvector_c(count: Count, blocklength: Count,
+        stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: newtype is the caller's MPI_Datatype* output.
+        unsafe { vector(Form::of(LARGE), true, count.into(), blocklength.into(), stride, oldtype, newtype) }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_indexed, fn MPI_Type_indexed_c(count: Count, array_of_blocklengths: *const Count,
+        array_of_displacements: *const Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
         unsafe {
-            let b = Blocks { lens: arr(array_of_blocklengths, count.into(), "array_of_blocklengths")?,
-                same_len: false, disps: arr(array_of_displacements, count.into(), "array_of_displacements")?,
-                bytes: true };
-            indexed(Form::Int, MPI_COMBINER_HINDEXED, b, oldtype, newtype)
+            let b = blocks(count.into(), array_of_blocklengths, None, array_of_displacements, false)?;
+            indexed(Form::of(LARGE), MPI_COMBINER_INDEXED, b, oldtype, newtype)
         }
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int,
-        array_of_displacements: *const c_int, oldtype: MPI_Datatype,
+    fn MPI_Type_create_hindexed, fn MPI_Type_create_hindexed_c(count: Count,
+        array_of_blocklengths: *const Count, array_of_displacements: *const MPI_Aint,
+        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
+        unsafe {
+            let b = blocks(count.into(), array_of_blocklengths, None, array_of_displacements, true)?;
+            indexed(Form::of(LARGE), MPI_COMBINER_HINDEXED, b, oldtype, newtype)
+        }
+    }
+}
+
+mpi_fn! {
+    fn MPI_Type_create_indexed_block, fn MPI_Type_create_indexed_block_c(count: Count,
+        blocklength: Count, array_of_displacements: *const Count, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: the array holds `count` entries; newtype is the caller's output.
         unsafe {
-            let b = Blocks { lens: vec![blocklength.into()], same_len: true,
-                disps: arr(array_of_displacements, count.into(), "array_of_displacements")?, bytes: false };
-            indexed(Form::Int, MPI_COMBINER_INDEXED_BLOCK, b, oldtype, newtype)
+            let b = blocks(count.into(), std::ptr::null::<Count>(), Some(blocklength.into()),
+                array_of_displacements, false)?;
+            indexed(Form::of(LARGE), MPI_COMBINER_INDEXED_BLOCK, b, oldtype, newtype)
         }
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int,
-        array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype,
+    fn MPI_Type_create_hindexed_block, fn MPI_Type_create_hindexed_block_c(count: Count,
+        blocklength: Count, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype,
         newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: the array holds `count` entries; newtype is the caller's output.
         unsafe {
-            let b = Blocks { lens: vec![blocklength.into()], same_len: true,
-                disps: arr(array_of_displacements, count.into(), "array_of_displacements")?, bytes: true };
-            indexed(Form::Int, MPI_COMBINER_HINDEXED_BLOCK, b, oldtype, newtype)
+            let b = blocks(count.into(), std::ptr::null::<Count>(), Some(blocklength.into()),
+                array_of_displacements, true)?;
+            indexed(Form::of(LARGE), MPI_COMBINER_HINDEXED_BLOCK, b, oldtype, newtype)
         }
     }
 }
 
 mpi_fn! {
-    fn MPI_Type_create_struct(count: c_int, array_of_blocklengths: *const c_int,
-        array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+    fn MPI_Type_create_struct, fn MPI_Type_create_struct_c(count: Count,
+        array_of_blocklengths: *const Count, array_of_displacements: *const MPI_Aint,
+        array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
         unsafe {
-            let b = Blocks { lens: arr(array_of_blocklengths, count.into(), "array_of_blocklengths")?,
-                same_len: false, disps: arr(array_of_displacements, count.into(), "array_of_displacements")?,
-                bytes: true };
-            let types = slice(array_of_types, count, "array_of_types")?;
-            structure(Form::Int, b, types, newtype)
+            let b = blocks(count.into(), array_of_blocklengths, None, array_of_displacements, true)?;
+            let n = c_int::try_from(count).map_err(|_| crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
+                "struct of {count} blocks: more blocks than an int counts"))?;
+            let types = slice(array_of_types, n, "array_of_types")?;
+            structure(Form::of(LARGE), b, types, newtype)
         }
     }
 }
@@ -484,10 +524,11 @@ unsafe fn resized(
 }
 
 mpi_fn! {
-    fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
+    // lb, extent: MPI_Aint in the int form, MPI_Count in the _c form (the same type).
+    fn MPI_Type_create_resized, fn MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: MPI_Aint,
+        extent: MPI_Aint, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { resized(Form::Int, oldtype, lb, extent, newtype) }
+        unsafe { resized(Form::of(LARGE), oldtype, lb, extent, newtype) }
     }
 }
 
@@ -562,8 +603,9 @@ unsafe fn subarray(
 }
 
 mpi_fn! {
-    fn MPI_Type_create_subarray(ndims: c_int, array_of_sizes: *const c_int,
-        array_of_subsizes: *const c_int, array_of_starts: *const c_int, order: c_int,
+    fn MPI_Type_create_subarray, fn MPI_Type_create_subarray_c(ndims: c_int,
+        array_of_sizes: *const Count, array_of_subsizes: *const Count,
+        array_of_starts: *const Count, order: c_int,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         if ndims <= 0 {
             return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
@@ -571,7 +613,7 @@ mpi_fn! {
         let n = ndims.into();
         // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
         unsafe {
-            subarray(Form::Int, arr(array_of_sizes, n, "array_of_sizes")?,
+            subarray(Form::of(LARGE), arr(array_of_sizes, n, "array_of_sizes")?,
                 arr(array_of_subsizes, n, "array_of_subsizes")?,
                 arr(array_of_starts, n, "array_of_starts")?, order, oldtype, newtype)
         }
@@ -638,8 +680,8 @@ unsafe fn darray(
 }
 
 mpi_fn! {
-    fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int,
-        array_of_gsizes: *const c_int, array_of_distribs: *const c_int,
+    fn MPI_Type_create_darray, fn MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int,
+        array_of_gsizes: *const Count, array_of_distribs: *const c_int,
         array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
         oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
         if ndims <= 0 {
@@ -648,7 +690,7 @@ mpi_fn! {
         // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
         unsafe {
             let g = arr(array_of_gsizes, ndims.into(), "array_of_gsizes")?;
-            darray(Form::Int, size, rank, ndims, g, array_of_distribs, array_of_dargs,
+            darray(Form::of(LARGE), size, rank, ndims, g, array_of_distribs, array_of_dargs,
                 array_of_psizes, order, oldtype, newtype)
         }
     }
@@ -896,10 +938,11 @@ fn query<R>(h: MPI_Datatype, f: impl FnOnce(&Datatype) -> R) -> MpiResult<R> {
 }
 
 mpi_fn! {
-    fn MPI_Type_size(datatype: MPI_Datatype, size: *mut c_int) on ErrObj::NoObject => {
+    fn MPI_Type_size, fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut Count)
+        on ErrObj::NoObject => {
         let s = query(datatype, |t| t.size)?;
-        let v = c_int::try_from(s).unwrap_or(MPI_UNDEFINED);
-        // SAFETY: the caller passes an int* output.
+        let v = Count::try_from(s).unwrap_or(MPI_UNDEFINED.into());
+        // SAFETY: the caller passes an int*/MPI_Count* output.
         unsafe { out(size, v) }
     }
 }
@@ -913,8 +956,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_get_extent(datatype: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint)
-        on ErrObj::NoObject => {
+    // MPI_Aint* in the int form, MPI_Count* in the _c form (the same type).
+    fn MPI_Type_get_extent, fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Aint,
+        extent: *mut MPI_Aint) on ErrObj::NoObject => {
         let (l, e) = query(datatype, |t| (t.lb, t.extent))?;
         // SAFETY: the caller passes MPI_Aint* outputs.
         unsafe { out(lb, l as MPI_Aint)?; out(extent, e as MPI_Aint) }
@@ -931,8 +975,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint,
-        true_extent: *mut MPI_Aint) on ErrObj::NoObject => {
+    // MPI_Aint* in the int form, MPI_Count* in the _c form (the same type).
+    fn MPI_Type_get_true_extent, fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype,
+        true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) on ErrObj::NoObject => {
         let (l, e) = query(datatype, |t| (t.true_lb, t.true_extent))?;
         // SAFETY: the caller passes MPI_Aint* outputs.
         unsafe { out(true_lb, l as MPI_Aint)?; out(true_extent, e as MPI_Aint) }
@@ -1026,189 +1071,6 @@ mpi_fn! {
             let types = slice(array_of_types.cast_const(), count, "array_of_types")?;
             structure(Form::Int, b, types, newtype)
         }
-    }
-}
-
-// Large-count (`_c`) forms (MPI 4.1 section 5.1): the same 64-bit constructors as the int
-// forms; only the envelope records their arguments as large counts.
-
-mpi_fn! {
-    fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
-        let s = query(datatype, |t| t.size)?;
-        // SAFETY: the caller passes an MPI_Count* output.
-        unsafe { out(size, s as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let (l, e) = query(datatype, |t| (t.lb, t.extent))?;
-        // SAFETY: the caller passes MPI_Count* outputs.
-        unsafe { out(lb, l as MPI_Count)?; out(extent, e as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut MPI_Count,
-        true_extent: *mut MPI_Count) on ErrObj::NoObject => {
-        let (l, e) = query(datatype, |t| (t.true_lb, t.true_extent))?;
-        // SAFETY: the caller passes MPI_Count* outputs.
-        unsafe { out(true_lb, l as MPI_Count)?; out(true_extent, e as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype)
-        on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { contiguous(Form::Large, count, oldtype, newtype) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count,
-        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { vector(Form::Large, false, count, blocklength, stride, oldtype, newtype) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count,
-        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { vector(Form::Large, true, count, blocklength, stride, oldtype, newtype) }
-    }
-}
-
-/// The block arguments of an indexed/struct `_c` constructor.
-///
-/// # Safety
-/// `lens` (one entry when `same_len`) and `disps` hold `count` entries.
-unsafe fn large_blocks(
-    count: MPI_Count,
-    lens: *const MPI_Count,
-    same_len: Option<MPI_Count>,
-    disps: *const MPI_Count,
-    bytes: bool,
-) -> MpiResult<Blocks> {
-    // SAFETY: per this function's contract.
-    unsafe {
-        Ok(Blocks {
-            lens: match same_len {
-                Some(l) => vec![l],
-                None => arr(lens, count, "array_of_blocklengths")?,
-            },
-            same_len: same_len.is_some(),
-            disps: arr(disps, count, "array_of_displacements")?,
-            bytes,
-        })
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
-        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
-        unsafe {
-            let b = large_blocks(count, array_of_blocklengths, None, array_of_displacements, false)?;
-            indexed(Form::Large, MPI_COMBINER_INDEXED, b, oldtype, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
-        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
-        unsafe {
-            let b = large_blocks(count, array_of_blocklengths, None, array_of_displacements, true)?;
-            indexed(Form::Large, MPI_COMBINER_HINDEXED, b, oldtype, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count,
-        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the array holds `count` entries; newtype is the caller's output.
-        unsafe {
-            let b = large_blocks(count, std::ptr::null(), Some(blocklength), array_of_displacements, false)?;
-            indexed(Form::Large, MPI_COMBINER_INDEXED_BLOCK, b, oldtype, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count,
-        array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the array holds `count` entries; newtype is the caller's output.
-        unsafe {
-            let b = large_blocks(count, std::ptr::null(), Some(blocklength), array_of_displacements, true)?;
-            indexed(Form::Large, MPI_COMBINER_HINDEXED_BLOCK, b, oldtype, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count,
-        array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: the arrays hold `count` entries; newtype is the caller's output.
-        unsafe {
-            let b = large_blocks(count, array_of_blocklengths, None, array_of_displacements, true)?;
-            let n = c_int::try_from(count).map_err(|_| crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
-                "struct of {count} blocks: more blocks than an int counts"))?;
-            let types = slice(array_of_types, n, "array_of_types")?;
-            structure(Form::Large, b, types, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count,
-        array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int,
-        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        if ndims <= 0 {
-            return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
-        }
-        let n = ndims.into();
-        // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
-        unsafe {
-            subarray(Form::Large, arr(array_of_sizes, n, "array_of_sizes")?,
-                arr(array_of_subsizes, n, "array_of_subsizes")?,
-                arr(array_of_starts, n, "array_of_starts")?, order, oldtype, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int,
-        array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int,
-        array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int,
-        oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        if ndims <= 0 {
-            return Err(crate::mpi_err!(MPI_ERR_DIMS, "ndims {ndims} must be positive"));
-        }
-        // SAFETY: the arrays hold `ndims` entries each; newtype is the caller's output.
-        unsafe {
-            let g = arr(array_of_gsizes, ndims.into(), "array_of_gsizes")?;
-            darray(Form::Large, size, rank, ndims, g, array_of_distribs, array_of_dargs,
-                array_of_psizes, order, oldtype, newtype)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count,
-        newtype: *mut MPI_Datatype) on ErrObj::NoObject => {
-        // SAFETY: newtype is the caller's MPI_Datatype* output.
-        unsafe { resized(Form::Large, oldtype, lb, extent, newtype) }
     }
 }
 

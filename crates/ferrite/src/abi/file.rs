@@ -456,20 +456,12 @@ fn type_extent(fh: MPI_File, datatype: MPI_Datatype) -> MpiResult<i64> {
 }
 
 mpi_fn! {
-    fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint)
-        on ErrObj::File(fh as usize) => {
+    // MPI_Aint* in the int form, MPI_Count* in the _c form: the same Rust type.
+    fn MPI_File_get_type_extent, fn MPI_File_get_type_extent_c(fh: MPI_File,
+        datatype: MPI_Datatype, extent: *mut MPI_Aint) on ErrObj::File(fh as usize) => {
         let e = type_extent(fh, datatype)?;
-        // SAFETY: the caller's MPI_Aint* output.
+        // SAFETY: the caller's MPI_Aint*/MPI_Count* output.
         unsafe { out(extent, e as MPI_Aint) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_get_type_extent_c(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count)
-        on ErrObj::File(fh as usize) => {
-        let e = type_extent(fh, datatype)?;
-        // SAFETY: the caller's MPI_Count* output.
-        unsafe { out(extent, e as MPI_Count) }
     }
 }
 
@@ -579,7 +571,7 @@ pub extern "C" fn MPI_File_f2c(file: MPI_Fint) -> MPI_File {
 }
 
 mpi_fn! {
-    fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_read, fn MPI_File_read_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -588,7 +580,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iread, fn MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, request) }
@@ -596,7 +588,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_read_at, fn MPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -605,7 +597,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iread_at, fn MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, request) }
@@ -613,7 +605,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_read_all, fn MPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -622,7 +614,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iread_all, fn MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, request) }
@@ -630,7 +622,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
+    fn MPI_File_read_all_begin, fn MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
         unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual) }
@@ -647,7 +639,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_read_at_all, fn MPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -656,7 +648,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iread_at_all, fn MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, request) }
@@ -664,7 +656,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
+    fn MPI_File_read_at_all_begin, fn MPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
         unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset)) }
@@ -681,7 +673,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_read_shared, fn MPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -690,7 +682,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iread_shared, fn MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, request) }
@@ -698,7 +690,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_read_ordered, fn MPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -707,7 +699,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype)
+    fn MPI_File_read_ordered_begin, fn MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
         unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered) }
@@ -724,125 +716,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_read_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual, true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::Individual) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset), true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::At(offset)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Shared, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Shared, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Read, From::Ordered, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Read, From::Ordered) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_write, fn MPI_File_write_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -851,7 +725,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iwrite, fn MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, request) }
@@ -859,7 +733,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_write_at, fn MPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -868,7 +742,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iwrite_at, fn MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, request) }
@@ -876,7 +750,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_write_all, fn MPI_File_write_all_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -885,7 +759,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iwrite_all, fn MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, request) }
@@ -893,7 +767,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
+    fn MPI_File_write_all_begin, fn MPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
         unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual) }
@@ -910,7 +784,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_write_at_all, fn MPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -919,7 +793,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iwrite_at_all, fn MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, request) }
@@ -927,7 +801,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
+    fn MPI_File_write_at_all_begin, fn MPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
         unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset)) }
@@ -944,7 +818,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_write_shared, fn MPI_File_write_shared_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -953,7 +827,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request)
+    fn MPI_File_iwrite_shared, fn MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
         on ErrObj::File(fh as usize) => {
         // SAFETY: as for the blocking form; `request` is an MPI_Request*.
         unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, request) }
@@ -961,7 +835,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status)
+    fn MPI_File_write_ordered, fn MPI_File_write_ordered_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
         // is an MPI_Status* or MPI_STATUS_IGNORE.
@@ -970,7 +844,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype)
+    fn MPI_File_write_ordered_begin, fn MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype)
         on ErrObj::File(fh as usize) => {
         // SAFETY: the caller's buffer, count and type follow MPI's contract.
         unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered) }
@@ -983,123 +857,5 @@ mpi_fn! {
         let _ = buf;
         // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
         unsafe { end(fh, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual, true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::Individual) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset), true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::At(offset)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Shared, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Shared, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_ordered_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, count, datatype, Dir::Write, From::Ordered, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, count, datatype, Dir::Write, From::Ordered) }
     }
 }

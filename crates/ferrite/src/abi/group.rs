@@ -173,22 +173,22 @@ unsafe fn triplets(n: c_int, ranges: *const Triplet, size: usize) -> MpiResult<V
 }
 
 mpi_fn! {
-    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *const Triplet,
+    fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut Triplet,
         newgroup: *mut MPI_Group) on ErrObj::NoObject => {
         let g = get(group)?;
         // SAFETY: the caller's array holds `n` triplets.
-        let r = unsafe { triplets(n, ranges, g.len()) }?;
+        let r = unsafe { triplets(n, ranges.cast_const(), g.len()) }?;
         // SAFETY: the caller passes an MPI_Group* output.
         unsafe { new_group(r.iter().map(|&i| g[i]).collect(), newgroup) }
     }
 }
 
 mpi_fn! {
-    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *const Triplet,
+    fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut Triplet,
         newgroup: *mut MPI_Group) on ErrObj::NoObject => {
         let g = get(group)?;
         // SAFETY: the caller's array holds `n` triplets.
-        let r = unsafe { triplets(n, ranges, g.len()) }?;
+        let r = unsafe { triplets(n, ranges.cast_const(), g.len()) }?;
         let keep = (0..g.len()).filter(|i| !r.contains(i)).map(|i| g[i]).collect();
         // SAFETY: the caller passes an MPI_Group* output.
         unsafe { new_group(keep, newgroup) }

@@ -594,34 +594,18 @@ fn comm_detach(comm: MPI_Comm, buffer_addr: *mut c_void) -> MpiResult<usize> {
 }
 
 mpi_fn! {
-    fn MPI_Comm_attach_buffer(comm: MPI_Comm, buffer: *mut c_void, size: c_int)
+    fn MPI_Comm_attach_buffer, fn MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: Count)
         on ErrObj::Comm(comm) => {
         comm_attach(comm, buffer, cnt(size))
     }
 }
 
 mpi_fn! {
-    fn MPI_Comm_attach_buffer_c(comm: MPI_Comm, buffer: *mut c_void, size: MPI_Count)
-        on ErrObj::Comm(comm) => {
-        comm_attach(comm, buffer, cnt(size))
-    }
-}
-
-mpi_fn! {
-    fn MPI_Comm_detach_buffer(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut c_int)
-        on ErrObj::Comm(comm) => {
+    fn MPI_Comm_detach_buffer, fn MPI_Comm_detach_buffer_c(comm: MPI_Comm,
+        buffer_addr: *mut c_void, size: *mut Count) on ErrObj::Comm(comm) => {
         let n = comm_detach(comm, buffer_addr)?;
-        // SAFETY: `size` is the caller's int* (the size was attached as an int).
-        unsafe { out(size, n as c_int) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Comm_detach_buffer_c(comm: MPI_Comm, buffer_addr: *mut c_void, size: *mut MPI_Count)
-        on ErrObj::Comm(comm) => {
-        let n = comm_detach(comm, buffer_addr)?;
-        // SAFETY: `size` is the caller's MPI_Count*.
-        unsafe { out(size, n as MPI_Count) }
+        // SAFETY: `size` is the caller's int*/MPI_Count* (an int form attached an int size).
+        unsafe { out(size, n as Count) }
     }
 }
 
@@ -685,30 +669,17 @@ fn buffer_detach(buffer_addr: *mut c_void) -> MpiResult<usize> {
 }
 
 mpi_fn! {
-    fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) on ErrObj::NoObject => {
+    fn MPI_Buffer_attach, fn MPI_Buffer_attach_c(buffer: *mut c_void, size: Count) on ErrObj::NoObject => {
         buffer_attach(buffer, cnt(size))
     }
 }
 
 mpi_fn! {
-    fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) on ErrObj::NoObject => {
-        buffer_attach(buffer, cnt(size))
-    }
-}
-
-mpi_fn! {
-    fn MPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on ErrObj::NoObject => {
+    fn MPI_Buffer_detach, fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut Count)
+        on ErrObj::NoObject => {
         let n = buffer_detach(buffer_addr)?;
-        // SAFETY: `size` is the caller's int* (the size was attached as an int).
-        unsafe { out(size, n as c_int) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) on ErrObj::NoObject => {
-        let n = buffer_detach(buffer_addr)?;
-        // SAFETY: `size` is the caller's MPI_Count*.
-        unsafe { out(size, n as MPI_Count) }
+        // SAFETY: `size` is the caller's int*/MPI_Count* (an int form attached an int size).
+        unsafe { out(size, n as Count) }
     }
 }
 

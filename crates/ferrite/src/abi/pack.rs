@@ -6,7 +6,6 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
 use crate::state;
 use std::ffi::{c_char, c_void, CStr};
-use std::os::raw::c_int;
 use std::sync::Arc;
 
 fn datatype(dt: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
@@ -137,8 +136,8 @@ fn check_datarep(datarep: *const c_char) -> MpiResult<()> {
 }
 
 /// # Safety
-/// `p` is an int* the caller passes as position.
-unsafe fn read_pos(p: *const c_int) -> MpiResult<i64> {
+/// `p` is the int* (MPI_Count*, MPI_Aint*) the caller passes as position.
+unsafe fn read_pos<T: Copy + Into<i64>>(p: *const T) -> MpiResult<i64> {
     if p.is_null() {
         return Err(MpiError::new(
             MPI_ERR_ARG,
@@ -146,50 +145,50 @@ unsafe fn read_pos(p: *const c_int) -> MpiResult<i64> {
         ));
     }
     // SAFETY: non-null per the check.
-    Ok(unsafe { *p } as i64)
+    Ok(unsafe { *p }.into())
 }
 
 mpi_fn! {
-    fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype,
-        outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm)
+    fn MPI_Pack, fn MPI_Pack_c(inbuf: *const c_void, incount: Count, datatype: MPI_Datatype,
+        outbuf: *mut c_void, outsize: Count, position: *mut Count, comm: MPI_Comm)
         on ErrObj::Comm(comm) => {
         state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
         // SAFETY: the caller's buffers and position follow MPI_Pack's contract.
         unsafe {
             let p = pack_into(inbuf, incount.into(), datatype, outbuf, outsize.into(), read_pos(position)?, false)?;
-            out(position, p as c_int)
+            // p <= outsize, which is a Count.
+            out(position, p as Count)
         }
     }
 }
 
 mpi_fn! {
-    fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int,
-        outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm)
+    fn MPI_Unpack, fn MPI_Unpack_c(inbuf: *const c_void, insize: Count, position: *mut Count,
+        outbuf: *mut c_void, outcount: Count, datatype: MPI_Datatype, comm: MPI_Comm)
         on ErrObj::Comm(comm) => {
         state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
         // SAFETY: the caller's buffers and position follow MPI_Unpack's contract.
         unsafe {
             let p = unpack_from(inbuf, insize.into(), read_pos(position)?, outbuf, outcount.into(), datatype, false)?;
-            out(position, p as c_int)
+            // p <= insize, which is a Count.
+            out(position, p as Count)
         }
     }
 }
 
 mpi_fn! {
-    fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int)
-        on ErrObj::Comm(comm) => {
-        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
-        let n = count_arg(incount.into())?;
-        let s = datatype_size(datatype)? * n;
-        let s = c_int::try_from(s).map_err(|_| crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
+    fn MPI_Pack_size, fn MPI_Pack_size_c(incount: Count, datatype: MPI_Datatype, comm: MPI_Comm,
+        size: *mut Count) on ErrObj::Comm(comm) => {
+        let s = state::with(|st| {
+            st.objects.comms.get(comm)?;
+            let n = count_arg(incount.into())?;
+            Ok(st.objects.datatypes.lookup(datatype)?.size * n)
+        })?;
+        let s = Count::try_from(s).map_err(|_| crate::mpi_err!(MPI_ERR_VALUE_TOO_LARGE,
             "packed size {s} does not fit an int (use MPI_Pack_size_c)"))?;
-        // SAFETY: the caller passes an int* output.
+        // SAFETY: the caller passes an int*/MPI_Count* output.
         unsafe { out(size, s) }
     }
-}
-
-fn datatype_size(dt: MPI_Datatype) -> MpiResult<usize> {
-    state::with(|st| Ok(st.objects.datatypes.lookup(dt)?.size))
 }
 
 /// Bytes of `count` elements of `dt` in "external32".
@@ -199,9 +198,10 @@ fn external_size(count: i64, dt: MPI_Datatype) -> MpiResult<usize> {
 }
 
 mpi_fn! {
-    fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int,
-        datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint)
-        on ErrObj::NoObject => {
+    // outsize, position: MPI_Aint(*) in the int form, MPI_Count(*) in _c (the same type).
+    fn MPI_Pack_external, fn MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void,
+        incount: Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint,
+        position: *mut MPI_Aint) on ErrObj::NoObject => {
         check_datarep(datarep)?;
         if position.is_null() {
             return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
@@ -215,9 +215,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint,
-        position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype)
-        on ErrObj::NoObject => {
+    // insize, position: MPI_Aint(*) in the int form, MPI_Count(*) in _c (the same type).
+    fn MPI_Unpack_external, fn MPI_Unpack_external_c(datarep: *const c_char,
+        inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void,
+        outcount: Count, datatype: MPI_Datatype) on ErrObj::NoObject => {
         check_datarep(datarep)?;
         if position.is_null() {
             return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
@@ -231,8 +232,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype,
-        size: *mut MPI_Aint) on ErrObj::NoObject => {
+    // size: MPI_Aint* in the int form, MPI_Count* in _c (the same type).
+    fn MPI_Pack_external_size, fn MPI_Pack_external_size_c(datarep: *const c_char,
+        incount: Count, datatype: MPI_Datatype, size: *mut MPI_Aint) on ErrObj::NoObject => {
         check_datarep(datarep)?;
         let s = external_size(incount.into(), datatype)?;
         // SAFETY: the caller passes an MPI_Aint* output.
@@ -262,89 +264,4 @@ pub extern "C" fn PMPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
 #[no_mangle]
 pub extern "C" fn MPI_Aint_diff(addr1: MPI_Aint, addr2: MPI_Aint) -> MPI_Aint {
     PMPI_Aint_diff(addr1, addr2)
-}
-
-mpi_fn! {
-    fn MPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype,
-        outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm)
-        on ErrObj::Comm(comm) => {
-        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
-        if position.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
-        }
-        // SAFETY: the caller's buffers and position follow MPI_Pack_c's contract.
-        unsafe {
-            let p = pack_into(inbuf, incount, datatype, outbuf, outsize, *position, false)?;
-            out(position, p)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count,
-        outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm)
-        on ErrObj::Comm(comm) => {
-        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
-        if position.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
-        }
-        // SAFETY: the caller's buffers and position follow MPI_Unpack_c's contract.
-        unsafe {
-            let p = unpack_from(inbuf, insize, *position, outbuf, outcount, datatype, false)?;
-            out(position, p)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Pack_size_c(incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm,
-        size: *mut MPI_Count) on ErrObj::Comm(comm) => {
-        state::with(|st| st.objects.comms.get(comm).map(|_| ()))?;
-        let n = count_arg(incount)?;
-        let s = datatype_size(datatype)? * n;
-        // SAFETY: the caller passes an MPI_Count* output.
-        unsafe { out(size, s as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count,
-        datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count,
-        position: *mut MPI_Count) on ErrObj::NoObject => {
-        check_datarep(datarep)?;
-        if position.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
-        }
-        // SAFETY: the caller's buffers and position follow MPI_Pack_external_c's contract.
-        unsafe {
-            let p = pack_into(inbuf, incount, datatype, outbuf, outsize, *position, true)?;
-            out(position, p)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count,
-        position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count,
-        datatype: MPI_Datatype) on ErrObj::NoObject => {
-        check_datarep(datarep)?;
-        if position.is_null() {
-            return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for position"));
-        }
-        // SAFETY: the caller's buffers and position follow MPI_Unpack_external_c's contract.
-        unsafe {
-            let p = unpack_from(inbuf, insize, *position, outbuf, outcount, datatype, true)?;
-            out(position, p)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count,
-        datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
-        check_datarep(datarep)?;
-        let s = external_size(incount, datatype)?;
-        // SAFETY: the caller passes an MPI_Count* output.
-        unsafe { out(size, s as MPI_Count) }
-    }
 }

@@ -10,6 +10,7 @@
 use super::consts::*;
 use super::grequest;
 use super::out;
+use super::ptr::{request as read_request, Requests};
 use super::status::{ignored, load, store, store_with_error};
 use super::types::MPI_Status;
 use crate::error::{class_of, ErrObj, MpiError, MpiResult};
@@ -96,29 +97,6 @@ fn status_error(status: &Status, comm: MPI_Comm) -> MpiResult<()> {
     }
 }
 
-/// # Safety
-/// `p` is a C `MPI_Request*` (checked for null here).
-unsafe fn req_ref<'a>(p: *mut MPI_Request) -> MpiResult<&'a mut MPI_Request> {
-    // SAFETY: a non-null pointer from the C caller to one MPI_Request.
-    unsafe { p.as_mut() }.ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, "null request pointer"))
-}
-
-/// # Safety
-/// `p` points to `n` requests (checked for null when n > 0).
-unsafe fn req_array<'a>(n: c_int, p: *mut MPI_Request) -> MpiResult<&'a mut [MPI_Request]> {
-    if n < 0 {
-        return Err(crate::mpi_err!(MPI_ERR_COUNT, "negative count {n}"));
-    }
-    if n == 0 {
-        return Ok(&mut []);
-    }
-    if p.is_null() {
-        return Err(MpiError::new(MPI_ERR_ARG, "null array of requests"));
-    }
-    // SAFETY: the caller passes an array of `n` requests.
-    Ok(unsafe { std::slice::from_raw_parts_mut(p, n as usize) })
-}
-
 /// Stores status `i` of an array; `with_error` when the call returns MPI_ERR_IN_STATUS
 /// (only then is MPI_ERROR set).
 ///
@@ -166,20 +144,22 @@ fn poll(mut test: impl FnMut() -> MpiResult<bool>) -> MpiResult<()> {
 
 fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
     // SAFETY: `req` is the caller's MPI_Request*.
-    let h = unsafe { req_ref(req) }?;
+    let mut h = unsafe { read_request(req) }?;
     let (s, comm) = state::with(|st| {
-        match slot(st, *h)? {
+        match slot(st, h)? {
             Slot::Empty => return Ok((empty_status(), MPI_COMM_NULL)),
             Slot::Pending => {
-                let id = *h;
+                let id = h;
                 st.wait_until(|st| st.p2p.is_done(id))?
             }
             Slot::Done => {}
         }
-        let comm = st.p2p.reqs.get(*h).map_or(MPI_COMM_WORLD, |r| r.comm);
+        let comm = st.p2p.reqs.get(h).map_or(MPI_COMM_WORLD, |r| r.comm);
         st.check_net(comm)?;
-        Ok(take(st, h))
+        Ok(take(st, &mut h))
     })?;
+    // SAFETY: as above.
+    unsafe { out(req, h) }?;
     // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
     unsafe { store(status, &s) };
     status_error(&s, comm)
@@ -188,7 +168,7 @@ fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
 mpi_fn! {
     fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) on ErrObj::NoObject => {
         // SAFETY: `request` is the caller's MPI_Request*.
-        let h = *unsafe { req_ref(request) }?;
+        let h = unsafe { read_request(request) }?;
         if grequest::among(&[h]).is_empty() {
             return wait(request, status);
         }
@@ -209,16 +189,18 @@ mpi_fn! {
 
 fn test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> MpiResult<()> {
     // SAFETY: `request` is the caller's MPI_Request*.
-    let h = unsafe { req_ref(request) }?;
-    with_greqs(grequest::among(&[*h]), || {
+    let mut h = unsafe { read_request(request) }?;
+    with_greqs(grequest::among(&[h]), || {
         let r = state::with(|st| {
             poke(st);
-            match slot(st, *h)? {
+            match slot(st, h)? {
                 Slot::Empty => Ok(Some((empty_status(), MPI_COMM_NULL))),
                 Slot::Pending => Ok(None),
-                Slot::Done => Ok(Some(take(st, h))),
+                Slot::Done => Ok(Some(take(st, &mut h))),
             }
         })?;
+        // SAFETY: as above.
+        unsafe { out(request, h) }?;
         // SAFETY: `flag` is the caller's int*.
         unsafe { out(flag, r.is_some() as c_int) }?;
         if let Some((s, comm)) = r {
@@ -281,15 +263,16 @@ mpi_fn! {
     fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status)
         on ErrObj::NoObject => {
         // SAFETY: the caller passes `count` requests.
-        let reqs = unsafe { req_array(count, array_of_requests) }?;
-        if !grequest::among(reqs).is_empty() {
+        let mut copy = unsafe { Requests::read(count, array_of_requests) }?;
+        if !grequest::among(&copy.handles).is_empty() {
             return poll(|| {
                 let mut flag = 0;
                 all(count, array_of_requests, &mut flag, array_of_statuses, How::Test)?;
                 Ok(flag != 0)
             });
         }
-        state::with(|st| {
+        let reqs = &mut copy.handles;
+        let r = state::with(|st| {
             validate(st, reqs)?;
             // A request that is no longer pending stays so during the wait: each check
             // resumes at the first one still pending instead of rescanning the array.
@@ -303,7 +286,9 @@ mpi_fn! {
             st.check_net(MPI_COMM_WORLD)?;
             // SAFETY: statuses are ignored or `count` long.
             unsafe { finish_all(How::Wait, st, reqs, array_of_statuses) }
-        })
+        });
+        copy.write_back();
+        r
     }
 }
 
@@ -316,9 +301,10 @@ fn all(
     how: How,
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `count` requests.
-    let reqs = unsafe { req_array(count, array) }?;
-    with_greqs(grequest::among(reqs), || {
-        state::with(|st| {
+    let mut copy = unsafe { Requests::read(count, array) }?;
+    with_greqs(grequest::among(&copy.handles), || {
+        let reqs = &mut copy.handles;
+        let r = state::with(|st| {
             validate(st, reqs)?;
             how.progress(st, |st| all_done(st, reqs))?;
             let done = all_done(st, reqs);
@@ -329,7 +315,9 @@ fn all(
                 unsafe { finish_all(how, st, reqs, statuses) }?;
             }
             Ok(())
-        })
+        });
+        copy.write_back();
+        r
     })
 }
 
@@ -394,9 +382,11 @@ fn any(
     how: How,
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `count` requests.
-    let reqs = unsafe { req_array(count, array) }?;
-    with_greqs(grequest::among(reqs), || {
-        any_inner(reqs, index, flag, status, how)
+    let mut copy = unsafe { Requests::read(count, array) }?;
+    with_greqs(grequest::among(&copy.handles), || {
+        let r = any_inner(&mut copy.handles, index, flag, status, how);
+        copy.write_back();
+        r
     })
 }
 
@@ -444,8 +434,8 @@ mpi_fn! {
     fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int,
                    status: *mut MPI_Status) on ErrObj::NoObject => {
         // SAFETY: the caller passes `count` requests.
-        let reqs = unsafe { req_array(count, array_of_requests) }?;
-        if grequest::among(reqs).is_empty() {
+        let copy = unsafe { Requests::read(count, array_of_requests) }?;
+        if grequest::among(&copy.handles).is_empty() {
             return any(count, array_of_requests, index, std::ptr::null_mut(), status, How::Wait);
         }
         poll(|| {
@@ -476,9 +466,10 @@ fn some(
     how: How,
 ) -> MpiResult<()> {
     // SAFETY: the caller passes `incount` requests.
-    let reqs = unsafe { req_array(incount, array) }?;
-    with_greqs(grequest::among(reqs), || {
-        state::with(|st| {
+    let mut copy = unsafe { Requests::read(incount, array) }?;
+    with_greqs(grequest::among(&copy.handles), || {
+        let reqs = &mut copy.handles;
+        let r = state::with(|st| {
             validate(st, reqs)?;
             how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
             if first_done(st, reqs).is_err() {
@@ -517,7 +508,9 @@ fn some(
                 )
                 .on(ErrObj::Comm(comm))),
             }
-        })
+        });
+        copy.write_back();
+        r
     })
 }
 
@@ -526,8 +519,8 @@ mpi_fn! {
                     array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status)
         on ErrObj::NoObject => {
         // SAFETY: the caller passes `incount` requests.
-        let reqs = unsafe { req_array(incount, array_of_requests) }?;
-        if grequest::among(reqs).is_empty() {
+        let copy = unsafe { Requests::read(incount, array_of_requests) }?;
+        if grequest::among(&copy.handles).is_empty() {
             let how = How::Wait;
             return some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, how);
         }
@@ -551,25 +544,26 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Request_free(request: *mut MPI_Request) on ErrObj::NoObject => {
         // SAFETY: `request` is the caller's MPI_Request*.
-        let h = unsafe { req_ref(request) }?;
-        if let Some(r) = grequest::free(*h) {
-            *h = MPI_REQUEST_NULL;
+        let h = unsafe { read_request(request) }?;
+        if let Some(r) = grequest::free(h) {
+            // SAFETY: as above.
+            unsafe { out(request, MPI_REQUEST_NULL) }?;
             return r;
         }
         state::with(|st| {
-            st.part_free(*h);
-            let r = st.p2p.reqs.get_mut(*h).ok_or_else(|| invalid_request(*h))?;
+            st.part_free(h);
+            let r = st.p2p.reqs.get_mut(h).ok_or_else(|| invalid_request(h))?;
             // An active request completes in the background and is dropped then.
             let idle = r.done || (r.persistent.is_some() && !r.active);
             if idle {
-                st.p2p.reqs.remove(*h);
+                st.p2p.reqs.remove(h);
             } else {
                 r.freed = true;
             }
             Ok(())
         })?;
-        *h = MPI_REQUEST_NULL;
-        Ok(())
+        // SAFETY: as above.
+        unsafe { out(request, MPI_REQUEST_NULL) }
     }
 }
 
@@ -598,7 +592,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Cancel(request: *mut MPI_Request) on ErrObj::NoObject => {
         // SAFETY: `request` is the caller's MPI_Request*.
-        let h = *unsafe { req_ref(request) }?;
+        let h = unsafe { read_request(request) }?;
         if let Some(r) = grequest::cancel(h) {
             return r;
         }
@@ -625,7 +619,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Start(request: *mut MPI_Request) on ErrObj::NoObject => {
         // SAFETY: `request` is the caller's MPI_Request*.
-        let h = *unsafe { req_ref(request) }?;
+        let h = unsafe { read_request(request) }?;
         state::with(|st| st.start_persistent(h))
     }
 }
@@ -633,7 +627,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) on ErrObj::NoObject => {
         // SAFETY: the caller passes `count` requests.
-        let reqs = unsafe { req_array(count, array_of_requests) }?;
+        let reqs = unsafe { Requests::read(count, array_of_requests) }?.handles;
         state::with(|st| reqs.iter().try_for_each(|&h| st.start_persistent(h)))
     }
 }
@@ -669,12 +663,12 @@ fn whole(bytes: u64, size: u64) -> i64 {
 }
 
 mpi_fn! {
-    fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int)
-        on ErrObj::NoObject => {
+    fn MPI_Get_count, fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype,
+        count: *mut Count) on ErrObj::NoObject => {
         let s = read_status(status)?;
         let n = whole(s.bytes, type_size(datatype)?);
-        let n = c_int::try_from(n).unwrap_or(MPI_UNDEFINED);
-        // SAFETY: `count` is the caller's int*.
+        let n = Count::try_from(n).unwrap_or(MPI_UNDEFINED.into());
+        // SAFETY: `count` is the caller's int*/MPI_Count*.
         unsafe { out(count, n) }
     }
 }
@@ -689,30 +683,11 @@ fn elements(status: *const MPI_Status, dt: MPI_Datatype) -> MpiResult<i64> {
 }
 
 mpi_fn! {
-    fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int)
-        on ErrObj::NoObject => {
-        let n = c_int::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED);
-        // SAFETY: `count` is the caller's int*.
+    fn MPI_Get_elements, fn MPI_Get_elements_c(status: *const MPI_Status,
+        datatype: MPI_Datatype, count: *mut Count) on ErrObj::NoObject => {
+        let n = Count::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED.into());
+        // SAFETY: `count` is the caller's int*/MPI_Count*.
         unsafe { out(count, n) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let s = read_status(status)?;
-        let n = whole(s.bytes, type_size(datatype)?);
-        // SAFETY: `count` is the caller's MPI_Count*.
-        unsafe { out(count, n as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let n = elements(status, datatype)?;
-        // SAFETY: `count` is the caller's MPI_Count*.
-        unsafe { out(count, n as MPI_Count) }
     }
 }
 

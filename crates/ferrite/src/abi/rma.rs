@@ -59,8 +59,8 @@ fn data(
 }
 
 mpi_fn! {
-    fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Put, fn MPI_Put_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, win: MPI_Win) on ErrObj::Win(win) => {
         let c = data(Kind::Put, Some((origin_addr, i64::from(origin_count), origin_datatype)), None,
             target_rank, target_disp, i64::from(target_count), target_datatype, MPI_REPLACE);
@@ -70,19 +70,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, win: MPI_Win) on ErrObj::Win(win) => {
-        let c = data(Kind::Put, Some((origin_addr, origin_count, origin_datatype)), None,
-            target_rank, target_disp, target_count, target_datatype, MPI_REPLACE);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, None) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Rput, fn MPI_Rput_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
         let c = data(Kind::Put, Some((origin_addr, i64::from(origin_count), origin_datatype)), None,
             target_rank, target_disp, i64::from(target_count), target_datatype, MPI_REPLACE);
@@ -92,19 +81,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
-        let c = data(Kind::Put, Some((origin_addr, origin_count, origin_datatype)), None,
-            target_rank, target_disp, target_count, target_datatype, MPI_REPLACE);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, Some(request)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Get, fn MPI_Get_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, win: MPI_Win) on ErrObj::Win(win) => {
         let c = data(Kind::Get, None, Some((origin_addr, i64::from(origin_count), origin_datatype)),
             target_rank, target_disp, i64::from(target_count), target_datatype, MPI_NO_OP);
@@ -114,19 +92,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, win: MPI_Win) on ErrObj::Win(win) => {
-        let c = data(Kind::Get, None, Some((origin_addr, origin_count, origin_datatype)),
-            target_rank, target_disp, target_count, target_datatype, MPI_NO_OP);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, None) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Rget, fn MPI_Rget_c(origin_addr: *mut c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
         let c = data(Kind::Get, None, Some((origin_addr, i64::from(origin_count), origin_datatype)),
             target_rank, target_disp, i64::from(target_count), target_datatype, MPI_NO_OP);
@@ -136,19 +103,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
-        let c = data(Kind::Get, None, Some((origin_addr, origin_count, origin_datatype)),
-            target_rank, target_disp, target_count, target_datatype, MPI_NO_OP);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, Some(request)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Accumulate, fn MPI_Accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) on ErrObj::Win(win) => {
         let c = data(Kind::Acc, Some((origin_addr, i64::from(origin_count), origin_datatype)), None,
             target_rank, target_disp, i64::from(target_count), target_datatype, op);
@@ -158,19 +114,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) on ErrObj::Win(win) => {
-        let c = data(Kind::Acc, Some((origin_addr, origin_count, origin_datatype)), None,
-            target_rank, target_disp, target_count, target_datatype, op);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, None) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Raccumulate, fn MPI_Raccumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
         let c = data(Kind::Acc, Some((origin_addr, i64::from(origin_count), origin_datatype)), None,
             target_rank, target_disp, i64::from(target_count), target_datatype, op);
@@ -180,20 +125,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
-        let c = data(Kind::Acc, Some((origin_addr, origin_count, origin_datatype)), None,
-            target_rank, target_disp, target_count, target_datatype, op);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, Some(request)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Get_accumulate, fn MPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        result_addr: *mut c_void, result_count: Count, result_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) on ErrObj::Win(win) => {
         let c = data(Kind::GetAcc, Some((origin_addr, i64::from(origin_count), origin_datatype)),
             Some((result_addr, i64::from(result_count), result_datatype)),
@@ -204,39 +138,13 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) on ErrObj::Win(win) => {
-        let c = data(Kind::GetAcc, Some((origin_addr, origin_count, origin_datatype)),
-            Some((result_addr, result_count, result_datatype)),
-            target_rank, target_disp, target_count, target_datatype, op);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, None) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
-        result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+    fn MPI_Rget_accumulate, fn MPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: Count, origin_datatype: MPI_Datatype,
+        result_addr: *mut c_void, result_count: Count, result_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
         let c = data(Kind::GetAcc, Some((origin_addr, i64::from(origin_count), origin_datatype)),
             Some((result_addr, i64::from(result_count), result_datatype)),
             target_rank, target_disp, i64::from(target_count), target_datatype, op);
-        // SAFETY: the caller's buffers are as the MPI call describes.
-        unsafe { call(win, c, Some(request)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
-        result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
-        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) on ErrObj::Win(win) => {
-        let c = data(Kind::GetAcc, Some((origin_addr, origin_count, origin_datatype)),
-            Some((result_addr, result_count, result_datatype)),
-            target_rank, target_disp, target_count, target_datatype, op);
         // SAFETY: the caller's buffers are as the MPI call describes.
         unsafe { call(win, c, Some(request)) }
     }

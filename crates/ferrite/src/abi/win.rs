@@ -90,21 +90,17 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
     unsafe { out(win, h) }
 }
 
-mpi_fn! {
-    fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info,
-        comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        let local = Local { base: base as usize, size, disp_unit, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
-        // SAFETY: the caller passes an MPI_Win* output.
-        unsafe { create(comm, info, local, win) }
-    }
+/// The displacement unit of a window (an int; the `_c` forms pass an MPI_Aint).
+fn disp_unit_int<T: Copy + TryInto<c_int> + std::fmt::Display>(d: T) -> MpiResult<c_int> {
+    d.try_into()
+        .map_err(|_| crate::mpi_err!(MPI_ERR_DISP, "displacement unit {d} does not fit in an int"))
 }
 
 mpi_fn! {
-    fn MPI_Win_create_c(base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info,
-        comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
-            "displacement unit {disp_unit} does not fit in an int"))?;
-        let local = Local { base: base as usize, size, disp_unit: d, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
+    fn MPI_Win_create, fn MPI_Win_create_c(base: *mut c_void, size: MPI_Aint, disp_unit: Disp,
+        info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
+        let disp_unit = disp_unit_int(disp_unit)?;
+        let local = Local { base: base as usize, size, disp_unit, flavor: MPI_WIN_FLAVOR_CREATE, memory: None, shared: None };
         // SAFETY: the caller passes an MPI_Win* output.
         unsafe { create(comm, info, local, win) }
     }
@@ -153,18 +149,9 @@ unsafe fn allocate(
 }
 
 mpi_fn! {
-    fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
-        baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
-        unsafe { allocate(size, disp_unit, info, comm, baseptr, win) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm,
-        baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
-            "displacement unit {disp_unit} does not fit in an int"))?;
+    fn MPI_Win_allocate, fn MPI_Win_allocate_c(size: MPI_Aint, disp_unit: Disp, info: MPI_Info,
+        comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
+        let d = disp_unit_int(disp_unit)?;
         // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
         unsafe { allocate(size, d, info, comm, baseptr, win) }
     }
@@ -227,18 +214,10 @@ unsafe fn allocate_shared(
 }
 
 mpi_fn! {
-    fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
-        baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
-        unsafe { allocate_shared(size, disp_unit, info, comm, baseptr, win) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info,
-        comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) on ErrObj::Comm(comm) => {
-        let d = c_int::try_from(disp_unit).map_err(|_| crate::mpi_err!(MPI_ERR_DISP,
-            "displacement unit {disp_unit} does not fit in an int"))?;
+    fn MPI_Win_allocate_shared, fn MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: Disp,
+        info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win)
+        on ErrObj::Comm(comm) => {
+        let d = disp_unit_int(disp_unit)?;
         // SAFETY: the caller passes a void** (as void*) and an MPI_Win*.
         unsafe { allocate_shared(size, d, info, comm, baseptr, win) }
     }
@@ -490,26 +469,13 @@ fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)
 }
 
 mpi_fn! {
-    fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint,
-        disp_unit: *mut c_int, baseptr: *mut c_void) on ErrObj::Win(win) => {
+    fn MPI_Win_shared_query, fn MPI_Win_shared_query_c(win: MPI_Win, rank: c_int,
+        size: *mut MPI_Aint, disp_unit: *mut Disp, baseptr: *mut c_void) on ErrObj::Win(win) => {
         let (s, d, b) = shared_query(win, rank)?;
-        // SAFETY: the caller passes MPI_Aint*, int* and void** (as void*) outputs.
+        // SAFETY: the caller passes MPI_Aint*, int* (MPI_Aint*) and void** (as void*) outputs.
         unsafe {
             out(size, s)?;
-            out(disp_unit, d)?;
-            out(baseptr.cast::<*mut c_void>(), b as *mut c_void)
-        }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Win_shared_query_c(win: MPI_Win, rank: c_int, size: *mut MPI_Aint,
-        disp_unit: *mut MPI_Aint, baseptr: *mut c_void) on ErrObj::Win(win) => {
-        let (s, d, b) = shared_query(win, rank)?;
-        // SAFETY: the caller passes MPI_Aint*, MPI_Aint* and void** (as void*) outputs.
-        unsafe {
-            out(size, s)?;
-            out(disp_unit, MPI_Aint::from(d))?;
+            out(disp_unit, Disp::from(d))?;
             out(baseptr.cast::<*mut c_void>(), b as *mut c_void)
         }
     }

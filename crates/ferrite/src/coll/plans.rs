@@ -111,8 +111,20 @@ fn me_n(st: &Ferrite, comm: MPI_Comm) -> MpiResult<(usize, usize)> {
 #[derive(Clone, Copy)]
 pub enum Arr {
     Int(*const c_int),
+    /// MPI_Count or MPI_Aint (the same type).
     Count(*const MPI_Count),
-    Aint(*const MPI_Aint),
+}
+
+impl From<*const c_int> for Arr {
+    fn from(p: *const c_int) -> Arr {
+        Arr::Int(p)
+    }
+}
+
+impl From<*const MPI_Count> for Arr {
+    fn from(p: *const MPI_Count) -> Arr {
+        Arr::Count(p)
+    }
 }
 
 impl Arr {
@@ -134,7 +146,6 @@ impl Arr {
         match self {
             Arr::Int(p) => get(p, n, what),
             Arr::Count(p) => get(p, n, what),
-            Arr::Aint(p) => get(p, n, what),
         }
     }
 }
