@@ -38,7 +38,7 @@ fn users() -> std::sync::MutexGuard<'static, Users> {
 }
 
 /// Brings the runtime up: joins the job through PMI, sets up transports and the builtin
-/// objects. Returns the thread level provided (at most MPI_THREAD_SERIALIZED).
+/// objects. Returns the thread level provided (the one asked for: all are supported).
 fn start(required: c_int) -> MpiResult<c_int> {
     if state::is_finalized() {
         return Err(MpiError::new(
@@ -53,7 +53,7 @@ fn start(required: c_int) -> MpiResult<c_int> {
     let net = Net::init(rank, size, &kvsname)?;
     runtime::publish_secret(rank)?;
     pmi::barrier()?;
-    let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
+    let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
     crate::objects::info::with(|i| {
         i.env.set("maxprocs", &size.to_string());
         Ok(())

@@ -11,13 +11,13 @@ use crate::p2p::bsend::{Attached, OwnBuffer, OwnBuffers, Owner, Placed};
 use crate::p2p::protocol::proc_null_status;
 use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
 use crate::p2p::status::Status;
-use crate::state::{self, Ferrite};
+use crate::state::{self, Ferrite, Held};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};
 
 /// Waits for `h`, releases it and returns its status (errors raise on `comm`).
-fn wait_status(st: &mut Ferrite, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
+fn wait_status(st: &mut Held, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
     st.wait_until(|st| st.p2p.is_done(h))?;
     st.check_net(comm)?;
     Ok(st.release(h).0)
@@ -411,6 +411,7 @@ fn mrecv_start(
             dt,
         };
         let h = st.p2p.mrecv(m, target)?;
+        let st: &mut Ferrite = st;
         st.p2p.flush(&mut st.net);
         Ok(Some((h, comm)))
     })
@@ -556,7 +557,7 @@ fn own_buffer(buffer: *mut c_void, size: i64) -> MpiResult<OwnBuffer> {
 
 /// Detaches `owner`'s own buffer after flushing it: (address, size); MPI_BUFFER_AUTOMATIC
 /// and 0 for the automatic buffer. None when it has none.
-fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, usize)>> {
+fn own_detach(st: &mut Held, owner: Owner) -> MpiResult<Option<(*mut c_void, usize)>> {
     if !own().attached(owner) {
         return Ok(None);
     }
@@ -573,7 +574,7 @@ fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, 
 /// For MPI_Comm_free/MPI_Comm_disconnect (to be called from `abi/comm.rs`): waits until
 /// the buffer attached to `comm` is flushed and drops it, so that a communicator that later
 /// gets the same handle does not inherit it.
-pub fn comm_buffer_freed(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<()> {
+pub fn comm_buffer_freed(st: &mut Held, comm: MPI_Comm) -> MpiResult<()> {
     own_detach(st, Some(comm)).map(|_| ())
 }
 

@@ -16,7 +16,7 @@ use crate::error::{class_of, ErrObj, MpiError, MpiResult};
 use crate::p2p::ops::invalid_request;
 use crate::p2p::protocol::empty_status;
 use crate::p2p::status::Status;
-use crate::state::{self, Ferrite};
+use crate::state::{self, Ferrite, Held};
 use std::os::raw::c_int;
 
 /// The state of one request handle as the completion calls see it.
@@ -54,7 +54,7 @@ enum How {
 
 impl How {
     /// Progresses the way this call does; `ready` says when a Wait may stop.
-    fn progress(self, st: &mut Ferrite, ready: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+    fn progress(self, st: &mut Held, ready: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
         match self {
             How::Wait => st.wait_until(ready),
             How::Test | How::Peek => {

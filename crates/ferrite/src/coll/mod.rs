@@ -25,7 +25,7 @@ mod tests;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::fxhash::{FxHashMap, FxHasher};
-use crate::state::{self, Ferrite};
+use crate::state::{self, Ferrite, Held};
 use sched::{Link, Plan, Poll, Run};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -456,6 +456,7 @@ pub fn persistent(
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<MPI_Request> {
     state::with(|st| {
+        let st: &mut Ferrite = st;
         let plan = checked(build(st))?;
         // Forget the plans of persistent requests freed since (MPI_Request_free removes
         // the request from the p2p table only).
@@ -541,9 +542,11 @@ impl Ferrite {
             bs,
         })
     }
+}
 
+impl Held {
     /// Every member's `mine` (all of the same length), concatenated in rank order: used by
-    /// blocking communicator creation, under the state lock (no user code runs), with the
+    /// blocking communicator creation, with the state lock let go while it waits (no user code runs), with the
     /// communicator's next blocking collective tag (creation is collective over `comm`, so
     /// every member takes the same tag).
     pub fn allgather_fixed(&mut self, comm: MPI_Comm, mine: &[u8]) -> MpiResult<Vec<u8>> {

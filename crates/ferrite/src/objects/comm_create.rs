@@ -12,7 +12,7 @@ use super::group::rank_of;
 use super::topo::Topo;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
-use crate::state::Ferrite;
+use crate::state::{Ferrite, Held};
 use std::sync::Arc;
 
 /// (neighbour rank, weight) of one distributed-graph edge.
@@ -44,7 +44,7 @@ fn bytes(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-impl Ferrite {
+impl Held {
     fn comm_info(&self, comm: MPI_Comm) -> MpiResult<(Arc<[u32]>, usize, MPI_Errhandler)> {
         let c = self.objects.comms.get(comm)?;
         Ok((c.group.clone(), c.rank as usize, c.errhandler))
@@ -335,41 +335,6 @@ impl Ferrite {
         self.objects.comms.user.insert(c)
     }
 
-    /// The helper communicators of an intercommunicator with ids `context..context + 6`:
-    /// its local group (`context + 2`) and the union of both (`context + 4`).
-    pub(super) fn inter_helpers(
-        &mut self,
-        context: u32,
-        lrank: usize,
-        local: Arc<[u32]>,
-        remote: Arc<[u32]>,
-        local_first: bool,
-        errhandler: MPI_Errhandler,
-    ) -> Inter {
-        let union: Arc<[u32]> = if local_first {
-            local.iter().chain(remote.iter()).copied().collect()
-        } else {
-            remote.iter().chain(local.iter()).copied().collect()
-        };
-        let urank = if local_first {
-            lrank
-        } else {
-            remote.len() + lrank
-        };
-        let comms = &mut self.objects.comms;
-        let local_comm = comms
-            .user
-            .insert(Comm::new(context + 2, lrank as u32, local, errhandler));
-        let union_comm = comms
-            .user
-            .insert(Comm::new(context + 4, urank as u32, union, errhandler));
-        Inter {
-            remote,
-            local_comm,
-            union_comm,
-        }
-    }
-
     /// MPI_Comm_split on an intercommunicator: each side's members of one color, with the
     /// other side's members of that color as remote group (MPI_COMM_NULL if either is empty).
     fn inter_split(
@@ -610,5 +575,42 @@ impl Ferrite {
             }
         }
         Ok((ins, outs))
+    }
+}
+
+impl Ferrite {
+    /// The helper communicators of an intercommunicator with ids `context..context + 6`:
+    /// its local group (`context + 2`) and the union of both (`context + 4`).
+    pub(super) fn inter_helpers(
+        &mut self,
+        context: u32,
+        lrank: usize,
+        local: Arc<[u32]>,
+        remote: Arc<[u32]>,
+        local_first: bool,
+        errhandler: MPI_Errhandler,
+    ) -> Inter {
+        let union: Arc<[u32]> = if local_first {
+            local.iter().chain(remote.iter()).copied().collect()
+        } else {
+            remote.iter().chain(local.iter()).copied().collect()
+        };
+        let urank = if local_first {
+            lrank
+        } else {
+            remote.len() + lrank
+        };
+        let comms = &mut self.objects.comms;
+        let local_comm = comms
+            .user
+            .insert(Comm::new(context + 2, lrank as u32, local, errhandler));
+        let union_comm = comms
+            .user
+            .insert(Comm::new(context + 4, urank as u32, union, errhandler));
+        Inter {
+            remote,
+            local_comm,
+            union_comm,
+        }
     }
 }

@@ -76,7 +76,7 @@ impl Infos {
         if let Some(cmd) = std::env::args().next() {
             env.set("command", &cmd);
         }
-        env.set("thread_level", "MPI_THREAD_SERIALIZED");
+        env.set("thread_level", "MPI_THREAD_MULTIPLE");
         Infos {
             user: HandleTable::new(kind::INFO),
             env,
