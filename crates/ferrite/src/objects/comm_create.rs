@@ -123,22 +123,22 @@ impl Held {
     }
 
     /// MPI_Comm_dup: same group, new context; keeps the error handler, topology and hints
-    /// (attributes are copied by the caller, outside the state lock).
+    /// (attributes are copied by the caller, outside the state lock). It is MPI_Comm_idup's
+    /// agreement, waited for: unlike the other constructors' single round (the largest
+    /// `next_context` wins), it stays right when threads of a process dup overlapping
+    /// communicators at the same time (MPI_THREAD_MULTIPLE), and every process takes the
+    /// same path whatever thread level it asked for.
     pub fn comm_dup(&mut self, comm: MPI_Comm) -> MpiResult<MPI_Comm> {
-        let (inter, topo, info) = {
-            let c = self.objects.comms.get(comm)?;
-            (c.inter.clone(), c.topo.clone(), c.info.clone())
-        };
-        let h = match inter {
-            Some(i) => self.inter_dup(comm, &i)?,
-            None => {
-                let rank = self.objects.comms.get(comm)?.rank as i32;
-                self.comm_split(comm, 0, rank)?
-            }
-        };
-        let c = self.objects.comms.get_mut(h)?;
-        c.topo = topo;
-        c.info = info;
+        let (h, r) = self.comm_idup_start(comm)?;
+        let waited = self.wait_until(|st| st.p2p.is_done(r));
+        let (status, _, _) = self.release(r);
+        if let Err(e) = waited.and(match status.error {
+            MPI_SUCCESS => Ok(()),
+            code => Err(MpiError::from_code(code)),
+        }) {
+            self.comm_remove(h);
+            return Err(e);
+        }
         Ok(h)
     }
 
@@ -449,24 +449,6 @@ impl Held {
             Arc::from(local),
             Arc::from(remote),
             leader < theirs,
-            errhandler,
-        ))
-    }
-
-    /// Same groups, new contexts.
-    fn inter_dup(&mut self, comm: MPI_Comm, i: &Inter) -> MpiResult<MPI_Comm> {
-        let (local, lrank, errhandler) = self.comm_info(comm)?;
-        let mine = self.objects.comms.next_context.to_le_bytes();
-        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
-        let context = all.iter().copied().max().unwrap_or(0);
-        self.objects.comms.next_context = context + INTER_IDS;
-        let local_first = self.objects.comms.get(i.union_comm)?.rank as usize == lrank;
-        Ok(self.make_inter(
-            context,
-            lrank,
-            local,
-            i.remote.clone(),
-            local_first,
             errhandler,
         ))
     }
