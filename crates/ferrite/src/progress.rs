@@ -124,6 +124,12 @@ impl Held {
         let mut yield_until: Option<Instant> = None;
         let mut blocked = false;
         while !done(self) {
+            if crate::coll::tails_pending() {
+                // Nonblocking collectives whose last steps are user code: run them without
+                // the lock (what we wait for may be one of them).
+                self.pause(crate::coll::run_tails)?;
+                continue;
+            }
             if self.progress() {
                 idle = 0;
                 // What we did may be what a sleeping thread waits for.
@@ -132,7 +138,7 @@ impl Held {
             }
             idle += 1;
             if idle % SPIN_BATCH == 0 && self.contended() {
-                self.pause(|| {})?;
+                self.let_in()?;
                 continue;
             }
             match yield_until {

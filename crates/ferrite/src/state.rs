@@ -128,6 +128,21 @@ impl Held {
         WANT.load(Ordering::Relaxed) > 0
     }
 
+    /// Lets the threads that wait for the lock have it (a waiter spinning under it calls
+    /// this when `contended`): released until one of them got it, or a few yields passed,
+    /// so this thread cannot take it straight back before they wake.
+    pub fn let_in(&mut self) -> MpiResult<()> {
+        self.pause(|| {
+            let want = WANT.load(Ordering::Relaxed);
+            for _ in 0..64 {
+                if WANT.load(Ordering::Relaxed) < want {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        })
+    }
+
     /// Releases the lock around `f` (a yield), then takes it back.
     pub fn pause(&mut self, f: impl FnOnce()) -> MpiResult<()> {
         let g = self.guard.take().expect("state lock held");
@@ -292,10 +307,53 @@ pub fn take() -> Option<Box<Ferrite>> {
 /// The lock order, checked in debug builds: a thread takes locks only in increasing
 /// level (docs/architecture.md, "State and threads"). Each thread keeps the levels it holds.
 pub mod lock_order {
+    use std::sync::{Mutex, MutexGuard};
+
+    /// Who keeps the runtime up (abi/init.rs): held around MPI_Init's start-up.
+    pub const USERS: u8 = 0;
     /// The state lock (`state::with`).
     pub const STATE: u8 = 1;
-    /// The info table (`objects::info::with`), taken inside the state lock or alone.
+    /// Leaves, taken alone or inside the state lock, never around another lock: the info
+    /// table (`objects::info::with`), the Bsend buffers (abi/p2p.rs), the generalized
+    /// requests (abi/grequest.rs), the PMI client (runtime/pmi.rs).
     pub const INFO: u8 = 2;
+    pub const BSEND: u8 = 3;
+    pub const GREQS: u8 = 4;
+    pub const PMI: u8 = 5;
+
+    /// A guard of a table lock whose level is checked and recorded.
+    pub struct Tracked<T: 'static> {
+        guard: MutexGuard<'static, T>,
+        level: u8,
+    }
+
+    /// Locks `m` (level `level`), checking the order; a poisoned lock is taken as it is.
+    pub fn lock<T>(m: &'static Mutex<T>, level: u8) -> Tracked<T> {
+        acquire(level);
+        Tracked {
+            guard: m.lock().unwrap_or_else(|e| e.into_inner()),
+            level,
+        }
+    }
+
+    impl<T> std::ops::Deref for Tracked<T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            &self.guard
+        }
+    }
+
+    impl<T> std::ops::DerefMut for Tracked<T> {
+        fn deref_mut(&mut self) -> &mut T {
+            &mut self.guard
+        }
+    }
+
+    impl<T> Drop for Tracked<T> {
+        fn drop(&mut self) {
+            release(self.level);
+        }
+    }
 
     #[cfg(debug_assertions)]
     thread_local! {
@@ -308,8 +366,14 @@ pub mod lock_order {
         #[cfg(debug_assertions)]
         HELD.with(|h| {
             let held = h.get();
+            // Leaves nest in nothing: any lock above STATE held forbids another.
+            let forbidden = if level > STATE {
+                held >> (STATE + 1)
+            } else {
+                held >> level
+            };
             debug_assert!(
-                held >> level == 0,
+                forbidden == 0,
                 "lock order: taking level {level} while holding levels {held:#b}"
             );
             h.set(held | 1 << level);

@@ -6,7 +6,7 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::Objects;
 use crate::p2p::P2p;
 use crate::runtime::{self, pmi};
-use crate::state::{self, Ferrite};
+use crate::state::{self, lock_order, Ferrite};
 use crate::transport::Net;
 use std::os::raw::{c_char, c_int};
 
@@ -33,8 +33,8 @@ static USERS: std::sync::Mutex<Users> = std::sync::Mutex::new(Users {
     sessions: 0,
 });
 
-fn users() -> std::sync::MutexGuard<'static, Users> {
-    USERS.lock().unwrap_or_else(|e| e.into_inner())
+fn users() -> lock_order::Tracked<Users> {
+    lock_order::lock(&USERS, lock_order::USERS)
 }
 
 /// Brings the runtime up: joins the job through PMI, sets up transports and the builtin

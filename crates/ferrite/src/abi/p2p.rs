@@ -11,10 +11,10 @@ use crate::p2p::bsend::{Attached, OwnBuffer, OwnBuffers, Owner, Placed};
 use crate::p2p::protocol::proc_null_status;
 use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
 use crate::p2p::status::Status;
-use crate::state::{self, Ferrite, Held};
+use crate::state::{self, lock_order, Ferrite, Held};
 use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// Waits for `h`, releases it and returns its status (errors raise on `comm`).
 fn wait_status(st: &mut Held, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
@@ -424,8 +424,8 @@ fn mrecv_start(
 /// owns `P2p::attached`, does not know them.
 static OWN: Mutex<OwnBuffers> = Mutex::new(OwnBuffers::new());
 
-fn own() -> MutexGuard<'static, OwnBuffers> {
-    OWN.lock().unwrap_or_else(|e| e.into_inner())
+fn own() -> lock_order::Tracked<OwnBuffers> {
+    lock_order::lock(&OWN, lock_order::BSEND)
 }
 
 /// Releases the internal sends of own buffers that have completed, freeing their blocks.

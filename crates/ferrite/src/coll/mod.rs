@@ -70,7 +70,7 @@ pub struct Coll {
     /// Persistent collective requests: their plan.
     persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>, i32)>,
     /// Completed schedules whose last local steps call user code (see [`run_tails`]).
-    tails: Vec<Run<MPI_Request>>,
+    tails: Vec<(Run<MPI_Request>, MPI_Request)>,
     /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
     /// one insertion per transfer).
     pub peers: HashSet<u32, BuildHasherDefault<FxHasher>>,
@@ -268,10 +268,10 @@ impl Ferrite {
                 }
                 Ok(Poll::UserLocals) if !a.run.comm_remaining() => {
                     // The rest is local and calls user code: finish it after the lock is
-                    // released, before the call that sees the completion returns.
-                    self.coll.tails.push(a.run);
+                    // released; the request completes only then, so no thread sees it
+                    // done before the outputs are written.
+                    self.coll.tails.push((a.run, a.req));
                     TAILS.store(true, Ordering::Release);
-                    self.coll_complete(a.req, MPI_SUCCESS);
                     changed = true;
                 }
                 Ok(Poll::UserLocals) => {
@@ -339,8 +339,14 @@ impl Ferrite {
     }
 }
 
-/// Finishes completed nonblocking collectives whose last steps call user reduction
-/// functions. Called by `state::with` after it releases the lock.
+/// Whether [`run_tails`] has work.
+pub fn tails_pending() -> bool {
+    TAILS.load(Ordering::Acquire)
+}
+
+/// Finishes nonblocking collectives whose last steps call user reduction functions, then
+/// completes their requests. Called without the lock: by `state::with` after it releases
+/// it, and by a wait that is waiting (which may be for one of them).
 pub fn run_tails() {
     while TAILS.load(Ordering::Acquire) {
         let Some(tails) = state::try_with(|st| {
@@ -351,11 +357,13 @@ pub fn run_tails() {
             TAILS.store(false, Ordering::Release);
             return;
         };
-        for mut run in tails {
+        for (mut run, req) in tails {
             run.finish_locals();
-            // SAFETY: the user's buffers stay valid until the completion call returns.
+            // SAFETY: the user's buffers stay valid until the request completes.
             unsafe { run.write_outputs() };
+            state::try_with(|st| st.coll_complete(req, MPI_SUCCESS));
         }
+        state::wake_sleepers();
     }
 }
 
