@@ -55,6 +55,7 @@ static PHASE: AtomicU8 = AtomicU8::new(NOT_STARTED);
 
 type Guard = MutexGuard<'static, Option<Box<Ferrite>>>;
 
+#[inline]
 fn lock() -> Guard {
     lock_order::acquire(lock_order::STATE);
     let g = match STATE.try_lock() {
@@ -70,6 +71,7 @@ fn lock() -> Guard {
     g
 }
 
+#[inline]
 fn unlock(g: Guard) {
     drop(g);
     lock_order::release(lock_order::STATE);
@@ -85,6 +87,7 @@ pub struct Held {
 
 impl Deref for Held {
     type Target = Ferrite;
+    #[inline]
     fn deref(&self) -> &Ferrite {
         self.guard
             .as_ref()
@@ -94,6 +97,7 @@ impl Deref for Held {
 }
 
 impl DerefMut for Held {
+    #[inline]
     fn deref_mut(&mut self) -> &mut Ferrite {
         self.guard
             .as_mut()
@@ -103,6 +107,7 @@ impl DerefMut for Held {
 }
 
 impl Drop for Held {
+    #[inline]
     fn drop(&mut self) {
         if let Some(g) = self.guard.take() {
             unlock(g);
@@ -195,10 +200,15 @@ impl Held {
 }
 
 /// Wakes the threads asleep in `Held::sleep` (they re-check what they wait for).
+#[inline]
 pub fn wake_sleepers() {
-    if SLEEPERS.load(Ordering::SeqCst) == 0 {
-        return;
+    if SLEEPERS.load(Ordering::SeqCst) != 0 {
+        wake_all();
     }
+}
+
+#[cold]
+fn wake_all() {
     SLEEP.notify_all();
     if POLLING.load(Ordering::SeqCst) {
         let fd = WAKE_FD.load(Ordering::Relaxed);
@@ -228,7 +238,24 @@ pub fn is_finalized() -> bool {
 }
 
 /// Runs `f` on the live state; fails with MPI_ERR_OTHER before MPI_Init or after MPI_Finalize.
-pub fn with<R>(f: impl FnOnce(&mut Held) -> MpiResult<R>) -> MpiResult<R> {
+#[inline]
+pub fn with<R>(f: impl FnOnce(&mut Ferrite) -> MpiResult<R>) -> MpiResult<R> {
+    let r = {
+        let mut g = lock();
+        let r = match g.as_deref_mut() {
+            Some(st) => f(st),
+            None => Err(not_running()),
+        };
+        unlock(g);
+        r
+    };
+    after_call();
+    r
+}
+
+/// Like [`with`] for calls that may wait: `f` gets the lock itself (`Held`), which waits
+/// let go of.
+pub fn with_held<R>(f: impl FnOnce(&mut Held) -> MpiResult<R>) -> MpiResult<R> {
     let r = {
         let g = lock();
         if g.is_some() {
@@ -238,11 +265,19 @@ pub fn with<R>(f: impl FnOnce(&mut Held) -> MpiResult<R>) -> MpiResult<R> {
             Err(not_running())
         }
     };
+    after_call();
+    r
+}
+
+/// What every call does once it has released the lock.
+#[inline]
+fn after_call() {
     wake_sleepers();
     // Collectives hook: user reduction steps of completed nonblocking collectives run here,
     // with the lock released, before the MPI call returns to the user.
-    crate::coll::run_tails();
-    r
+    if crate::coll::tails_pending() {
+        crate::coll::run_tails();
+    }
 }
 
 /// Like [`with`] but returns None instead of an error when MPI is not running.

@@ -68,7 +68,7 @@ fn start(required: c_int) -> MpiResult<c_int> {
         coll: Default::default(),
     }))?;
     // static/partial: the policy's initial connections, all at once (see Tcp::connect_init_peers).
-    state::with(|st| {
+    state::with_held(|st| {
         st.net.connect_init()?;
         st.wait_until(|st| !st.net.init_connecting())
     })?;
@@ -78,7 +78,7 @@ fn start(required: c_int) -> MpiResult<c_int> {
 /// Takes the runtime down: everything this process sent reaches its peers and theirs
 /// reaches us, the report, PMI's finalize.
 fn stop() -> MpiResult<()> {
-    state::with(|st| {
+    state::with_held(|st| {
         runtime::quiesce(st)?;
         runtime::report::at_finalize(st)?;
         st.net.shutdown();

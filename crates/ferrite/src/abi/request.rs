@@ -167,7 +167,7 @@ fn poll(mut test: impl FnMut() -> MpiResult<bool>) -> MpiResult<()> {
 fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
     // SAFETY: `req` is the caller's MPI_Request*.
     let h = unsafe { req_ref(req) }?;
-    let (s, comm) = state::with(|st| {
+    let (s, comm) = state::with_held(|st| {
         match slot(st, *h)? {
             Slot::Empty => return Ok((empty_status(), MPI_COMM_NULL)),
             Slot::Pending => {
@@ -289,7 +289,7 @@ mpi_fn! {
                 Ok(flag != 0)
             });
         }
-        state::with(|st| {
+        state::with_held(|st| {
             validate(st, reqs)?;
             // A request that is no longer pending stays so during the wait: each check
             // resumes at the first one still pending instead of rescanning the array.
@@ -318,7 +318,7 @@ fn all(
     // SAFETY: the caller passes `count` requests.
     let reqs = unsafe { req_array(count, array) }?;
     with_greqs(grequest::among(reqs), || {
-        state::with(|st| {
+        state::with_held(|st| {
             validate(st, reqs)?;
             how.progress(st, |st| all_done(st, reqs))?;
             let done = all_done(st, reqs);
@@ -407,7 +407,7 @@ fn any_inner(
     status: *mut MPI_Status,
     how: How,
 ) -> MpiResult<()> {
-    let r = state::with(|st| {
+    let r = state::with_held(|st| {
         validate(st, reqs)?;
         how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
         match first_done(st, reqs) {
@@ -478,7 +478,7 @@ fn some(
     // SAFETY: the caller passes `incount` requests.
     let reqs = unsafe { req_array(incount, array) }?;
     with_greqs(grequest::among(reqs), || {
-        state::with(|st| {
+        state::with_held(|st| {
             validate(st, reqs)?;
             how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
             if first_done(st, reqs).is_err() {

@@ -403,7 +403,7 @@ fn blocking_plan(
         Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
     })?;
     loop {
-        let poll = state::with(|st| {
+        let poll = state::with_held(|st| {
             let mut out = Ok(Poll::Pending);
             st.wait_until(|st| {
                 out = run.advance(&mut CommLink { st, comm });
