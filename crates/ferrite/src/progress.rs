@@ -137,7 +137,7 @@ impl Held {
                 continue;
             }
             idle += 1;
-            if idle % SPIN_BATCH == 0 && self.contended() {
+            if idle.is_multiple_of(SPIN_BATCH) && self.contended() {
                 self.let_in()?;
                 continue;
             }
