@@ -1,4 +1,5 @@
-//! The one progress engine, driven from MPI calls (no progress thread).
+//! The one progress engine, driven from MPI calls by whichever thread waits (no progress
+//! thread).
 //!
 //! `wait_until` polls every transport and lets the protocols act. An idle wait goes
 //! through three phases:
@@ -24,7 +25,7 @@
 
 use crate::error::MpiResult;
 use crate::runtime::config;
-use crate::state::Ferrite;
+use crate::state::{self, Ferrite, Held};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -70,7 +71,10 @@ fn own_cpu() -> bool {
 const MIN_SPIN: u32 = 32;
 /// How long the yield phase lasts before blocking (and after each wake-up).
 const YIELD_FOR: Duration = Duration::from_micros(200);
-/// The adaptive spin limit (0: not set yet). Only used under the state lock.
+/// Idle passes between two looks at whether another thread wants the state lock.
+const SPIN_BATCH: u32 = 16;
+/// The adaptive spin limit (0: not set yet), shared by the threads (a hint: races are
+/// harmless).
 static SPIN_LIMIT: AtomicU32 = AtomicU32::new(0);
 
 impl Ferrite {
@@ -95,10 +99,16 @@ impl Ferrite {
         let rma = self.rma_progress();
         delivered > 0 || flushed || coll || idup || rma
     }
+}
 
+impl Held {
     /// Makes progress until `done` holds: spins, yields, then blocks (see the module
-    /// comment). With a send backlog (waiting for credits) it sleeps at most 1 ms: shm
-    /// rings a sender asleep for its credits when it frees cells, but a transport need not.
+    /// comment). Each pass runs under the state lock; the lock is let go while yielding and
+    /// sleeping, and every `SPIN_BATCH` idle passes when another thread wants it, so other
+    /// threads' calls go on meanwhile (MPI_THREAD_MULTIPLE) and whichever thread waits makes
+    /// progress for all. With a send backlog (waiting for credits) it sleeps at most 1 ms:
+    /// shm rings a sender asleep for its credits when it frees cells, but a transport need
+    /// not.
     pub fn wait_until(&mut self, mut done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
         if done(self) {
             return Ok(());
@@ -114,11 +124,23 @@ impl Ferrite {
         let mut yield_until: Option<Instant> = None;
         let mut blocked = false;
         while !done(self) {
+            if crate::coll::tails_pending() {
+                // Nonblocking collectives whose last steps are user code: run them without
+                // the lock (what we wait for may be one of them).
+                self.pause(crate::coll::run_tails)?;
+                continue;
+            }
             if self.progress() {
                 idle = 0;
+                // What we did may be what a sleeping thread waits for.
+                state::wake_sleepers();
                 continue;
             }
             idle += 1;
+            if idle.is_multiple_of(SPIN_BATCH) && self.contended() {
+                self.let_in()?;
+                continue;
+            }
             match yield_until {
                 None if idle < limit => std::hint::spin_loop(),
                 None => {
@@ -129,10 +151,10 @@ impl Ferrite {
                 Some(end) => {
                     idle = 0;
                     if Instant::now() < end {
-                        std::thread::yield_now();
+                        self.pause(std::thread::yield_now)?;
                     } else {
                         let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
-                        self.net.block(timeout);
+                        self.sleep(timeout)?;
                         blocked = true;
                         yield_until = Some(Instant::now() + YIELD_FOR);
                     }

@@ -112,12 +112,12 @@ mpi_fn! {
 /// MPI_Comm_dup: new context, same group, error handler, topology and hints; attributes
 /// copied through their callbacks (outside the state lock).
 pub(crate) fn dup(comm: MPI_Comm) -> MpiResult<MPI_Comm> {
-    let h = state::with(|st| st.comm_dup(comm))?;
+    let h = state::with_held(|st| st.comm_dup(comm))?;
     if let Err(e) = attr::copy_all(Owner::Comm, comm, h) {
         // A failed copy callback fails the dup: no new communicator (MPI 4.1 7.7.2), and the
         // attributes already copied onto it are deleted with it.
         let _ = attr::delete_all(Owner::Comm, h);
-        state::with(|st| {
+        state::with_held(|st| {
             st.comm_remove(h);
             Ok(())
         })?;
@@ -221,7 +221,7 @@ mpi_fn! {
     fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
         out_given(newcomm)?;
-        let h = state::with(|st| st.comm_split(comm, color, key))?;
+        let h = state::with_held(|st| st.comm_split(comm, color, key))?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newcomm, h) }
     }
@@ -245,7 +245,7 @@ mpi_fn! {
             _ => return Err(crate::mpi_err!(MPI_ERR_ARG, "unknown split_type {split_type}")),
         };
         // One lock: split, and for an unguided request drop a result that is all of `comm`.
-        let (h, subset) = state::with(|st| {
+        let (h, subset) = state::with_held(|st| {
             let h = st.comm_split_type(comm, shared, key)?;
             if split_type != MPI_COMM_TYPE_HW_UNGUIDED || h == MPI_COMM_NULL {
                 return Ok((h, false));
@@ -268,7 +268,7 @@ mpi_fn! {
     fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm)
         on ErrObj::Comm(comm) => {
         out_given(newcomm)?;
-        let h = state::with(|st| {
+        let h = state::with_held(|st| {
             let g = st.objects.groups.get(group)?;
             st.comm_create(comm, &g)
         })?;
@@ -284,7 +284,7 @@ mpi_fn! {
         if tag < 0 {
             return Err(crate::mpi_err!(MPI_ERR_TAG, "invalid tag {tag}"));
         }
-        let h = state::with(|st| {
+        let h = state::with_held(|st| {
             let g = st.objects.groups.get(group)?;
             st.comm_create_group(comm, &g, tag)
         })?;
@@ -298,7 +298,7 @@ mpi_fn! {
         remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm)
         on ErrObj::Comm(local_comm) => {
         out_given(newintercomm)?;
-        let h = state::with(|st| {
+        let h = state::with_held(|st| {
             st.intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag)
         })?;
         // SAFETY: the caller passes an MPI_Comm* output.
@@ -310,7 +310,7 @@ mpi_fn! {
     fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintracomm: *mut MPI_Comm)
         on ErrObj::Comm(intercomm) => {
         out_given(newintracomm)?;
-        let h = state::with(|st| st.intercomm_merge(intercomm, high != 0))?;
+        let h = state::with_held(|st| st.intercomm_merge(intercomm, high != 0))?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(newintracomm, h) }
     }
@@ -353,7 +353,7 @@ unsafe fn free(comm: *mut MPI_Comm, disconnect: bool) -> MpiResult<()> {
     }
     // SAFETY: non-null; the caller passes an MPI_Comm*.
     let h = unsafe { *comm };
-    state::with(|st| {
+    state::with_held(|st| {
         if h == MPI_COMM_WORLD || h == MPI_COMM_SELF {
             return Err(crate::mpi_err!(
                 MPI_ERR_COMM,
@@ -370,7 +370,7 @@ unsafe fn free(comm: *mut MPI_Comm, disconnect: bool) -> MpiResult<()> {
     }
     // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
     attr::delete_all(Owner::Comm, h)?;
-    state::with(|st| {
+    state::with_held(|st| {
         // Its attached buffer goes with it (a later communicator may reuse the handle).
         crate::abi::p2p::comm_buffer_freed(st, h)?;
         st.comm_remove(h);
@@ -546,7 +546,7 @@ mpi_fn! {
         // SAFETY: C string from the caller.
         let tag = unsafe { string_tag(stringtag) }?;
         check_errhandler(errhandler)?;
-        let h = state::with(|st| {
+        let h = state::with_held(|st| {
             let g = st.objects.groups.get(group)?;
             let h = st.comm_from_group(&g, &tag)?;
             if h != MPI_COMM_NULL {
@@ -570,7 +570,7 @@ mpi_fn! {
         // SAFETY: C string from the caller.
         let tag = unsafe { string_tag(stringtag) }?;
         check_errhandler(errhandler)?;
-        let h = state::with(|st| {
+        let h = state::with_held(|st| {
             let l = st.objects.groups.get(local_group)?;
             let r = st.objects.groups.get(remote_group)?;
             st.intercomm_from_groups(&l, local_leader, &r, remote_leader, &tag, errhandler)

@@ -15,10 +15,10 @@ use super::types::MPI_Status;
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::p2p::protocol::empty_status;
 use crate::p2p::request::Request;
-use crate::state::{self, Ferrite};
+use crate::state::{self, lock_order, Ferrite};
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
 type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
@@ -56,8 +56,8 @@ static GREQS: Mutex<Vec<(MPI_Request, Greq)>> = Mutex::new(Vec::new());
 /// How many entries GREQS has: lets every Wait/Test skip the mutex when there are none.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-fn table() -> MutexGuard<'static, Vec<(MPI_Request, Greq)>> {
-    GREQS.lock().unwrap_or_else(|e| e.into_inner())
+fn table() -> lock_order::Tracked<Vec<(MPI_Request, Greq)>> {
+    lock_order::lock(&GREQS, lock_order::GREQS)
 }
 
 fn find(h: MPI_Request) -> Option<Greq> {

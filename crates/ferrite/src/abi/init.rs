@@ -6,7 +6,7 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::Objects;
 use crate::p2p::P2p;
 use crate::runtime::{self, pmi};
-use crate::state::{self, Ferrite};
+use crate::state::{self, lock_order, Ferrite};
 use crate::transport::Net;
 use std::os::raw::{c_char, c_int};
 
@@ -33,12 +33,12 @@ static USERS: std::sync::Mutex<Users> = std::sync::Mutex::new(Users {
     sessions: 0,
 });
 
-fn users() -> std::sync::MutexGuard<'static, Users> {
-    USERS.lock().unwrap_or_else(|e| e.into_inner())
+fn users() -> lock_order::Tracked<Users> {
+    lock_order::lock(&USERS, lock_order::USERS)
 }
 
 /// Brings the runtime up: joins the job through PMI, sets up transports and the builtin
-/// objects. Returns the thread level provided (at most MPI_THREAD_SERIALIZED).
+/// objects. Returns the thread level provided (the one asked for: all are supported).
 fn start(required: c_int) -> MpiResult<c_int> {
     if state::is_finalized() {
         return Err(MpiError::new(
@@ -53,7 +53,7 @@ fn start(required: c_int) -> MpiResult<c_int> {
     let net = Net::init(rank, size, &kvsname)?;
     runtime::publish_secret(rank)?;
     pmi::barrier()?;
-    let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
+    let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
     crate::objects::info::with(|i| {
         i.env.set("maxprocs", &size.to_string());
         Ok(())
@@ -68,7 +68,7 @@ fn start(required: c_int) -> MpiResult<c_int> {
         coll: Default::default(),
     }))?;
     // static/partial: the policy's initial connections, all at once (see Tcp::connect_init_peers).
-    state::with(|st| {
+    state::with_held(|st| {
         st.net.connect_init()?;
         st.wait_until(|st| !st.net.init_connecting())
     })?;
@@ -78,7 +78,7 @@ fn start(required: c_int) -> MpiResult<c_int> {
 /// Takes the runtime down: everything this process sent reaches its peers and theirs
 /// reaches us, the report, PMI's finalize.
 fn stop() -> MpiResult<()> {
-    state::with(|st| {
+    state::with_held(|st| {
         runtime::quiesce(st)?;
         runtime::report::at_finalize(st)?;
         st.net.shutdown();

@@ -11,13 +11,13 @@ use crate::p2p::bsend::{Attached, OwnBuffer, OwnBuffers, Owner, Placed};
 use crate::p2p::protocol::proc_null_status;
 use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
 use crate::p2p::status::Status;
-use crate::state::{self, Ferrite};
+use crate::state::{self, lock_order, Ferrite, Held};
 use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 /// Waits for `h`, releases it and returns its status (errors raise on `comm`).
-fn wait_status(st: &mut Ferrite, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
+fn wait_status(st: &mut Held, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
     st.wait_until(|st| st.p2p.is_done(h))?;
     st.check_net(comm)?;
     Ok(st.release(h).0)
@@ -47,7 +47,7 @@ fn send(
     mode: Mode,
     request: Option<*mut MPI_Request>,
 ) -> MpiResult<()> {
-    let h = state::with(|st| {
+    let h = state::with_held(|st| {
         if mode == Mode::Buffered {
             if let Some(h) = bsend_own(st, buf, count, dt, dest, tag, comm, request.is_some())? {
                 return Ok(h);
@@ -142,7 +142,7 @@ macro_rules! recv_fns {
         mpi_fn! {
             fn $recv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
                      tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
-                let s = state::with(|st| {
+                let s = state::with_held(|st| {
                     let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
                     let h = st.start_new_owned(comm, spec)?;
                     wait_status(st, h, comm)
@@ -182,7 +182,7 @@ macro_rules! recv_fns {
                       message: *mut MPI_Message, status: *mut MPI_Status) on ErrObj::NoObject => {
                 let (s, comm) = match mrecv_start(buf, cnt(count), datatype, message)? {
                     None => (proc_null_status(), MPI_COMM_NULL),
-                    Some((h, comm)) => (state::with(|st| wait_status(st, h, comm))?, comm),
+                    Some((h, comm)) => (state::with_held(|st| wait_status(st, h, comm))?, comm),
                 };
                 // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
                 unsafe { store(status, &s) };
@@ -216,7 +216,7 @@ macro_rules! recv_fns {
                    sendtag: c_int, recvbuf: *mut c_void, recvcount: $count, recvtype: MPI_Datatype,
                    source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
                 on ErrObj::Comm(comm) => {
-                let s = state::with(|st| {
+                let s = state::with_held(|st| {
                     let send = st.send_spec(sendbuf.cast(), cnt(sendcount), sendtype, dest, sendtag,
                                             comm, Mode::Standard)?;
                     let recv = st.recv_spec(recvbuf.cast(), cnt(recvcount), recvtype, source,
@@ -251,7 +251,7 @@ macro_rules! recv_fns {
             fn $srr(buf: *mut c_void, count: $count, datatype: MPI_Datatype, dest: c_int,
                     sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm,
                     status: *mut MPI_Status) on ErrObj::Comm(comm) => {
-                let s = state::with(|st| {
+                let s = state::with_held(|st| {
                     let send = st.send_spec(buf.cast(), cnt(count), datatype, dest, sendtag, comm,
                                             Mode::Standard)?;
                     let recv = st.recv_spec(buf.cast(), cnt(count), datatype, source, recvtag, comm)?;
@@ -314,7 +314,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status)
         on ErrObj::Comm(comm) => {
-        let s = state::with(|st| {
+        let s = state::with_held(|st| {
             let (ctx, src, tag) = st.probe_args(source, tag, comm)?;
             if src == MPI_PROC_NULL {
                 return Ok(proc_null_status());
@@ -334,7 +334,7 @@ fn mprobe(
     comm: MPI_Comm,
     block: bool,
 ) -> MpiResult<Option<(MPI_Message, Status)>> {
-    state::with(|st| {
+    state::with_held(|st| {
         let (ctx, src, tag) = st.probe_args(source, tag, comm)?;
         if src == MPI_PROC_NULL {
             return Ok(Some((MPI_MESSAGE_NO_PROC, proc_null_status())));
@@ -411,6 +411,7 @@ fn mrecv_start(
             dt,
         };
         let h = st.p2p.mrecv(m, target)?;
+        let st: &mut Ferrite = st;
         st.p2p.flush(&mut st.net);
         Ok(Some((h, comm)))
     })
@@ -423,8 +424,8 @@ fn mrecv_start(
 /// owns `P2p::attached`, does not know them.
 static OWN: Mutex<OwnBuffers> = Mutex::new(OwnBuffers::new());
 
-fn own() -> MutexGuard<'static, OwnBuffers> {
-    OWN.lock().unwrap_or_else(|e| e.into_inner())
+fn own() -> lock_order::Tracked<OwnBuffers> {
+    lock_order::lock(&OWN, lock_order::BSEND)
 }
 
 /// Releases the internal sends of own buffers that have completed, freeing their blocks.
@@ -556,7 +557,7 @@ fn own_buffer(buffer: *mut c_void, size: i64) -> MpiResult<OwnBuffer> {
 
 /// Detaches `owner`'s own buffer after flushing it: (address, size); MPI_BUFFER_AUTOMATIC
 /// and 0 for the automatic buffer. None when it has none.
-fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, usize)>> {
+fn own_detach(st: &mut Held, owner: Owner) -> MpiResult<Option<(*mut c_void, usize)>> {
     if !own().attached(owner) {
         return Ok(None);
     }
@@ -573,7 +574,7 @@ fn own_detach(st: &mut Ferrite, owner: Owner) -> MpiResult<Option<(*mut c_void, 
 /// For MPI_Comm_free/MPI_Comm_disconnect (to be called from `abi/comm.rs`): waits until
 /// the buffer attached to `comm` is flushed and drops it, so that a communicator that later
 /// gets the same handle does not inherit it.
-pub fn comm_buffer_freed(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<()> {
+pub fn comm_buffer_freed(st: &mut Held, comm: MPI_Comm) -> MpiResult<()> {
     own_detach(st, Some(comm)).map(|_| ())
 }
 
@@ -584,7 +585,7 @@ fn out_addr(buffer_addr: *mut c_void, base: *mut c_void) -> MpiResult<()> {
 }
 
 fn comm_detach(comm: MPI_Comm, buffer_addr: *mut c_void) -> MpiResult<usize> {
-    let (base, len) = state::with(|st| {
+    let (base, len) = state::with_held(|st| {
         check_comm(st, comm)?;
         own_detach(st, Some(comm))?
             .ok_or_else(|| MpiError::new(MPI_ERR_BUFFER, "the communicator has no buffer attached"))
@@ -611,7 +612,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Comm_flush_buffer(comm: MPI_Comm) on ErrObj::Comm(comm) => {
-        state::with(|st| {
+        state::with_held(|st| {
             check_comm(st, comm)?;
             st.wait_until(|st| flushed(st, Some(comm)))
         })
@@ -633,7 +634,7 @@ mpi_fn! {
 
 fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
     let buf = own_buffer(buffer, size)?;
-    state::with(|st| {
+    state::with_held(|st| {
         if st.p2p.attached.is_some() || own().attached(None) {
             return Err(MpiError::new(
                 MPI_ERR_BUFFER,
@@ -653,7 +654,7 @@ fn buffer_attach(buffer: *mut c_void, size: i64) -> MpiResult<()> {
 
 /// Detaches the buffer once every buffered message has left it: (address, size).
 fn buffer_detach(buffer_addr: *mut c_void) -> MpiResult<usize> {
-    let (base, len) = state::with(|st| {
+    let (base, len) = state::with_held(|st| {
         if let Some(d) = own_detach(st, None)? {
             return Ok(d);
         }
@@ -686,7 +687,7 @@ mpi_fn! {
 mpi_fn! {
     fn MPI_Buffer_flush() on ErrObj::NoObject => {
         // MPI 4.1: every buffered message has left the attached buffer when this returns.
-        state::with(|st| st.wait_until(|st| flushed(st, None)))
+        state::with_held(|st| st.wait_until(|st| flushed(st, None)))
     }
 }
 

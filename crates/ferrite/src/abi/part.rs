@@ -5,7 +5,7 @@
 use super::consts::*;
 use super::out;
 use crate::error::{ErrObj, MpiResult};
-use crate::state::{self, Ferrite};
+use crate::state::{self, Held};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 
@@ -41,7 +41,7 @@ mpi_fn! {
     fn MPI_Psend_init(buf: *const c_void, partitions: c_int, count: MPI_Count,
                       datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm,
                       info: MPI_Info, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
-        let h = state::with(|st: &mut Ferrite| {
+        let h = state::with_held(|st: &mut Held| {
             let (n, total) = whole("MPI_Psend_init", partitions, count)?;
             let spec = st.send_spec(buf.cast(), total, datatype, dest, tag, comm,
                                     crate::p2p::request::Mode::Standard)?;
@@ -57,7 +57,7 @@ mpi_fn! {
     fn MPI_Precv_init(buf: *mut c_void, partitions: c_int, count: MPI_Count,
                       datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm,
                       info: MPI_Info, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
-        let h = state::with(|st: &mut Ferrite| {
+        let h = state::with_held(|st: &mut Held| {
             let (n, total) = whole("MPI_Precv_init", partitions, count)?;
             let spec = st.recv_spec(buf.cast(), total, datatype, source, tag, comm)?;
             check_info(info)?;

@@ -17,7 +17,7 @@ use crate::error::{class_of, ErrObj, MpiError, MpiResult};
 use crate::p2p::ops::invalid_request;
 use crate::p2p::protocol::empty_status;
 use crate::p2p::status::Status;
-use crate::state::{self, Ferrite};
+use crate::state::{self, Ferrite, Held};
 use std::os::raw::c_int;
 
 /// The state of one request handle as the completion calls see it.
@@ -55,7 +55,7 @@ enum How {
 
 impl How {
     /// Progresses the way this call does; `ready` says when a Wait may stop.
-    fn progress(self, st: &mut Ferrite, ready: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+    fn progress(self, st: &mut Held, ready: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
         match self {
             How::Wait => st.wait_until(ready),
             How::Test | How::Peek => {
@@ -145,7 +145,7 @@ fn poll(mut test: impl FnMut() -> MpiResult<bool>) -> MpiResult<()> {
 fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
     // SAFETY: `req` is the caller's MPI_Request*.
     let mut h = unsafe { read_request(req) }?;
-    let (s, comm) = state::with(|st| {
+    let (s, comm) = state::with_held(|st| {
         match slot(st, h)? {
             Slot::Empty => return Ok((empty_status(), MPI_COMM_NULL)),
             Slot::Pending => {
@@ -272,7 +272,7 @@ mpi_fn! {
             });
         }
         let reqs = &mut copy.handles;
-        let r = state::with(|st| {
+        let r = state::with_held(|st| {
             validate(st, reqs)?;
             // A request that is no longer pending stays so during the wait: each check
             // resumes at the first one still pending instead of rescanning the array.
@@ -304,7 +304,7 @@ fn all(
     let mut copy = unsafe { Requests::read(count, array) }?;
     with_greqs(grequest::among(&copy.handles), || {
         let reqs = &mut copy.handles;
-        let r = state::with(|st| {
+        let r = state::with_held(|st| {
             validate(st, reqs)?;
             how.progress(st, |st| all_done(st, reqs))?;
             let done = all_done(st, reqs);
@@ -397,7 +397,7 @@ fn any_inner(
     status: *mut MPI_Status,
     how: How,
 ) -> MpiResult<()> {
-    let r = state::with(|st| {
+    let r = state::with_held(|st| {
         validate(st, reqs)?;
         how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
         match first_done(st, reqs) {
@@ -469,7 +469,7 @@ fn some(
     let mut copy = unsafe { Requests::read(incount, array) }?;
     with_greqs(grequest::among(&copy.handles), || {
         let reqs = &mut copy.handles;
-        let r = state::with(|st| {
+        let r = state::with_held(|st| {
             validate(st, reqs)?;
             how.progress(st, |st| !matches!(first_done(st, reqs), Ok(None)))?;
             if first_done(st, reqs).is_err() {

@@ -183,56 +183,56 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_fence(assert: c_int, win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_fence(win, assert))
+        state::with_held(|st| st.rma_fence(win, assert))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win)
         on ErrObj::Win(win) => {
-        state::with(|st| st.rma_lock(win, lock_type, rank, assert))
+        state::with_held(|st| st.rma_lock(win, lock_type, rank, assert))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_unlock(rank: c_int, win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_unlock(win, rank))
+        state::with_held(|st| st.rma_unlock(win, rank))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_lock_all(assert: c_int, win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_lock_all(win, assert))
+        state::with_held(|st| st.rma_lock_all(win, assert))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_unlock_all(win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_unlock_all(win))
+        state::with_held(|st| st.rma_unlock_all(win))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush(rank: c_int, win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_flush(win, Some(rank)))
+        state::with_held(|st| st.rma_flush(win, Some(rank)))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_flush(win, Some(rank)))
+        state::with_held(|st| st.rma_flush(win, Some(rank)))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush_all(win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_flush(win, None))
+        state::with_held(|st| st.rma_flush(win, None))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush_local_all(win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_flush(win, None))
+        state::with_held(|st| st.rma_flush(win, None))
     }
 }
 
@@ -254,19 +254,19 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_start(win, group, assert))
+        state::with_held(|st| st.rma_start(win, group, assert))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_complete(win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_complete(win))
+        state::with_held(|st| st.rma_complete(win))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_wait(win: MPI_Win) on ErrObj::Win(win) => {
-        state::with(|st| st.rma_wait_post(win, true).map(|_| ()))
+        state::with_held(|st| st.rma_wait_post(win, true).map(|_| ()))
     }
 }
 
@@ -275,7 +275,7 @@ mpi_fn! {
         if flag.is_null() {
             return Err(MpiError::new(MPI_ERR_ARG, "null pointer passed for flag"));
         }
-        let done = state::with(|st| st.rma_wait_post(win, false))?;
+        let done = state::with_held(|st| st.rma_wait_post(win, false))?;
         // SAFETY: non-null; the caller passes an int*.
         unsafe { out(flag, c_int::from(done)) }
     }

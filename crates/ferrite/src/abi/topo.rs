@@ -116,7 +116,7 @@ mpi_fn! {
         let (d, p) = unsafe { dims_periods(ndims, dims, periods) }?;
         let n: i64 = d.iter().map(|&x| x as i64).product();
         // On error the output is MPI_COMM_NULL (as MPICH sets it; its cartsmall test).
-        let h = state::with(|st| st.comm_with_topo(comm_old, n as usize,
+        let h = state::with_held(|st| st.comm_with_topo(comm_old, n as usize,
             Topo::Cart { dims: d, periods: p })).inspect_err(|_| {
             // SAFETY: the caller passes an MPI_Comm* output (null is refused by out).
             let _ = unsafe { out(comm_cart, MPI_COMM_NULL) };
@@ -223,7 +223,7 @@ mpi_fn! {
             // MPICH; its cartsuball test).
             color = if r == 0 { 0 } else { MPI_UNDEFINED };
         }
-        let h = state::with(|st| {
+        let h = state::with_held(|st| {
             let h = st.comm_split(comm, color, r)?;
             if h != MPI_COMM_NULL {
                 st.objects.comms.get_mut(h)?.topo =
@@ -275,7 +275,7 @@ mpi_fn! {
         out_given(comm_graph)?;
         // SAFETY: the caller's arrays follow MPI_Graph_create's contract.
         let (ix, e) = unsafe { graph_args(nnodes, index, edges) }?;
-        let h = state::with(|st| st.comm_with_topo(comm_old, nnodes as usize,
+        let h = state::with_held(|st| st.comm_with_topo(comm_old, nnodes as usize,
             Topo::Graph { index: ix, edges: e }))?;
         // SAFETY: the caller passes an MPI_Comm* output.
         unsafe { out(comm_graph, h) }
@@ -372,7 +372,7 @@ fn check_ranks(v: &[i32], size: u32, what: &str) -> MpiResult<()> {
 
 /// Duplicates `comm` and attaches `t` (the distributed graph constructors).
 fn dup_with_topo(comm: MPI_Comm, t: Topo) -> MpiResult<MPI_Comm> {
-    state::with(|st| {
+    state::with_held(|st| {
         let h = {
             let rank = st.objects.comms.get(comm)?.rank as i32;
             st.comm_split(comm, 0, rank)?
@@ -429,7 +429,7 @@ mpi_fn! {
             }
         }
         let weighted = w.is_some();
-        let (ins, outs) = state::with(|st| st.dist_graph_gather(comm_old, &edges))?;
+        let (ins, outs) = state::with_held(|st| st.dist_graph_gather(comm_old, &edges))?;
         let t = Topo::DistGraph {
             sources: ins.iter().map(|e| e.0).collect(),
             source_weights: weighted.then(|| ins.iter().map(|e| e.1).collect()),

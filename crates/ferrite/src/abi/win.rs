@@ -47,7 +47,7 @@ unsafe fn create(comm: MPI_Comm, info: MPI_Info, local: Local, win: *mut MPI_Win
             local.disp_unit
         ));
     }
-    let h = state::with(|st| {
+    let h = state::with_held(|st| {
         let c = st.objects.comms.get(comm)?;
         if c.inter.is_some() {
             return Err(crate::mpi_err!(
@@ -185,7 +185,7 @@ unsafe fn allocate_shared(
             "displacement unit {disp_unit} must be positive"
         ));
     }
-    let (mem, me) = state::with(|st| {
+    let (mem, me) = state::with_held(|st| {
         let c = st.objects.comms.get(comm)?;
         if c.inter.is_some() {
             return Err(crate::mpi_err!(
@@ -239,7 +239,7 @@ mpi_fn! {
         }
         // SAFETY: non-null; the caller passes an MPI_Win*.
         let h = unsafe { *win };
-        let comm = state::with(|st| {
+        let comm = state::with_held(|st| {
             let comm = st.objects.wins.get(h).map_err(|e| e.on(ErrObj::Win(h)))?.comm;
             st.rma_free_check(h).map_err(|e| e.on(ErrObj::Win(h)))?;
             Ok(comm)
@@ -249,7 +249,7 @@ mpi_fn! {
         // Collective: nobody frees before every process is done with the window.
         crate::coll::blocking(comm, |st| crate::coll::plans::barrier(st, comm))
             .map_err(|e| e.on(ErrObj::Win(h)))?;
-        state::with(|st| {
+        state::with_held(|st| {
             st.rma_free(h);
             st.objects.wins.user.remove(h);
             st.comm_remove(comm);

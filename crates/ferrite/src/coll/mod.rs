@@ -25,7 +25,7 @@ mod tests;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::fxhash::{FxHashMap, FxHasher};
-use crate::state::{self, Ferrite};
+use crate::state::{self, Ferrite, Held};
 use sched::{Link, Plan, Poll, Run};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -70,7 +70,7 @@ pub struct Coll {
     /// Persistent collective requests: their plan.
     persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>, i32)>,
     /// Completed schedules whose last local steps call user code (see [`run_tails`]).
-    tails: Vec<Run<MPI_Request>>,
+    tails: Vec<(Run<MPI_Request>, MPI_Request)>,
     /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
     /// one insertion per transfer).
     pub peers: HashSet<u32, BuildHasherDefault<FxHasher>>,
@@ -268,10 +268,10 @@ impl Ferrite {
                 }
                 Ok(Poll::UserLocals) if !a.run.comm_remaining() => {
                     // The rest is local and calls user code: finish it after the lock is
-                    // released, before the call that sees the completion returns.
-                    self.coll.tails.push(a.run);
+                    // released; the request completes only then, so no thread sees it
+                    // done before the outputs are written.
+                    self.coll.tails.push((a.run, a.req));
                     TAILS.store(true, Ordering::Release);
-                    self.coll_complete(a.req, MPI_SUCCESS);
                     changed = true;
                 }
                 Ok(Poll::UserLocals) => {
@@ -339,8 +339,14 @@ impl Ferrite {
     }
 }
 
-/// Finishes completed nonblocking collectives whose last steps call user reduction
-/// functions. Called by `state::with` after it releases the lock.
+/// Whether [`run_tails`] has work.
+pub fn tails_pending() -> bool {
+    TAILS.load(Ordering::Acquire)
+}
+
+/// Finishes nonblocking collectives whose last steps call user reduction functions, then
+/// completes their requests. Called without the lock: by `state::with` after it releases
+/// it, and by a wait that is waiting (which may be for one of them).
 pub fn run_tails() {
     while TAILS.load(Ordering::Acquire) {
         let Some(tails) = state::try_with(|st| {
@@ -351,11 +357,13 @@ pub fn run_tails() {
             TAILS.store(false, Ordering::Release);
             return;
         };
-        for mut run in tails {
+        for (mut run, req) in tails {
             run.finish_locals();
-            // SAFETY: the user's buffers stay valid until the completion call returns.
+            // SAFETY: the user's buffers stay valid until the request completes.
             unsafe { run.write_outputs() };
+            state::try_with(|st| st.coll_complete(req, MPI_SUCCESS));
         }
+        state::wake_sleepers();
     }
 }
 
@@ -395,7 +403,7 @@ fn blocking_plan(
         Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
     })?;
     loop {
-        let poll = state::with(|st| {
+        let poll = state::with_held(|st| {
             let mut out = Ok(Poll::Pending);
             st.wait_until(|st| {
                 out = run.advance(&mut CommLink { st, comm });
@@ -456,6 +464,7 @@ pub fn persistent(
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Plan>,
 ) -> MpiResult<MPI_Request> {
     state::with(|st| {
+        let st: &mut Ferrite = st;
         let plan = checked(build(st))?;
         // Forget the plans of persistent requests freed since (MPI_Request_free removes
         // the request from the p2p table only).
@@ -541,9 +550,11 @@ impl Ferrite {
             bs,
         })
     }
+}
 
+impl Held {
     /// Every member's `mine` (all of the same length), concatenated in rank order: used by
-    /// blocking communicator creation, under the state lock (no user code runs), with the
+    /// blocking communicator creation, with the state lock let go while it waits (no user code runs), with the
     /// communicator's next blocking collective tag (creation is collective over `comm`, so
     /// every member takes the same tag).
     pub fn allgather_fixed(&mut self, comm: MPI_Comm, mine: &[u8]) -> MpiResult<Vec<u8>> {

@@ -12,7 +12,7 @@ use super::group::rank_of;
 use super::topo::Topo;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
-use crate::state::Ferrite;
+use crate::state::{Ferrite, Held};
 use std::sync::Arc;
 
 /// (neighbour rank, weight) of one distributed-graph edge.
@@ -44,7 +44,7 @@ fn bytes(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-impl Ferrite {
+impl Held {
     fn comm_info(&self, comm: MPI_Comm) -> MpiResult<(Arc<[u32]>, usize, MPI_Errhandler)> {
         let c = self.objects.comms.get(comm)?;
         Ok((c.group.clone(), c.rank as usize, c.errhandler))
@@ -123,22 +123,22 @@ impl Ferrite {
     }
 
     /// MPI_Comm_dup: same group, new context; keeps the error handler, topology and hints
-    /// (attributes are copied by the caller, outside the state lock).
+    /// (attributes are copied by the caller, outside the state lock). It is MPI_Comm_idup's
+    /// agreement, waited for: unlike the other constructors' single round (the largest
+    /// `next_context` wins), it stays right when threads of a process dup overlapping
+    /// communicators at the same time (MPI_THREAD_MULTIPLE), and every process takes the
+    /// same path whatever thread level it asked for.
     pub fn comm_dup(&mut self, comm: MPI_Comm) -> MpiResult<MPI_Comm> {
-        let (inter, topo, info) = {
-            let c = self.objects.comms.get(comm)?;
-            (c.inter.clone(), c.topo.clone(), c.info.clone())
-        };
-        let h = match inter {
-            Some(i) => self.inter_dup(comm, &i)?,
-            None => {
-                let rank = self.objects.comms.get(comm)?.rank as i32;
-                self.comm_split(comm, 0, rank)?
-            }
-        };
-        let c = self.objects.comms.get_mut(h)?;
-        c.topo = topo;
-        c.info = info;
+        let (h, r) = self.comm_idup_start(comm)?;
+        let waited = self.wait_until(|st| st.p2p.is_done(r));
+        let (status, _, _) = self.release(r);
+        if let Err(e) = waited.and(match status.error {
+            MPI_SUCCESS => Ok(()),
+            code => Err(MpiError::from_code(code)),
+        }) {
+            self.comm_remove(h);
+            return Err(e);
+        }
         Ok(h)
     }
 
@@ -335,41 +335,6 @@ impl Ferrite {
         self.objects.comms.user.insert(c)
     }
 
-    /// The helper communicators of an intercommunicator with ids `context..context + 6`:
-    /// its local group (`context + 2`) and the union of both (`context + 4`).
-    pub(super) fn inter_helpers(
-        &mut self,
-        context: u32,
-        lrank: usize,
-        local: Arc<[u32]>,
-        remote: Arc<[u32]>,
-        local_first: bool,
-        errhandler: MPI_Errhandler,
-    ) -> Inter {
-        let union: Arc<[u32]> = if local_first {
-            local.iter().chain(remote.iter()).copied().collect()
-        } else {
-            remote.iter().chain(local.iter()).copied().collect()
-        };
-        let urank = if local_first {
-            lrank
-        } else {
-            remote.len() + lrank
-        };
-        let comms = &mut self.objects.comms;
-        let local_comm = comms
-            .user
-            .insert(Comm::new(context + 2, lrank as u32, local, errhandler));
-        let union_comm = comms
-            .user
-            .insert(Comm::new(context + 4, urank as u32, union, errhandler));
-        Inter {
-            remote,
-            local_comm,
-            union_comm,
-        }
-    }
-
     /// MPI_Comm_split on an intercommunicator: each side's members of one color, with the
     /// other side's members of that color as remote group (MPI_COMM_NULL if either is empty).
     fn inter_split(
@@ -488,24 +453,6 @@ impl Ferrite {
         ))
     }
 
-    /// Same groups, new contexts.
-    fn inter_dup(&mut self, comm: MPI_Comm, i: &Inter) -> MpiResult<MPI_Comm> {
-        let (local, lrank, errhandler) = self.comm_info(comm)?;
-        let mine = self.objects.comms.next_context.to_le_bytes();
-        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
-        let context = all.iter().copied().max().unwrap_or(0);
-        self.objects.comms.next_context = context + INTER_IDS;
-        let local_first = self.objects.comms.get(i.union_comm)?.rank as usize == lrank;
-        Ok(self.make_inter(
-            context,
-            lrank,
-            local,
-            i.remote.clone(),
-            local_first,
-            errhandler,
-        ))
-    }
-
     /// MPI_Intercomm_merge: an intracommunicator over both groups, the `high == false`
     /// group first (ties: the group whose leader has the lower world rank).
     pub fn intercomm_merge(&mut self, comm: MPI_Comm, high: bool) -> MpiResult<MPI_Comm> {
@@ -610,5 +557,42 @@ impl Ferrite {
             }
         }
         Ok((ins, outs))
+    }
+}
+
+impl Ferrite {
+    /// The helper communicators of an intercommunicator with ids `context..context + 6`:
+    /// its local group (`context + 2`) and the union of both (`context + 4`).
+    pub(super) fn inter_helpers(
+        &mut self,
+        context: u32,
+        lrank: usize,
+        local: Arc<[u32]>,
+        remote: Arc<[u32]>,
+        local_first: bool,
+        errhandler: MPI_Errhandler,
+    ) -> Inter {
+        let union: Arc<[u32]> = if local_first {
+            local.iter().chain(remote.iter()).copied().collect()
+        } else {
+            remote.iter().chain(local.iter()).copied().collect()
+        };
+        let urank = if local_first {
+            lrank
+        } else {
+            remote.len() + lrank
+        };
+        let comms = &mut self.objects.comms;
+        let local_comm = comms
+            .user
+            .insert(Comm::new(context + 2, lrank as u32, local, errhandler));
+        let union_comm = comms
+            .user
+            .insert(Comm::new(context + 4, urank as u32, union, errhandler));
+        Inter {
+            remote,
+            local_comm,
+            union_comm,
+        }
     }
 }

@@ -45,7 +45,7 @@ static INFOS: Mutex<Option<Infos>> = Mutex::new(None);
 
 /// Runs `f` on the process's info objects.
 pub fn with<R>(f: impl FnOnce(&mut Infos) -> MpiResult<R>) -> MpiResult<R> {
-    let mut g = INFOS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = crate::state::lock_order::lock(&INFOS, crate::state::lock_order::INFO);
     f(g.get_or_insert_with(Infos::new))
 }
 
@@ -76,7 +76,7 @@ impl Infos {
         if let Some(cmd) = std::env::args().next() {
             env.set("command", &cmd);
         }
-        env.set("thread_level", "MPI_THREAD_SERIALIZED");
+        env.set("thread_level", "MPI_THREAD_MULTIPLE");
         Infos {
             user: HandleTable::new(kind::INFO),
             env,

@@ -20,7 +20,7 @@ use super::status::Status;
 use crate::abi::consts::*;
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
-use crate::state::Ferrite;
+use crate::state::{Ferrite, Held};
 use std::sync::Arc;
 
 /// Largest tag value (the value of the MPI_TAG_UB attribute).
@@ -521,6 +521,15 @@ impl Ferrite {
         self.p2p.is_done(h)
     }
 
+    /// Completion check for MPI_Wait & co: progresses, and if the request is done returns
+    /// the network error (if any) on its communicator.
+    pub fn check_net(&mut self, comm: MPI_Comm) -> MpiResult<()> {
+        self.take_net_error(comm)
+    }
+}
+
+/// Blocking internal communication: waits let the state lock go (see `Held::wait_until`).
+impl Held {
     /// Waits for an internal request and releases it: its status (MPI_ERROR set on
     /// truncation) and, for `coll_irecv`, the bytes received.
     pub fn req_wait(&mut self, h: MPI_Request) -> MpiResult<(Status, Vec<u8>)> {
@@ -565,12 +574,6 @@ impl Ferrite {
         let s = self.coll_isend(comm, dest, sendtag, data.to_vec())?;
         let mut done = self.req_wait_all(&[r, s])?;
         Ok(std::mem::take(&mut done[0].1))
-    }
-
-    /// Completion check for MPI_Wait & co: progresses, and if the request is done returns
-    /// the network error (if any) on its communicator.
-    pub fn check_net(&mut self, comm: MPI_Comm) -> MpiResult<()> {
-        self.take_net_error(comm)
     }
 }
 

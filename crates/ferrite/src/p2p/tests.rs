@@ -543,7 +543,7 @@ fn collective_context_is_separate_from_point_to_point() {
         pkt.extend_from_slice(data);
         pkt
     };
-    crate::state::with(|st| {
+    crate::state::with_held(|st| {
         let r = st.coll_irecv(MPI_COMM_WORLD, 0, 5)?;
         st.p2p.on_packet(0, &packet(0, 5, b"p2p"));
         assert!(

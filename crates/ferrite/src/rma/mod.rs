@@ -19,7 +19,7 @@ pub mod wire;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
-use crate::state::Ferrite;
+use crate::state::{self, Ferrite};
 use am::Route;
 use apply::Exposed;
 use std::collections::{HashMap, VecDeque};
@@ -122,73 +122,6 @@ impl Ferrite {
             .rma
             .as_mut()
             .ok_or_else(|| MpiError::new(MPI_ERR_WIN, "window has no RMA state"))
-    }
-
-    /// Sets up RMA on a window just registered (collective over its communicator):
-    /// learns every rank's memory size and unit, and posts the standing receive.
-    pub fn rma_init(&mut self, w: MPI_Win) -> MpiResult<()> {
-        let (comm, size, unit) = {
-            let win = self.objects.wins.get(w)?;
-            (win.comm, win.attrs.size, win.attrs.disp_unit)
-        };
-        let c = self.objects.comms.get(comm)?;
-        let route = Route {
-            comm,
-            ctx: c.context_id,
-            me: c.rank as i32,
-            peers: c.peers().clone(),
-        };
-        let mut mine = size.to_ne_bytes().to_vec();
-        mine.extend_from_slice(&i64::from(unit).to_ne_bytes());
-        let all = self.allgather_fixed(comm, &mine)?;
-        let sizes: Vec<(i64, i64)> = all
-            .chunks_exact(16)
-            .map(|c| {
-                (
-                    i64::from_ne_bytes(c[..8].try_into().expect("8 bytes")),
-                    i64::from_ne_bytes(c[8..].try_into().expect("8 bytes")),
-                )
-            })
-            .collect();
-        let n = sizes.len();
-        let recv = am::post(self, &route)?;
-        self.objects.wins.get_mut(w)?.rma = Some(WinRma {
-            route,
-            recv,
-            sizes,
-            next_id: 1,
-            pending: HashMap::new(),
-            outstanding: vec![0; n],
-            failed: None,
-            fence: false,
-            locks: HashMap::new(),
-            lock_all: None,
-            started: None,
-            posts: vec![0; n],
-            excl: None,
-            shared: 0,
-            queue: VecDeque::new(),
-            posted: None,
-            completes: 0,
-        });
-        self.objects.wins.active.push(w);
-        Ok(())
-    }
-
-    /// Before MPI_Win_free: every epoch must be over (MPI 4.1 12.2.5).
-    pub fn rma_free_check(&mut self, w: MPI_Win) -> MpiResult<()> {
-        let r = self.rma(w)?;
-        if !r.locks.is_empty() || r.lock_all.is_some() {
-            return Err(sync_err(
-                "MPI_Win_free with a passive-target epoch open (call MPI_Win_unlock first)",
-            ));
-        }
-        if r.started.is_some() || r.posted.is_some() {
-            return Err(sync_err(
-                "MPI_Win_free with a PSCW epoch open (call MPI_Win_complete / MPI_Win_wait first)",
-            ));
-        }
-        self.rma_wait(w, None)
     }
 
     /// After MPI_Win_free's barrier: the channel is closed.
@@ -369,22 +302,6 @@ impl Ferrite {
     }
 
     // ----- the origin side -----
-
-    /// Waits until every request to `target` (all targets if None) is answered, then
-    /// raises an error a target answered with.
-    fn rma_wait(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
-        self.wait_until(|st| match st.rma(w) {
-            Ok(r) => match target {
-                Some(t) => r.outstanding[t as usize] == 0,
-                None => r.outstanding.iter().all(|&n| n == 0),
-            },
-            Err(_) => true,
-        })?;
-        match self.rma(w)?.failed.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
 
     /// Sends a request to `target` and records it; returns its id.
     #[allow(clippy::too_many_arguments)]
@@ -567,6 +484,146 @@ impl Ferrite {
 
     // ----- synchronization -----
 
+    fn lock_request(&mut self, w: MPI_Win, t: u32, kind: Kind, ty: i32) -> MpiResult<u64> {
+        let h = Head {
+            kind,
+            op: ty,
+            basic: MPI_DATATYPE_NULL,
+            id: 0,
+            disp: 0,
+        };
+        self.rma_send(w, t, h, &[], &[], None, None)
+    }
+
+    /// Window ranks of the members of `group` (world ranks).
+    fn group_ranks(&mut self, w: MPI_Win, group: MPI_Group) -> MpiResult<Vec<u32>> {
+        let g = self.objects.groups.get(group)?;
+        let peers = self.rma(w)?.route.peers.clone();
+        g.iter()
+            .map(|&p| {
+                crate::objects::group::rank_of(&peers, p)
+                    .map(|r| r as u32)
+                    .ok_or_else(|| {
+                        MpiError::new(MPI_ERR_GROUP, "group member is not in the window's group")
+                    })
+            })
+            .collect()
+    }
+
+    pub fn rma_post(&mut self, w: MPI_Win, group: MPI_Group, assert: i32) -> MpiResult<()> {
+        let ranks = self.group_ranks(w, group)?;
+        let r = self.rma(w)?;
+        if r.posted.is_some() {
+            return Err(sync_err("MPI_Win_post while an exposure epoch is open"));
+        }
+        r.posted = Some(ranks.len());
+        if assert & MPI_MODE_NOCHECK == 0 {
+            for t in ranks {
+                self.rma_notice(w, t, Kind::Post)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lock_free(r: &WinRma, ty: i32) -> bool {
+    r.excl.is_none() && (ty == MPI_LOCK_SHARED || r.shared == 0)
+}
+
+fn take_lock(r: &mut WinRma, origin: u32, ty: i32) {
+    if ty == MPI_LOCK_EXCLUSIVE {
+        r.excl = Some(origin);
+    } else {
+        r.shared += 1;
+    }
+}
+
+/// Window operations that wait: they let the state lock go meanwhile (see
+/// `state::Held::wait_until`).
+impl state::Held {
+    /// Sets up RMA on a window just registered (collective over its communicator):
+    /// learns every rank's memory size and unit, and posts the standing receive.
+    pub fn rma_init(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let (comm, size, unit) = {
+            let win = self.objects.wins.get(w)?;
+            (win.comm, win.attrs.size, win.attrs.disp_unit)
+        };
+        let c = self.objects.comms.get(comm)?;
+        let route = Route {
+            comm,
+            ctx: c.context_id,
+            me: c.rank as i32,
+            peers: c.peers().clone(),
+        };
+        let mut mine = size.to_ne_bytes().to_vec();
+        mine.extend_from_slice(&i64::from(unit).to_ne_bytes());
+        let all = self.allgather_fixed(comm, &mine)?;
+        let sizes: Vec<(i64, i64)> = all
+            .chunks_exact(16)
+            .map(|c| {
+                (
+                    i64::from_ne_bytes(c[..8].try_into().expect("8 bytes")),
+                    i64::from_ne_bytes(c[8..].try_into().expect("8 bytes")),
+                )
+            })
+            .collect();
+        let n = sizes.len();
+        let recv = am::post(self, &route)?;
+        self.objects.wins.get_mut(w)?.rma = Some(WinRma {
+            route,
+            recv,
+            sizes,
+            next_id: 1,
+            pending: HashMap::new(),
+            outstanding: vec![0; n],
+            failed: None,
+            fence: false,
+            locks: HashMap::new(),
+            lock_all: None,
+            started: None,
+            posts: vec![0; n],
+            excl: None,
+            shared: 0,
+            queue: VecDeque::new(),
+            posted: None,
+            completes: 0,
+        });
+        self.objects.wins.active.push(w);
+        Ok(())
+    }
+
+    /// Before MPI_Win_free: every epoch must be over (MPI 4.1 12.2.5).
+    pub fn rma_free_check(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        if !r.locks.is_empty() || r.lock_all.is_some() {
+            return Err(sync_err(
+                "MPI_Win_free with a passive-target epoch open (call MPI_Win_unlock first)",
+            ));
+        }
+        if r.started.is_some() || r.posted.is_some() {
+            return Err(sync_err(
+                "MPI_Win_free with a PSCW epoch open (call MPI_Win_complete / MPI_Win_wait first)",
+            ));
+        }
+        self.rma_wait(w, None)
+    }
+
+    /// Waits until every request to `target` (all targets if None) is answered, then
+    /// raises an error a target answered with.
+    fn rma_wait(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
+        self.wait_until(|st| match st.rma(w) {
+            Ok(r) => match target {
+                Some(t) => r.outstanding[t as usize] == 0,
+                None => r.outstanding.iter().all(|&n| n == 0),
+            },
+            Err(_) => true,
+        })?;
+        match self.rma(w)?.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// MPI_Win_fence: completes this process's operations, then a barrier (so every
     /// operation on this window's memory is done when it returns).
     pub fn rma_fence(&mut self, w: MPI_Win, assert: i32) -> MpiResult<()> {
@@ -579,17 +636,6 @@ impl Ferrite {
         self.allgather_fixed(comm, &[0])?;
         self.rma(w)?.fence = assert & MPI_MODE_NOSUCCEED == 0;
         done
-    }
-
-    fn lock_request(&mut self, w: MPI_Win, t: u32, kind: Kind, ty: i32) -> MpiResult<u64> {
-        let h = Head {
-            kind,
-            op: ty,
-            basic: MPI_DATATYPE_NULL,
-            id: 0,
-            disp: 0,
-        };
-        self.rma_send(w, t, h, &[], &[], None, None)
     }
 
     fn wait_ids(&mut self, w: MPI_Win, ids: &[u64]) -> MpiResult<()> {
@@ -706,36 +752,6 @@ impl Ferrite {
         self.rma_wait(w, target)
     }
 
-    /// Window ranks of the members of `group` (world ranks).
-    fn group_ranks(&mut self, w: MPI_Win, group: MPI_Group) -> MpiResult<Vec<u32>> {
-        let g = self.objects.groups.get(group)?;
-        let peers = self.rma(w)?.route.peers.clone();
-        g.iter()
-            .map(|&p| {
-                crate::objects::group::rank_of(&peers, p)
-                    .map(|r| r as u32)
-                    .ok_or_else(|| {
-                        MpiError::new(MPI_ERR_GROUP, "group member is not in the window's group")
-                    })
-            })
-            .collect()
-    }
-
-    pub fn rma_post(&mut self, w: MPI_Win, group: MPI_Group, assert: i32) -> MpiResult<()> {
-        let ranks = self.group_ranks(w, group)?;
-        let r = self.rma(w)?;
-        if r.posted.is_some() {
-            return Err(sync_err("MPI_Win_post while an exposure epoch is open"));
-        }
-        r.posted = Some(ranks.len());
-        if assert & MPI_MODE_NOCHECK == 0 {
-            for t in ranks {
-                self.rma_notice(w, t, Kind::Post)?;
-            }
-        }
-        Ok(())
-    }
-
     pub fn rma_start(&mut self, w: MPI_Win, group: MPI_Group, assert: i32) -> MpiResult<()> {
         let ranks = self.group_ranks(w, group)?;
         let r = self.rma(w)?;
@@ -791,17 +807,5 @@ impl Ferrite {
         r.completes -= k;
         r.posted = None;
         Ok(true)
-    }
-}
-
-fn lock_free(r: &WinRma, ty: i32) -> bool {
-    r.excl.is_none() && (ty == MPI_LOCK_SHARED || r.shared == 0)
-}
-
-fn take_lock(r: &mut WinRma, origin: u32, ty: i32) {
-    if ty == MPI_LOCK_EXCLUSIVE {
-        r.excl = Some(origin);
-    } else {
-        r.shared += 1;
     }
 }

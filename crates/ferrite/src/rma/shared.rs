@@ -7,7 +7,7 @@
 
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
-use crate::state::Ferrite;
+use crate::state::Held;
 use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};
 
 /// A mapping of a shared window's whole file; unmapped (and closed) with the window.
@@ -50,7 +50,7 @@ fn word(b: &[u8], i: usize) -> i64 {
     i64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
 }
 
-impl Ferrite {
+impl Held {
     /// Collective over `comm` (rank `me`): maps the shared memory of a new window in
     /// which this process has `size` bytes with unit `disp_unit`.
     pub fn shared_alloc(

@@ -5,7 +5,7 @@ pub mod pmi;
 pub mod report;
 
 use crate::error::MpiResult;
-use crate::state::Ferrite;
+use crate::state::Held;
 
 /// This host's name (MPI_Get_processor_name, error reports, business cards).
 pub fn hostname() -> String {
@@ -24,7 +24,7 @@ pub fn hostname() -> String {
 /// the job-wide PMI barrier still making progress, so peers not done yet get what they need
 /// from this rank (acknowledgements, closes they ask for). When it returns no rank has
 /// anything in flight. See docs/architecture.md, "MPI_Finalize".
-pub fn quiesce(st: &mut Ferrite) -> MpiResult<()> {
+pub fn quiesce(st: &mut Held) -> MpiResult<()> {
     st.wait_until(|st| !st.p2p.has_backlog() && !st.net.has_pending())?;
     let Some(fd) = pmi::barrier_enter()? else {
         return Ok(()); // a singleton: no peers

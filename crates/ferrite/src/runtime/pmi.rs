@@ -10,7 +10,7 @@ use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 enum Backend {
     Launcher(Client),
@@ -30,8 +30,8 @@ static PMI: Mutex<Option<Pmi>> = Mutex::new(None);
 /// The launcher connection's descriptor, for [`abort`] when another thread holds [`PMI`].
 static ABORT_FD: AtomicI32 = AtomicI32::new(-1);
 
-fn lock() -> MutexGuard<'static, Option<Pmi>> {
-    PMI.lock().unwrap_or_else(|e| e.into_inner())
+fn lock() -> crate::state::lock_order::Tracked<Option<Pmi>> {
+    crate::state::lock_order::lock(&PMI, crate::state::lock_order::PMI)
 }
 
 fn err(what: &str, e: PmiError) -> MpiError {

@@ -9,7 +9,7 @@ use crate::conn::policy::Counters;
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::{config, pmi};
-use crate::state::Ferrite;
+use crate::state::{Ferrite, Held};
 use crate::transport::{TransportStats, KNOWN_TRANSPORTS};
 use std::fmt::Write as _;
 
@@ -460,7 +460,7 @@ fn want() -> Want {
 /// program traffic is over and no record can arrive before rank 0's snapshot) and before the
 /// transports shut down: gathers the records to rank 0, which prints or writes them. Does
 /// nothing unless FERRITE_REPORT is set.
-pub fn at_finalize(st: &mut Ferrite) -> MpiResult<()> {
+pub fn at_finalize(st: &mut Held) -> MpiResult<()> {
     let want = want();
     if matches!(want, Want::Off) {
         return Ok(());

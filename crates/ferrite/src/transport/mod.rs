@@ -433,30 +433,52 @@ impl Net {
         self.transports[i].read_remote(from, addr, dst)
     }
 
-    /// Blocks until a packet may have arrived or `timeout_ms` passes (-1: no limit).
-    /// Each transport is armed first (senders start ringing) and re-checked, so a packet
-    /// published just before cannot be slept through.
-    pub fn block(&mut self, timeout_ms: i32) {
+    /// About to block: every transport is armed (senders start ringing) and re-checked, so
+    /// a packet published just before cannot be slept through. Returns the epoll set to
+    /// sleep on (`Net::sleep`, without the state lock; -1: none), or None when a packet is
+    /// already waiting. Call `disarm` after, in either case.
+    pub fn arm(&mut self) -> Option<RawFd> {
         let ready = !self.transports.iter_mut().all(|t| t.arm());
-        if !ready {
-            self.blocks += 1;
-            if self.epoll >= 0 {
-                let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
-                // SAFETY: evs is valid for 8 events; EINTR just returns early.
-                unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 8, timeout_ms) };
-            } else if timeout_ms != 0 {
-                // Nothing can wake us (self only): sleep the timeout (a no-limit wait with
-                // nothing to wait for is a deadlock of the program; sleep in slices).
-                let ms = if timeout_ms < 0 { 1000 } else { timeout_ms };
-                std::thread::sleep(std::time::Duration::from_millis(ms as u64));
-            }
+        if ready {
+            return None;
         }
+        self.blocks += 1;
+        Some(self.epoll)
+    }
+
+    /// Sleeps until a packet may have arrived on the epoll set `arm` returned, or
+    /// `timeout_ms` passes (-1: no limit).
+    pub fn sleep(epoll: RawFd, timeout_ms: i32) {
+        if epoll >= 0 {
+            let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+            // SAFETY: evs is valid for 8 events; EINTR just returns early. The epoll fd
+            // outlives every sleeper (it closes with the `Net` after MPI_Finalize).
+            unsafe { libc::epoll_wait(epoll, evs.as_mut_ptr(), 8, timeout_ms) };
+        } else if timeout_ms != 0 {
+            // Nothing can wake us (self only): sleep the timeout (a no-limit wait with
+            // nothing to wait for is a deadlock of the program; sleep in slices).
+            let ms = if timeout_ms < 0 { 1000 } else { timeout_ms };
+            std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+        }
+    }
+
+    /// `arm`, `sleep` and `disarm` in one (tests: no state lock to let go of).
+    #[cfg(test)]
+    pub fn block(&mut self, timeout_ms: i32) {
+        if let Some(epoll) = self.arm() {
+            Net::sleep(epoll, timeout_ms);
+        }
+        self.disarm();
+    }
+
+    /// Woke up (or decided not to block): senders may stop ringing.
+    pub fn disarm(&mut self) {
         for t in &mut self.transports {
             t.disarm();
         }
     }
 
-    /// Makes `block` also return when `fd` becomes readable (MPI_Finalize: the launcher's
+    /// Makes `sleep` also return when `fd` becomes readable (MPI_Finalize: the launcher's
     /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
     /// no error.
     pub fn wake_on(&mut self, fd: RawFd) -> MpiResult<()> {
