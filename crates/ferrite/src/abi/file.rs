@@ -7,7 +7,7 @@ use super::out;
 use super::status::store;
 use super::types::MPI_Status;
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::io::access::{self, Dir, From, Mem};
+use crate::io::access::{self, Dir, From, Mem, Outcome};
 use crate::io::file::{self as files, lock};
 use crate::io::view::{self, View};
 use crate::io::{coll, posix};
@@ -29,6 +29,15 @@ unsafe fn c_str(p: *const c_char, what: &str) -> MpiResult<String> {
     Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
+/// How the blocking and split forms carry out an access.
+fn kind(collective: bool) -> access::Kind {
+    if collective {
+        access::Kind::Collective
+    } else {
+        access::Kind::Independent
+    }
+}
+
 /// A blocking data access.
 ///
 /// # Safety
@@ -46,14 +55,16 @@ unsafe fn blocking(
     status: *mut MPI_Status,
 ) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
-    let mem = Mem::new(buf, count, datatype)?;
-    let s = access::access(&f, &mem, dir, from, collective)?;
-    // SAFETY: per the contract.
-    unsafe { store(status, &s) };
+    let mem = Mem::new(buf, count, datatype);
+    if let Outcome::Done(s) = access::access(&f, mem, dir, from, kind(collective))? {
+        // SAFETY: per the contract.
+        unsafe { store(status, &s) };
+    }
     Ok(())
 }
 
-/// A nonblocking data access: done at once, its request already complete.
+/// A nonblocking data access: an independent one is done at once, its request already
+/// complete; a collective one completes in the background (`io::engine`).
 ///
 /// # Safety
 /// As [`blocking`]; `request` is an MPI_Request*.
@@ -72,15 +83,22 @@ unsafe fn nonblocking(
         return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
     }
     let f = files::get(fh as usize)?;
-    let mem = Mem::new(buf, count, datatype)?;
-    let s = access::access(&f, &mem, dir, from, collective)?;
-    // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
-    let h = state::with(|st| {
-        let mut r = Request::new(MPI_COMM_SELF, true);
-        r.done = true;
-        r.status = s;
-        Ok(st.p2p.reqs.insert(r))
-    })?;
+    let mem = Mem::new(buf, count, datatype);
+    let k = if collective {
+        access::Kind::Nonblocking
+    } else {
+        access::Kind::Independent
+    };
+    let h = match access::access(&f, mem, dir, from, k)? {
+        Outcome::Request(h) => h,
+        // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
+        Outcome::Done(s) => state::with(|st| {
+            let mut r = Request::new(MPI_COMM_SELF, true);
+            r.done = true;
+            r.status = s;
+            Ok(st.p2p.reqs.insert(r))
+        })?,
+    };
     // SAFETY: checked non-null; the caller's MPI_Request*.
     unsafe { out(request, h) }
 }
@@ -104,9 +122,10 @@ unsafe fn begin(
             "a split collective access is already active on the file (one at a time)",
         ));
     }
-    let mem = Mem::new(buf, count, datatype)?;
-    let s = access::access(&f, &mem, dir, from, true)?;
-    lock(&f).split = Some(s);
+    let mem = Mem::new(buf, count, datatype);
+    if let Outcome::Done(s) = access::access(&f, mem, dir, from, kind(true))? {
+        lock(&f).split = Some(s);
+    }
     Ok(())
 }
 

@@ -18,7 +18,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub struct FileObj {
-    pub fd: std::fs::File,
+    /// Shared with the collective accesses in progress ([`Io`]).
+    pub fd: Arc<std::fs::File>,
     pub path: PathBuf,
     /// Private duplicate of the communicator the file was opened on.
     pub comm: MPI_Comm,
@@ -40,6 +41,20 @@ pub struct FileObj {
 }
 
 pub type FileRef = Arc<Mutex<FileObj>>;
+
+/// What an access needs of its file once it has started: collective accesses advance in
+/// the progress engine, which never takes a file's mutex (an MPI-IO call holds it while
+/// it waits in the engine).
+#[derive(Clone)]
+pub struct Io {
+    pub fd: Arc<std::fs::File>,
+    pub comm: MPI_Comm,
+    pub rank: usize,
+    pub size: usize,
+    pub hints: Hints,
+    pub atomic: bool,
+    pub readable: bool,
+}
 
 static FILES: Mutex<HandleTable<FileRef>> = Mutex::new(HandleTable::new(kind::FILE));
 
@@ -221,7 +236,7 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
     let mut hints = Hints::defaults(hosts);
     hints.apply(info, size);
     let mut f = FileObj {
-        fd,
+        fd: Arc::new(fd),
         path,
         comm,
         rank,
@@ -249,6 +264,18 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
 }
 
 impl FileObj {
+    pub fn io(&self) -> Io {
+        Io {
+            fd: self.fd.clone(),
+            comm: self.comm,
+            rank: self.rank,
+            size: self.size,
+            hints: self.hints.clone(),
+            atomic: self.atomic,
+            readable: self.readable,
+        }
+    }
+
     pub fn size_bytes(&self) -> MpiResult<u64> {
         self.fd
             .metadata()
@@ -272,6 +299,9 @@ pub fn close(f: usize) -> MpiResult<()> {
         }
         (g.comm, g.rank)
     };
+    // Collective accesses still in progress (requests freed with MPI_Request_free, or not
+    // completed as they should have been) end before the communicator goes.
+    super::engine::drain(comm)?;
     coll::barrier(comm)?;
     let g = lock(&r);
     if rank == 0 {
