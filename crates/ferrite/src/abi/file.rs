@@ -10,7 +10,7 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::io::access::{self, Dir, From, Mem, Outcome};
 use crate::io::file::{self as files, lock};
 use crate::io::view::{self, View};
-use crate::io::{coll, posix};
+use crate::io::{coll, datarep, posix};
 use crate::p2p::request::Request;
 use crate::state;
 use std::ffi::CStr;
@@ -313,7 +313,7 @@ mpi_fn! {
         let f = files::get(fh as usize)?;
         // SAFETY: the caller's NUL-terminated string.
         let rep = unsafe { c_str(datarep, "datarep") }?;
-        view::check_datarep(&rep)?;
+        let user_rep = datarep::lookup(&rep)?;
         let hints = crate::objects::info::hints(info)?;
         let (et, ft) = state::with(|st| {
             let d = &mut st.objects.datatypes;
@@ -338,7 +338,11 @@ mpi_fn! {
             disp as u64
         };
         let (comm, rank, size) = (g.comm, g.rank, g.size);
-        g.view = View::new(disp, et, etype, ft, filetype, rep);
+        let mut v = View::new(disp, et, etype, ft, filetype, rep);
+        if let Some(r) = user_rep {
+            v.set_rep(r)?;
+        }
+        g.view = v;
         g.ind = 0;
         g.hints.apply(&hints, size);
         // Both pointers restart at 0 (MPI 4.1 section 14.3); the shared one once everyone
@@ -465,8 +469,16 @@ mpi_fn! {
 /// The extent of `datatype` in the file: its memory extent, but in "external32" its packed
 /// size plus the gaps of its memory layout.
 fn type_extent(fh: MPI_File, datatype: MPI_Datatype) -> MpiResult<i64> {
-    let ext32 = lock(&files::get(fh as usize)?).view.external32;
+    let (ext32, rep) = {
+        let f = files::get(fh as usize)?;
+        let g = lock(&f);
+        (g.view.external32, g.view.rep.as_ref().map(|r| r.0.clone()))
+    };
     let t = state::with(|st| st.objects.datatypes.lookup(datatype))?;
+    if let Some(rep) = rep {
+        let file = rep.layout(datatype, &t)?.file_bytes(1);
+        return Ok(t.extent as i64 - t.size as i64 + file as i64);
+    }
     Ok(if ext32 {
         t.extent as i64 - t.size as i64 + t.external_size() as i64
     } else {
@@ -525,13 +537,18 @@ mpi_fn! {
     }
 }
 
-/// MPI_Register_datarep(_c): the name is remembered (a second registration is
-/// MPI_ERR_DUP_DATAREP); a representation without conversion functions is accessed as
-/// "native", one with them is refused by MPI_File_set_view (the functions are not called).
+/// MPI_Register_datarep(_c): the representation and its callbacks (`io::datarep`); a
+/// second registration of a name is MPI_ERR_DUP_DATAREP.
 ///
 /// # Safety
 /// `datarep` is null or a NUL-terminated string.
-unsafe fn register(datarep: *const c_char, converts: bool, extent_fn: bool) -> MpiResult<()> {
+unsafe fn register(
+    datarep: *const c_char,
+    read: Option<datarep::Conv>,
+    write: Option<datarep::Conv>,
+    extent_fn: Option<MPI_Datarep_extent_function>,
+    extra_state: *mut c_void,
+) -> MpiResult<()> {
     // SAFETY: per the contract.
     let name = unsafe { c_str(datarep, "datarep") }?;
     if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING as usize {
@@ -541,10 +558,10 @@ unsafe fn register(datarep: *const c_char, converts: bool, extent_fn: bool) -> M
             name.len()
         ));
     }
-    if !extent_fn {
+    if extent_fn.is_none() {
         return Err(MpiError::new(MPI_ERR_ARG, "null dtype_file_extent_fn"));
     }
-    view::register(&name, converts)
+    datarep::register(&name, read, write, extent_fn, extra_state as usize)
 }
 
 mpi_fn! {
@@ -553,10 +570,9 @@ mpi_fn! {
         write_conversion_fn: Option<MPI_Datarep_conversion_function>,
         dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
         on ErrObj::File(0) => {
-        let _ = extra_state;
-        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        let (r, w) = (read_conversion_fn.map(datarep::Conv::Int), write_conversion_fn.map(datarep::Conv::Int));
         // SAFETY: the caller's NUL-terminated string.
-        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+        unsafe { register(datarep, r, w, dtype_file_extent_fn, extra_state) }
     }
 }
 
@@ -566,10 +582,9 @@ mpi_fn! {
         write_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
         dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
         on ErrObj::File(0) => {
-        let _ = extra_state;
-        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        let (r, w) = (read_conversion_fn.map(datarep::Conv::Count), write_conversion_fn.map(datarep::Conv::Count));
         // SAFETY: the caller's NUL-terminated string.
-        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+        unsafe { register(datarep, r, w, dtype_file_extent_fn, extra_state) }
     }
 }
 

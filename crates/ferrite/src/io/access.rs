@@ -42,6 +42,8 @@ pub struct Mem {
     pub buf: *mut u8,
     pub count: u64,
     pub dtype: Arc<Datatype>,
+    /// The handle the user passed (user data representations' callbacks get it).
+    pub handle: MPI_Datatype,
 }
 
 impl Mem {
@@ -55,6 +57,7 @@ impl Mem {
             buf,
             count: count as u64,
             dtype,
+            handle: datatype,
         })
     }
 }
@@ -109,7 +112,10 @@ struct Located {
 fn locate(f: &FileObj, mem: &MpiResult<Mem>, dir: Dir, from: From) -> MpiResult<Located> {
     let sized = mem.clone().and_then(|mem| {
         check_mode(f, dir, from)?;
-        let bytes = mem.count * f.view.type_size(&mem.dtype);
+        let bytes = match &f.view.rep {
+            Some((rep, _)) => rep.layout(mem.handle, &mem.dtype)?.file_bytes(mem.count),
+            None => mem.count * f.view.type_size(&mem.dtype),
+        };
         let esize = f.view.esize();
         if !bytes.is_multiple_of(esize) {
             return Err(crate::mpi_err!(
@@ -141,9 +147,29 @@ fn locate(f: &FileObj, mem: &MpiResult<Mem>, dir: Dir, from: From) -> MpiResult<
 
 /// The data stream of an access of `mem` (`bytes` long) and, for a read that does not land
 /// in place, where it is unpacked to. A contiguous memory type in the native
-/// representation is used in place, not copied.
-fn stream(mem: &Mem, dir: Dir, bytes: u64, ext32: bool) -> MpiResult<(Stream, Option<Unpack>)> {
-    if mem.dtype.is_contiguous() && !ext32 && bytes > 0 {
+/// representation is used in place, not copied. A user data representation's write
+/// conversion runs here (user code: the state lock is not held).
+fn stream(
+    mem: &Mem,
+    dir: Dir,
+    bytes: u64,
+    view: &super::view::View,
+) -> MpiResult<(Stream, Option<Unpack>)> {
+    let ext32 = view.external32;
+    let mut conv = None;
+    if let Some((rep, _)) = &view.rep {
+        let l = rep.layout(mem.handle, &mem.dtype)?;
+        match dir {
+            Dir::Write if rep.writes_convert(&l)? => {
+                // SAFETY: the user's buffer holds `count` elements of `dtype`.
+                let data = unsafe { rep.to_file(&l, mem.buf, mem.count) }?;
+                return Ok((Stream::Owned(data), None));
+            }
+            Dir::Read if rep.reads_convert(&l)? => conv = Some((rep.clone(), l)),
+            _ => {}
+        }
+    }
+    if mem.dtype.is_contiguous() && !ext32 && conv.is_none() && bytes > 0 {
         // A contiguous type's `count` elements are `bytes` bytes at buf + true_lb.
         let addr = mem.buf.wrapping_offset(mem.dtype.true_lb()) as usize;
         let len = bytes as usize;
@@ -155,6 +181,7 @@ fn stream(mem: &Mem, dir: Dir, bytes: u64, ext32: bool) -> MpiResult<(Stream, Op
             count: mem.count as usize,
             dtype: mem.dtype.clone(),
             ext32,
+            conv,
         };
         return Ok((Stream::Owned(vec![0; bytes as usize]), Some(u)));
     }
@@ -201,9 +228,9 @@ pub fn access(
     kind: Kind,
 ) -> MpiResult<Outcome> {
     let mut f = lock(fr);
-    let ext32 = f.view.external32;
     let ready = locate(&f, &mem, dir, from).and_then(|loc| {
-        let (data, unpack) = stream(mem.as_ref().map_err(|e| e.clone())?, dir, loc.bytes, ext32)?;
+        let m = mem.as_ref().map_err(|e| e.clone())?;
+        let (data, unpack) = stream(m, dir, loc.bytes, &f.view)?;
         Ok((loc, data, unpack))
     });
     if kind == Kind::Independent {
@@ -216,7 +243,7 @@ pub fn access(
             Dir::Read => {
                 let n = read_indep(&f.io(), &loc.segs, data.dst())?;
                 if let Some(u) = unpack {
-                    engine::unpack(&u, &data.dst()[..n]);
+                    engine::unpack(&u, &mut data.dst()[..n])?;
                 }
                 n as u64
             }
@@ -230,6 +257,11 @@ pub fn access(
     let (loc, data, unpack, pre) = match ready {
         Ok((loc, data, unpack)) => (Some(loc), data, unpack, None),
         Err(e) => (None, Stream::Owned(Vec::new()), None, Some(e)),
+    };
+    // A blocking read unpacks here, after the engine (and without the file's mutex).
+    let (unpack, unpack_of) = match kind {
+        Kind::Nonblocking => (unpack, None),
+        _ => (None, unpack),
     };
     let start = Start {
         io: f.io(),
@@ -250,16 +282,22 @@ pub fn access(
     }
     let loc = loc.expect("set when there is no error");
     // The individual pointer moves at the call, for nonblocking accesses too.
-    let out = if kind == Kind::Nonblocking {
-        Outcome::Request(engine::start(start)?)
-    } else {
-        let n = engine::run(start)?;
-        Outcome::Done(file_status(n))
-    };
+    if kind == Kind::Nonblocking {
+        let h = engine::start(start, f.handle)?;
+        if from == From::Individual {
+            f.ind = loc.start + loc.etypes;
+        }
+        return Ok(Outcome::Request(h));
+    }
+    let (n, mut data) = engine::run(start)?;
     if from == From::Individual {
         f.ind = loc.start + loc.etypes;
     }
-    Ok(out)
+    drop(f);
+    if let Some(u) = unpack_of {
+        engine::unpack(&u, &mut data.dst()[..n as usize])?;
+    }
+    Ok(Outcome::Done(file_status(n)))
 }
 
 /// An independent write: in atomic mode under one exclusive lock over its span.

@@ -10,6 +10,7 @@
 //! code runs (unpacking is the datatype engine's).
 
 use super::access::file_status;
+use super::datarep::{Datarep, Layout};
 use super::file::Io;
 use super::twophase::Collective;
 use super::view::Seg;
@@ -63,18 +64,25 @@ impl Stream {
 }
 
 /// Where a read's packed stream goes when it completes: `count` elements of `dtype` at
-/// `addr` (external32 data is converted on the way).
+/// `addr` (external32 data is converted on the way, a user representation's through its
+/// read conversion function).
 pub struct Unpack {
     pub addr: usize,
     pub count: usize,
     pub dtype: Arc<Datatype>,
     pub ext32: bool,
+    pub conv: Option<(Arc<Datarep>, Layout)>,
 }
 
-/// Unpacks the `data` read (at most the whole stream) to the user's buffer.
-pub fn unpack(u: &Unpack, data: &[u8]) {
-    // SAFETY: the user's buffer holds `count` elements of `dtype` and is the library's
-    // until the access completes; `data` is never longer than their packed size.
+/// Unpacks the `data` read (at most the whole stream) to the user's buffer. With a user
+/// conversion function this runs user code: never under the state lock.
+pub fn unpack(u: &Unpack, data: &mut [u8]) -> MpiResult<()> {
+    if let Some((rep, l)) = &u.conv {
+        // SAFETY: the user's buffer holds `count` elements of the memory type and is the
+        // library's until the access completes; `data` holds at most that many items.
+        return unsafe { rep.from_file(l, data, u.addr as *mut u8) };
+    }
+    // SAFETY: as above; `data` is never longer than the elements' packed size.
     unsafe {
         if u.ext32 {
             u.dtype.unpack_external(data, u.addr as *mut u8, u.count)
@@ -82,14 +90,15 @@ pub fn unpack(u: &Unpack, data: &[u8]) {
             u.dtype.unpack(data, u.addr as *mut u8, u.count)
         }
     }
+    Ok(())
 }
 
-/// The outcome of a blocking access: bytes accessed, or the error.
-type Slot = Arc<Mutex<Option<MpiResult<u64>>>>;
+/// The outcome of a blocking access: bytes accessed and the data stream, or the error.
+type Slot = Arc<Mutex<Option<MpiResult<(u64, Stream)>>>>;
 
 enum Out {
-    /// A nonblocking access's request.
-    Request(MPI_Request),
+    /// A nonblocking access's request, and its file's C handle.
+    Request(MPI_Request, usize),
     /// A blocking access's caller waits for this.
     Slot(Slot),
     /// Nobody waits: this rank's call failed, and the access runs only so that the other
@@ -145,13 +154,14 @@ fn push(st: &mut Ferrite, s: Start, out: Out) -> MpiResult<()> {
     Ok(())
 }
 
-/// Starts a nonblocking collective access; its request completes in the background.
-pub fn start(s: Start) -> MpiResult<MPI_Request> {
+/// Starts a nonblocking collective access on file `fh`; its request completes in the
+/// background.
+pub fn start(s: Start, fh: usize) -> MpiResult<MPI_Request> {
     state::with(|st| {
         // The file's communicator returns errors (the files' default handler); completing
         // the request raises on it.
         let h = st.p2p.reqs.insert(Request::new(s.io.comm, true));
-        push(st, s, Out::Request(h))?;
+        push(st, s, Out::Request(h, fh))?;
         progress(st);
         Ok(h)
     })
@@ -166,8 +176,9 @@ pub fn start_detached(s: Start) -> MpiResult<()> {
     })
 }
 
-/// Runs a collective access to its end: the bytes accessed.
-pub fn run(s: Start) -> MpiResult<u64> {
+/// Runs a collective access to its end: the bytes accessed, and the data stream (which the
+/// caller unpacks).
+pub fn run(s: Start) -> MpiResult<(u64, Stream)> {
     let slot: Slot = Arc::new(Mutex::new(None));
     state::with(|st| {
         push(st, s, Out::Slot(slot.clone()))?;
@@ -177,7 +188,7 @@ pub fn run(s: Start) -> MpiResult<u64> {
     r.unwrap_or_else(|| Err(MpiError::new(MPI_ERR_INTERN, "collective access lost")))
 }
 
-fn lock_slot(s: &Slot) -> std::sync::MutexGuard<'_, Option<MpiResult<u64>>> {
+fn lock_slot(s: &Slot) -> std::sync::MutexGuard<'_, Option<MpiResult<(u64, Stream)>>> {
     s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -235,16 +246,20 @@ fn finish(st: &mut Ferrite, op: Op, err: Option<MpiError>) {
     let res = match err {
         Some(e) => Err(e),
         None if op.write => Ok(op.data.bytes() as u64),
-        None => {
-            let n = op.coll.short;
-            if let (Some(u), Stream::Owned(v)) = (&op.unpack, &op.data) {
-                unpack(u, &v[..n]);
-            }
-            Ok(n as u64)
-        }
+        None => Ok(op.coll.short as u64),
     };
     match op.out {
-        Out::Request(h) => {
+        Out::Request(h, fh) => {
+            if let (Ok(n), Some(u), Stream::Owned(mut v)) = (&res, op.unpack, op.data) {
+                v.truncate(*n as usize);
+                if u.conv.is_some() {
+                    // User code: after the lock is released (see `run_tails`).
+                    tails().push((u, v, fh));
+                    TAILS.store(true, Ordering::Release);
+                } else {
+                    let _ = unpack(&u, &mut v);
+                }
+            }
             if let Some(r) = st.p2p.reqs.get_mut(h) {
                 r.done = true;
                 r.status = file_status(*res.as_ref().unwrap_or(&0));
@@ -256,7 +271,36 @@ fn finish(st: &mut Ferrite, op: Op, err: Option<MpiError>) {
                 }
             }
         }
-        Out::Slot(s) => *lock_slot(&s) = Some(res),
+        Out::Slot(s) => *lock_slot(&s) = Some(res.map(|n| (n, op.data))),
         Out::Detached => {}
+    }
+}
+
+/// Reads of completed nonblocking accesses whose conversion calls user code: (where to,
+/// the bytes read, the file's C handle).
+static TAIL_LIST: Mutex<Vec<(Unpack, Vec<u8>, usize)>> = Mutex::new(Vec::new());
+/// Set while TAIL_LIST is not empty.
+static TAILS: AtomicBool = AtomicBool::new(false);
+
+fn tails() -> std::sync::MutexGuard<'static, Vec<(Unpack, Vec<u8>, usize)>> {
+    TAIL_LIST.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the read conversion functions of completed nonblocking collective reads through a
+/// user data representation. `state::with` calls it after releasing the lock, before the
+/// call that completed the request returns (as `coll::run_tails` for user reductions). The
+/// request's status was handed out already: a failing conversion raises on the file's
+/// error handler.
+pub fn run_tails() {
+    if !TAILS.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    let list = std::mem::take(&mut *tails());
+    for (u, mut v, fh) in list {
+        if let Err(e) = unpack(&u, &mut v) {
+            crate::error::raise("MPI-IO nonblocking read conversion", e, || {
+                crate::error::ErrObj::File(fh)
+            });
+        }
     }
 }

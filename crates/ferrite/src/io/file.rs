@@ -18,6 +18,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub struct FileObj {
+    /// The C handle (MPI_File) of this file, for errors raised after the call.
+    pub handle: usize,
     /// Shared with the collective accesses in progress ([`Io`]).
     pub fd: Arc<std::fs::File>,
     pub path: PathBuf,
@@ -236,6 +238,7 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
     let mut hints = Hints::defaults(hosts);
     hints.apply(info, size);
     let mut f = FileObj {
+        handle: 0,
         fd: Arc::new(fd),
         path,
         comm,
@@ -260,7 +263,10 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
         }
         coll::barrier(comm)?;
     }
-    Ok(table().insert(Arc::new(Mutex::new(f))))
+    let r = Arc::new(Mutex::new(f));
+    let h = table().insert(r.clone());
+    lock(&r).handle = to_c(h) as usize;
+    Ok(h)
 }
 
 impl FileObj {

@@ -9,6 +9,7 @@
 //! - `engine`: the collective accesses in progress, advanced by the progress engine;
 //! - `shared`: the shared file pointer (a locked side file);
 //! - `hints`: the info keys honoured and their defaults;
+//! - `datarep`: user data representations and their conversion functions;
 //! - `coll`: the collectives MPI-IO runs on a file's private communicator.
 //!
 //! The C edge is `abi/file.rs`. Files live in their own table, outside the state lock: an
@@ -16,6 +17,7 @@
 
 pub mod access;
 pub mod coll;
+pub mod datarep;
 pub mod engine;
 pub mod file;
 pub mod hints;
