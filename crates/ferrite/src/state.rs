@@ -55,6 +55,8 @@ pub fn with<R>(f: impl FnOnce(&mut Ferrite) -> MpiResult<R>) -> MpiResult<R> {
     // Collectives hook: user reduction steps of completed nonblocking collectives run here,
     // with the lock released, before the MPI call returns to the user.
     crate::coll::run_tails();
+    // MPI-IO hook: read conversions of user data representations (io/engine.rs).
+    crate::io::engine::run_tails();
     r
 }
 
