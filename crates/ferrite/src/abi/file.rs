@@ -103,7 +103,8 @@ unsafe fn nonblocking(
     unsafe { out(request, h) }
 }
 
-/// The _begin of a split collective: the access is done here, its status kept for _end.
+/// The _begin of a split collective: the access starts in the background (as a nonblocking
+/// collective), and _end waits for it.
 ///
 /// # Safety
 /// As [`blocking`].
@@ -123,27 +124,38 @@ unsafe fn begin(
         ));
     }
     let mem = Mem::new(buf, count, datatype);
-    if let Outcome::Done(s) = access::access(&f, mem, dir, from, kind(true))? {
-        lock(&f).split = Some(s);
-    }
+    let h = match access::access(&f, mem, dir, from, access::Kind::Nonblocking)? {
+        Outcome::Request(h) => h,
+        // Not reached for collective accesses; an already complete request otherwise.
+        Outcome::Done(s) => state::with(|st| {
+            let mut r = Request::new(MPI_COMM_SELF, true);
+            r.done = true;
+            r.status = s;
+            Ok(st.p2p.reqs.insert(r))
+        })?,
+    };
+    lock(&f).split = Some(h);
     Ok(())
 }
 
-/// The _end of a split collective.
+/// The _end of a split collective: waits for the access _begin started.
 ///
 /// # Safety
 /// `status` is an MPI_Status* or MPI_STATUS_IGNORE.
 unsafe fn end(fh: MPI_File, status: *mut MPI_Status) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
-    let s = lock(&f).split.take().ok_or_else(|| {
+    let mut h = lock(&f).split.take().ok_or_else(|| {
         MpiError::new(
             MPI_ERR_OTHER,
             "no split collective access was begun on the file",
         )
     })?;
-    // SAFETY: per the contract.
-    unsafe { store(status, &s) };
-    Ok(())
+    // SAFETY: `h` is a local request; `status` per the contract. The request is on the
+    // file's communicator, whose errors return.
+    match unsafe { super::request::PMPI_Wait(&mut h, status) } {
+        MPI_SUCCESS => Ok(()),
+        rc => Err(MpiError::from_code(rc)),
+    }
 }
 
 mpi_fn! {

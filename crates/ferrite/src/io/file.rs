@@ -13,7 +13,6 @@ use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::objects::handles::{kind, HandleTable};
 use crate::objects::info::Info;
-use crate::p2p::status::Status;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -36,7 +35,7 @@ pub struct FileObj {
     pub hints: Hints,
     pub errhandler: MPI_Errhandler,
     /// The result of a split collective begun and not yet ended.
-    pub split: Option<Status>,
+    pub split: Option<MPI_Request>,
     /// The `fd` may be read (a MPI_MODE_WRONLY file is opened read-write when it can, so
     /// data sieving and two-phase can read-modify-write).
     pub readable: bool,
