@@ -5,8 +5,8 @@
 //! Independent accesses are done when the call returns (their nonblocking forms return a
 //! request that is already complete, as ROMIO's do on most file systems). Collective ones
 //! run in the progress engine (`io::engine`): the nonblocking forms (MPI_File_iread_all &
-//! co) complete in the background; the blocking forms wait, and the split collectives do
-//! the work at _begin and hand the status over at _end (MPI 4.1 section 14.4.5).
+//! co) complete in the background, as do split collectives between _begin and _end; the
+//! blocking forms wait.
 
 use super::coll;
 use super::engine::{self, Start, Stream, Unpack};
