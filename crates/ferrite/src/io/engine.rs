@@ -192,8 +192,8 @@ fn lock_slot(s: &Slot) -> std::sync::MutexGuard<'_, Option<MpiResult<(u64, Strea
     s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Waits until the collective accesses of the file on `comm` are over (MPI_File_close
-/// and MPI_File_sync: requests freed with MPI_Request_free finish first).
+/// Waits until the collective accesses of the file on `comm` are over (MPI_File_close:
+/// those of requests freed with MPI_Request_free finish first).
 pub fn drain(comm: MPI_Comm) -> MpiResult<()> {
     let pending = || ANY.load(Ordering::Acquire) && ops().iter().any(|o| o.comm == comm);
     if !pending() {
