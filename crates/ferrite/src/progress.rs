@@ -97,7 +97,9 @@ impl Ferrite {
         let idup = self.idup_progress();
         // RMA hook: targets serve the requests windows received (rma/mod.rs).
         let rma = self.rma_progress();
-        delivered > 0 || flushed || coll || idup || rma
+        // MPI-IO hook: collective file accesses advance here (io/engine.rs).
+        let io = crate::io::engine::progress(self);
+        delivered > 0 || flushed || coll || idup || rma || io
     }
 }
 

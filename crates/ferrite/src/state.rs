@@ -278,6 +278,8 @@ fn after_call() {
     if crate::coll::tails_pending() {
         crate::coll::run_tails();
     }
+    // MPI-IO hook: read conversions of user data representations (io/engine.rs).
+    crate::io::engine::run_tails();
 }
 
 /// Like [`with`] but returns None instead of an error when MPI is not running.

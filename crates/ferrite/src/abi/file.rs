@@ -7,10 +7,10 @@ use super::out;
 use super::status::store;
 use super::types::MPI_Status;
 use crate::error::{ErrObj, MpiError, MpiResult};
-use crate::io::access::{self, Dir, From, Mem};
+use crate::io::access::{self, Dir, From, Mem, Outcome};
 use crate::io::file::{self as files, lock};
 use crate::io::view::{self, View};
-use crate::io::{coll, posix};
+use crate::io::{coll, datarep, posix};
 use crate::p2p::request::Request;
 use crate::state;
 use std::ffi::CStr;
@@ -27,6 +27,15 @@ unsafe fn c_str(p: *const c_char, what: &str) -> MpiResult<String> {
     }
     // SAFETY: non-null NUL-terminated string per the contract.
     Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// How the blocking and split forms carry out an access.
+fn kind(collective: bool) -> access::Kind {
+    if collective {
+        access::Kind::Collective
+    } else {
+        access::Kind::Independent
+    }
 }
 
 /// A blocking data access.
@@ -46,14 +55,16 @@ unsafe fn blocking(
     status: *mut MPI_Status,
 ) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
-    let mem = Mem::new(buf, count, datatype)?;
-    let s = access::access(&f, &mem, dir, from, collective)?;
-    // SAFETY: per the contract.
-    unsafe { store(status, &s) };
+    let mem = Mem::new(buf, count, datatype);
+    if let Outcome::Done(s) = access::access(&f, mem, dir, from, kind(collective))? {
+        // SAFETY: per the contract.
+        unsafe { store(status, &s) };
+    }
     Ok(())
 }
 
-/// A nonblocking data access: done at once, its request already complete.
+/// A nonblocking data access: an independent one is done at once, its request already
+/// complete; a collective one completes in the background (`io::engine`).
 ///
 /// # Safety
 /// As [`blocking`]; `request` is an MPI_Request*.
@@ -72,20 +83,28 @@ unsafe fn nonblocking(
         return Err(MpiError::new(MPI_ERR_ARG, "null request pointer"));
     }
     let f = files::get(fh as usize)?;
-    let mem = Mem::new(buf, count, datatype)?;
-    let s = access::access(&f, &mem, dir, from, collective)?;
-    // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
-    let h = state::with(|st| {
-        let mut r = Request::new(MPI_COMM_SELF, true);
-        r.done = true;
-        r.status = s;
-        Ok(st.p2p.reqs.insert(r))
-    })?;
+    let mem = Mem::new(buf, count, datatype);
+    let k = if collective {
+        access::Kind::Nonblocking
+    } else {
+        access::Kind::Independent
+    };
+    let h = match access::access(&f, mem, dir, from, k)? {
+        Outcome::Request(h) => h,
+        // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
+        Outcome::Done(s) => state::with(|st| {
+            let mut r = Request::new(MPI_COMM_SELF, true);
+            r.done = true;
+            r.status = s;
+            Ok(st.p2p.reqs.insert(r))
+        })?,
+    };
     // SAFETY: checked non-null; the caller's MPI_Request*.
     unsafe { out(request, h) }
 }
 
-/// The _begin of a split collective: the access is done here, its status kept for _end.
+/// The _begin of a split collective: the access starts in the background (as a nonblocking
+/// collective), and _end waits for it.
 ///
 /// # Safety
 /// As [`blocking`].
@@ -104,27 +123,39 @@ unsafe fn begin(
             "a split collective access is already active on the file (one at a time)",
         ));
     }
-    let mem = Mem::new(buf, count, datatype)?;
-    let s = access::access(&f, &mem, dir, from, true)?;
-    lock(&f).split = Some(s);
+    let mem = Mem::new(buf, count, datatype);
+    let h = match access::access(&f, mem, dir, from, access::Kind::Nonblocking)? {
+        Outcome::Request(h) => h,
+        // Not reached for collective accesses; an already complete request otherwise.
+        Outcome::Done(s) => state::with(|st| {
+            let mut r = Request::new(MPI_COMM_SELF, true);
+            r.done = true;
+            r.status = s;
+            Ok(st.p2p.reqs.insert(r))
+        })?,
+    };
+    lock(&f).split = Some(h);
     Ok(())
 }
 
-/// The _end of a split collective.
+/// The _end of a split collective: waits for the access _begin started.
 ///
 /// # Safety
 /// `status` is an MPI_Status* or MPI_STATUS_IGNORE.
 unsafe fn end(fh: MPI_File, status: *mut MPI_Status) -> MpiResult<()> {
     let f = files::get(fh as usize)?;
-    let s = lock(&f).split.take().ok_or_else(|| {
+    let mut h = lock(&f).split.take().ok_or_else(|| {
         MpiError::new(
             MPI_ERR_OTHER,
             "no split collective access was begun on the file",
         )
     })?;
-    // SAFETY: per the contract.
-    unsafe { store(status, &s) };
-    Ok(())
+    // SAFETY: `h` is a local request; `status` per the contract. The request is on the
+    // file's communicator, whose errors return.
+    match unsafe { super::request::PMPI_Wait(&mut h, status) } {
+        MPI_SUCCESS => Ok(()),
+        rc => Err(MpiError::from_code(rc)),
+    }
 }
 
 mpi_fn! {
@@ -294,7 +325,7 @@ mpi_fn! {
         let f = files::get(fh as usize)?;
         // SAFETY: the caller's NUL-terminated string.
         let rep = unsafe { c_str(datarep, "datarep") }?;
-        view::check_datarep(&rep)?;
+        let user_rep = datarep::lookup(&rep)?;
         let hints = crate::objects::info::hints(info)?;
         let (et, ft) = state::with(|st| {
             let d = &mut st.objects.datatypes;
@@ -319,7 +350,11 @@ mpi_fn! {
             disp as u64
         };
         let (comm, rank, size) = (g.comm, g.rank, g.size);
-        g.view = View::new(disp, et, etype, ft, filetype, rep);
+        let mut v = View::new(disp, et, etype, ft, filetype, rep);
+        if let Some(r) = user_rep {
+            v.set_rep(r)?;
+        }
+        g.view = v;
         g.ind = 0;
         g.hints.apply(&hints, size);
         // Both pointers restart at 0 (MPI 4.1 section 14.3); the shared one once everyone
@@ -446,8 +481,16 @@ mpi_fn! {
 /// The extent of `datatype` in the file: its memory extent, but in "external32" its packed
 /// size plus the gaps of its memory layout.
 fn type_extent(fh: MPI_File, datatype: MPI_Datatype) -> MpiResult<i64> {
-    let ext32 = lock(&files::get(fh as usize)?).view.external32;
+    let (ext32, rep) = {
+        let f = files::get(fh as usize)?;
+        let g = lock(&f);
+        (g.view.external32, g.view.rep.as_ref().map(|r| r.0.clone()))
+    };
     let t = state::with(|st| st.objects.datatypes.lookup(datatype))?;
+    if let Some(rep) = rep {
+        let file = rep.layout(datatype, &t)?.file_bytes(1);
+        return Ok(t.extent as i64 - t.size as i64 + file as i64);
+    }
     Ok(if ext32 {
         t.extent as i64 - t.size as i64 + t.external_size() as i64
     } else {
@@ -498,13 +541,18 @@ mpi_fn! {
     }
 }
 
-/// MPI_Register_datarep(_c): the name is remembered (a second registration is
-/// MPI_ERR_DUP_DATAREP); a representation without conversion functions is accessed as
-/// "native", one with them is refused by MPI_File_set_view (the functions are not called).
+/// MPI_Register_datarep(_c): the representation and its callbacks (`io::datarep`); a
+/// second registration of a name is MPI_ERR_DUP_DATAREP.
 ///
 /// # Safety
 /// `datarep` is null or a NUL-terminated string.
-unsafe fn register(datarep: *const c_char, converts: bool, extent_fn: bool) -> MpiResult<()> {
+unsafe fn register(
+    datarep: *const c_char,
+    read: Option<datarep::Conv>,
+    write: Option<datarep::Conv>,
+    extent_fn: Option<MPI_Datarep_extent_function>,
+    extra_state: *mut c_void,
+) -> MpiResult<()> {
     // SAFETY: per the contract.
     let name = unsafe { c_str(datarep, "datarep") }?;
     if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING as usize {
@@ -514,10 +562,10 @@ unsafe fn register(datarep: *const c_char, converts: bool, extent_fn: bool) -> M
             name.len()
         ));
     }
-    if !extent_fn {
+    if extent_fn.is_none() {
         return Err(MpiError::new(MPI_ERR_ARG, "null dtype_file_extent_fn"));
     }
-    view::register(&name, converts)
+    datarep::register(&name, read, write, extent_fn, extra_state as usize)
 }
 
 mpi_fn! {
@@ -526,10 +574,9 @@ mpi_fn! {
         write_conversion_fn: Option<MPI_Datarep_conversion_function>,
         dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
         on ErrObj::File(0) => {
-        let _ = extra_state;
-        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        let (r, w) = (read_conversion_fn.map(datarep::Conv::Int), write_conversion_fn.map(datarep::Conv::Int));
         // SAFETY: the caller's NUL-terminated string.
-        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+        unsafe { register(datarep, r, w, dtype_file_extent_fn, extra_state) }
     }
 }
 
@@ -539,10 +586,9 @@ mpi_fn! {
         write_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
         dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
         on ErrObj::File(0) => {
-        let _ = extra_state;
-        let converts = read_conversion_fn.is_some() || write_conversion_fn.is_some();
+        let (r, w) = (read_conversion_fn.map(datarep::Conv::Count), write_conversion_fn.map(datarep::Conv::Count));
         // SAFETY: the caller's NUL-terminated string.
-        unsafe { register(datarep, converts, dtype_file_extent_fn.is_some()) }
+        unsafe { register(datarep, r, w, dtype_file_extent_fn, extra_state) }
     }
 }
 

@@ -13,12 +13,14 @@ use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::objects::handles::{kind, HandleTable};
 use crate::objects::info::Info;
-use crate::p2p::status::Status;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub struct FileObj {
-    pub fd: std::fs::File,
+    /// The C handle (MPI_File) of this file, for errors raised after the call.
+    pub handle: usize,
+    /// Shared with the collective accesses in progress ([`Io`]).
+    pub fd: Arc<std::fs::File>,
     pub path: PathBuf,
     /// Private duplicate of the communicator the file was opened on.
     pub comm: MPI_Comm,
@@ -33,13 +35,27 @@ pub struct FileObj {
     pub hints: Hints,
     pub errhandler: MPI_Errhandler,
     /// The result of a split collective begun and not yet ended.
-    pub split: Option<Status>,
+    pub split: Option<MPI_Request>,
     /// The `fd` may be read (a MPI_MODE_WRONLY file is opened read-write when it can, so
     /// data sieving and two-phase can read-modify-write).
     pub readable: bool,
 }
 
 pub type FileRef = Arc<Mutex<FileObj>>;
+
+/// What an access needs of its file once it has started: collective accesses advance in
+/// the progress engine, which never takes a file's mutex (an MPI-IO call holds it while
+/// it waits in the engine).
+#[derive(Clone)]
+pub struct Io {
+    pub fd: Arc<std::fs::File>,
+    pub comm: MPI_Comm,
+    pub rank: usize,
+    pub size: usize,
+    pub hints: Hints,
+    pub atomic: bool,
+    pub readable: bool,
+}
 
 static FILES: Mutex<HandleTable<FileRef>> = Mutex::new(HandleTable::new(kind::FILE));
 
@@ -221,7 +237,8 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
     let mut hints = Hints::defaults(hosts);
     hints.apply(info, size);
     let mut f = FileObj {
-        fd,
+        handle: 0,
+        fd: Arc::new(fd),
         path,
         comm,
         rank,
@@ -245,10 +262,25 @@ fn open_on(comm: MPI_Comm, name: &str, amode: i32, info: &Info) -> MpiResult<i32
         }
         coll::barrier(comm)?;
     }
-    Ok(table().insert(Arc::new(Mutex::new(f))))
+    let r = Arc::new(Mutex::new(f));
+    let h = table().insert(r.clone());
+    lock(&r).handle = to_c(h) as usize;
+    Ok(h)
 }
 
 impl FileObj {
+    pub fn io(&self) -> Io {
+        Io {
+            fd: self.fd.clone(),
+            comm: self.comm,
+            rank: self.rank,
+            size: self.size,
+            hints: self.hints.clone(),
+            atomic: self.atomic,
+            readable: self.readable,
+        }
+    }
+
     pub fn size_bytes(&self) -> MpiResult<u64> {
         self.fd
             .metadata()
@@ -272,6 +304,9 @@ pub fn close(f: usize) -> MpiResult<()> {
         }
         (g.comm, g.rank)
     };
+    // Collective accesses still in progress (requests freed with MPI_Request_free, or not
+    // completed as they should have been) end before the communicator goes.
+    super::engine::drain(comm)?;
     coll::barrier(comm)?;
     let g = lock(&r);
     if rank == 0 {

@@ -6,6 +6,7 @@
 //! at byte `p` of the view's data stream then maps to file extents by a binary search for
 //! the first run and a walk from there.
 
+use super::datarep::Datarep;
 use crate::abi::consts::*;
 use crate::error::MpiResult;
 use crate::objects::datatype::Datatype;
@@ -28,6 +29,9 @@ pub struct View {
     /// The file holds "external32" data: the data stream is the buffer packed with
     /// MPI_Pack_external, placed through the filetype like native bytes (as ROMIO does).
     pub external32: bool,
+    /// A user data representation with conversion functions (`io::datarep`), and the file
+    /// bytes of one etype in it.
+    pub rep: Option<(Arc<Datarep>, u64)>,
     /// Data runs of one filetype copy: (offset from the copy's origin, length), merged
     /// where adjacent.
     runs: Vec<(i64, u64)>,
@@ -68,6 +72,7 @@ impl View {
             filetype,
             filetype_h,
             external32: datarep == "external32",
+            rep: None,
             datarep,
             runs,
             before,
@@ -76,7 +81,18 @@ impl View {
 
     /// Bytes of one etype.
     pub fn esize(&self) -> u64 {
-        self.type_size(&self.etype)
+        match &self.rep {
+            Some((_, e)) => *e,
+            None => self.type_size(&self.etype),
+        }
+    }
+
+    /// Makes the view's representation user data representation `rep` (calls its extent
+    /// function: user code).
+    pub fn set_rep(&mut self, rep: Arc<Datarep>) -> MpiResult<()> {
+        let e = rep.layout(self.etype_h, &self.etype)?.file_bytes(1);
+        self.rep = Some((rep, e));
+        Ok(())
     }
 
     /// Bytes of one element of `t` in the file's data representation.
@@ -155,43 +171,6 @@ impl View {
             data = self.before[k] + l.min((within - off) as u64);
         }
         (tile as u64 * s + data).div_ceil(self.esize())
-    }
-}
-
-/// Data representations made by MPI_Register_datarep: name, and whether it has conversion
-/// functions (without them the data is accessed in the native representation, MPI 4.1
-/// section 14.5.3).
-static REGISTERED: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
-
-/// MPI_Register_datarep: MPI_ERR_DUP_DATAREP for a name already known.
-pub fn register(name: &str, converts: bool) -> MpiResult<()> {
-    let mut r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
-    if matches!(name, "native" | "internal" | "external32") || r.iter().any(|x| x.0 == name) {
-        return Err(crate::mpi_err!(
-            MPI_ERR_DUP_DATAREP,
-            "data representation \"{name}\" is already defined"
-        ));
-    }
-    r.push((name.to_string(), converts));
-    Ok(())
-}
-
-/// Checks a data representation name for MPI_File_set_view.
-pub fn check_datarep(rep: &str) -> MpiResult<()> {
-    if matches!(rep, "native" | "internal" | "external32") {
-        return Ok(());
-    }
-    let r = REGISTERED.lock().unwrap_or_else(|e| e.into_inner());
-    match r.iter().find(|x| x.0 == rep) {
-        Some((_, false)) => Ok(()),
-        Some((_, true)) => Err(crate::mpi_err!(
-            MPI_ERR_UNSUPPORTED_DATAREP,
-            "data representation \"{rep}\" has conversion functions, which Ferrite does not call yet"
-        )),
-        None => Err(crate::mpi_err!(
-            MPI_ERR_UNSUPPORTED_DATAREP,
-            "unknown data representation \"{rep}\" (native, internal, external32 or one registered with MPI_Register_datarep)"
-        )),
     }
 }
 
