@@ -91,7 +91,7 @@ unsafe fn reduce_counts(a: Arr, n: usize) -> MpiResult<Vec<usize>> {
 coll! {
     fn MPI_Barrier, fn MPI_Ibarrier, fn MPI_Barrier_init (comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Barrier, comm, NUL, NUL, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0) =>
-    |st, _mode| plans::barrier(st, comm)
+    |st, mode| plans::barrier(st, comm, mode)
 }
 
 coll! {
@@ -99,7 +99,7 @@ coll! {
     (buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
                          root) =>
-    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
+    |st, mode| plans::bcast(st, comm, buffer, count as i64, datatype, root, mode)
 }
 
 coll! {
@@ -107,7 +107,7 @@ coll! {
     (buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
                          root) =>
-    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
+    |st, mode| plans::bcast(st, comm, buffer, count as i64, datatype, root, mode)
 }
 
 coll! {
@@ -298,32 +298,32 @@ coll! {
     fn MPI_Allgather, fn MPI_Iallgather, fn MPI_Allgather_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                 recvcount as i64, recvtype, None)
+    |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype, None, mode)
 }
 
 coll! {
     fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
     (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                 recvcount as i64, recvtype, None)
+    |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype, None, mode)
 }
 
 coll! {
     fn MPI_Allgatherv, fn MPI_Iallgatherv, fn MPI_Allgatherv_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                                 recvtype, Some((Arr::Int(recvcounts), Arr::Int(displs))))
+    |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                recvtype, Some((Arr::Int(recvcounts), Arr::Int(displs))), mode)
 }
 
 coll! {
     fn MPI_Allgatherv_c, fn MPI_Iallgatherv_c, fn MPI_Allgatherv_init_c
     (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                                 recvtype, Some((Arr::Count(recvcounts), Arr::Aint(displs))))
+    |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                recvtype, Some((Arr::Count(recvcounts), Arr::Aint(displs))), mode)
 }
 
 coll! {

@@ -19,6 +19,7 @@ pub mod op;
 pub mod plans;
 pub mod reduce;
 pub mod sched;
+pub mod shm;
 #[cfg(test)]
 mod tests;
 
@@ -78,6 +79,8 @@ pub struct Coll {
     pub last_peer: Option<u32>,
     /// Plans of recent blocking collectives (see [`PlanKey`]), oldest first.
     plan_cache: Vec<(PlanKey, Arc<Plan>)>,
+    /// Shared-memory collectives: each communicator's segment.
+    pub shm: shm::State,
 }
 
 /// Blocking plans kept for reuse: a program calls the same few collectives in a loop.
@@ -387,13 +390,21 @@ fn blocking_plan(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Arc<Plan>>,
 ) -> MpiResult<()> {
-    let (mut run, comm) = state::with(|st| {
+    let started = state::with(|st| {
         let plan = build(st)?;
+        if let Some(call) = &plan.shm {
+            if st.shm_run(comm, call)? {
+                return Ok(None);
+            }
+        }
         let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm, Space::Blocking)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
+        Ok(Some((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm)))
     })?;
+    let Some((mut run, comm)) = started else {
+        return Ok(());
+    };
     loop {
         let poll = state::with(|st| {
             let mut out = Ok(Poll::Pending);
