@@ -400,7 +400,10 @@ fn blocking_plan(
         let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm, Space::Blocking)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok(Some((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm)))
+        Ok(Some((
+            unsafe { Run::<MPI_Request>::start(plan, tag) },
+            comm,
+        )))
     })?;
     let Some((mut run, comm)) = started else {
         return Ok(());

@@ -7,8 +7,8 @@
 
 use super::algo;
 use super::reduce::Reducer;
-use super::shm;
 use super::sched::{sl, Plan, Slice, UserBuf};
+use super::shm;
 use super::Mode;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
@@ -563,9 +563,7 @@ pub fn reduce(
         });
     }
     let algo = match algo {
-        "auto" | "shm"
-            if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 =>
-        {
+        "auto" | "shm" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => {
             "rabenseifner"
         }
         "auto" | "shm" => "binomial",

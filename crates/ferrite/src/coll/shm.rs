@@ -202,7 +202,9 @@ impl Mem {
         let p = self.ptr as *const u8;
         if self.dt.is_contiguous() {
             // SAFETY: per the contract.
-            unsafe { std::ptr::copy_nonoverlapping(p.wrapping_offset(self.dt.true_lb()), dst, len) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.wrapping_offset(self.dt.true_lb()), dst, len)
+            };
         } else {
             let mut v = Vec::with_capacity(len);
             // SAFETY: per the contract.
@@ -223,7 +225,11 @@ impl Mem {
         }
         // SAFETY: per the contract.
         unsafe {
-            self.dt.unpack(std::slice::from_raw_parts(src, len), self.ptr as *mut u8, self.count)
+            self.dt.unpack(
+                std::slice::from_raw_parts(src, len),
+                self.ptr as *mut u8,
+                self.count,
+            )
         };
     }
 
@@ -247,12 +253,27 @@ impl Mem {
 #[derive(Clone)]
 pub enum Op {
     Barrier,
-    Bcast { root: usize, buf: Mem },
+    Bcast {
+        root: usize,
+        buf: Mem,
+    },
     /// `input` None: MPI_IN_PLACE at the root (its input is in `out`).
-    Reduce { root: usize, input: Option<Mem>, out: Mem, red: Reducer },
-    Allreduce { input: Option<Mem>, out: Mem, red: Reducer },
+    Reduce {
+        root: usize,
+        input: Option<Mem>,
+        out: Mem,
+        red: Reducer,
+    },
+    Allreduce {
+        input: Option<Mem>,
+        out: Mem,
+        red: Reducer,
+    },
     /// `out[k]`: where rank k's block goes; `input` None: MPI_IN_PLACE.
-    Allgather { input: Option<Mem>, out: Vec<Mem> },
+    Allgather {
+        input: Option<Mem>,
+        out: Vec<Mem>,
+    },
 }
 
 /// A blocking collective to run in shared memory (kept in its plan, [`super::sched::Plan`]).
@@ -268,26 +289,42 @@ pub fn max_bytes() -> usize {
     super::plans::shm_max()
 }
 
-/// Spin passes before yielding: few when the host has more ranks than CPUs (the partner
-/// needs our CPU), else the progress engine's spin budget.
-fn spin_passes() -> u32 {
-    static SPIN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *SPIN.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
-        let local: i64 = std::env::var("MPI_LOCALNRANKS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        if local > online as i64 {
+/// More ranks on this host than online CPUs (`MPI_LOCALNRANKS`, set by mpirun and Hydra).
+fn oversubscribed() -> bool {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
+    std::env::var("MPI_LOCALNRANKS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .is_some_and(|n| n > online as i64)
+}
+
+/// (spin passes, yield phase) of a wait. Oversubscribed, a waiting rank spins briefly and
+/// then sleeps at once: the rank it waits for needs the CPU, and ranks that yield in a loop
+/// still compete for it (on 2 CPUs with 16 ranks and other load, a 200 us yield phase made
+/// 8-byte Allreduce and Barrier take 3-25 ms per call in some runs, sleeping at once
+/// 0.1-0.7 ms). With a CPU each, the partner answers while we spin.
+/// FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
+fn phases() -> (u32, Duration) {
+    static P: std::sync::OnceLock<(u32, Duration)> = std::sync::OnceLock::new();
+    *P.get_or_init(|| {
+        let over = oversubscribed();
+        let spin = if over {
             64
         } else {
             crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64)
-        }
+        };
+        let y: i64 = crate::runtime::config::get("FERRITE_COLL_SHM_YIELD_US");
+        let y = if y >= 0 {
+            y as u64
+        } else if over {
+            0
+        } else {
+            200
+        };
+        (spin, Duration::from_micros(y))
     })
 }
-
-const YIELD_FOR: Duration = Duration::from_micros(200);
 
 impl Ferrite {
     /// Whether `comm` may run shared-memory collectives (intracommunicator of 2 to
@@ -399,7 +436,11 @@ impl Ferrite {
         let all = self.allgather_fixed(comm, &bytes)?;
         let rows: Vec<[i64; 5]> = all
             .chunks_exact(40)
-            .map(|r| std::array::from_fn(|i| i64::from_ne_bytes(r[i * 8..i * 8 + 8].try_into().unwrap_or_default())))
+            .map(|r| {
+                std::array::from_fn(|i| {
+                    i64::from_ne_bytes(r[i * 8..i * 8 + 8].try_into().unwrap_or_default())
+                })
+            })
             .collect();
         let close_own = || {
             if fd >= 0 {
@@ -440,11 +481,16 @@ impl Ferrite {
                 known_done: 0,
                 bells: rows
                     .iter()
-                    .map(|r| (bell_addr(&bell_name(r[1] as u32, r[3] as u64), 0), r[3] as u64))
+                    .map(|r| {
+                        (
+                            bell_addr(&bell_name(r[1] as u32, r[3] as u64), 0),
+                            r[3] as u64,
+                        )
+                    })
                     .collect(),
             })
         });
-        if ok.iter().any(|&b| b == 0) {
+        if ok.contains(&0) {
             return Ok(None); // dropping `seg` unmaps it
         }
         Ok(seg)
@@ -473,7 +519,7 @@ impl Ferrite {
 
     /// Waits until `u` holds, making progress (see the module comment).
     fn shm_wait(&mut self, seg: &Seg, u: Until) {
-        let spin = spin_passes();
+        let (spin, yield_for) = phases();
         for i in 0..spin {
             if seg.holds(u) {
                 return;
@@ -484,7 +530,7 @@ impl Ferrite {
                 std::hint::spin_loop();
             }
         }
-        let mut until = Instant::now() + YIELD_FOR;
+        let mut until = Instant::now() + yield_for;
         loop {
             for _ in 0..8 {
                 if seg.holds(u) {
@@ -505,7 +551,7 @@ impl Ferrite {
                 // A member took the word: its ring is (or is about to be) in the socket.
                 self.shm_take_ring();
             }
-            until = Instant::now() + YIELD_FOR;
+            until = Instant::now() + yield_for;
         }
     }
 

@@ -214,6 +214,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather of at most this many bytes per contribution run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
     },
     Knob {
+        name: "FERRITE_COLL_SHM_YIELD_US",
+        default: "-1",
+        doc: "Shared-memory collectives: microseconds a waiting rank yields the CPU before sleeping (-1: 0 when the host has more ranks than CPUs, else 200).",
+    },
+    Knob {
         name: "FERRITE_COLL_ALLTOALL_ALGO",
         default: "auto",
         doc: "Alltoall algorithm: auto, bruck or pairwise.",
