@@ -226,7 +226,7 @@ fn large(knob_name: &'static str) -> usize {
 }
 
 /// FERRITE_COLL_SHM_MAX: bytes per contribution up to which blocking collectives run in
-/// shared memory (coll/shm.rs; also the size of its slots).
+/// shared memory (coll/shm.rs; also the size of its slots); 0: never.
 pub fn shm_max() -> usize {
     large("FERRITE_COLL_SHM_MAX")
 }
@@ -237,7 +237,7 @@ pub fn shm_max() -> usize {
 fn use_shm(st: &mut Ferrite, comm: MPI_Comm, mode: Mode, algo: &str, len: usize) -> bool {
     mode == Mode::Blocking
         && matches!(algo, "auto" | "shm")
-        && len <= shm_max()
+        && (1..=shm_max()).contains(&len.max(1))
         && st.shm_coll_possible(comm)
 }
 

@@ -7,11 +7,12 @@
 //! rank 0 makes an anonymous file (memfd), every member opens it through
 //! `/proc/<pid>/fd/<fd>` and maps it (as shared windows do, rma/shared.rs), and two
 //! allgathers make every member agree that all of them could (else the communicator keeps
-//! the message algorithms for good). It holds, per rank, a line with two counters (`arrive`:
-//! its slot is written for collective e; `done`: it finished reading everything of
-//! collective e) and a line with its `waiting` word; one `release` counter (the root's data
-//! is in the broadcast buffer); then two broadcast buffers and two slots per rank, used by
-//! alternate collectives (parity of e).
+//! the message algorithms for good). It holds, per rank and parity of e, a box: a line with
+//! its `arrive` counter (its contribution to collective e is written) followed by up to
+//! [`INLINE`] bytes of that contribution, so one cache miss brings flag and data; per rank a
+//! `done` counter (it finished reading everything of collective e) and a `waiting` word,
+//! each on its own line; the root's box per parity (`release` and inline data); then two
+//! broadcast buffers and two slots per rank for larger contributions.
 //!
 //! **Sequence numbers, never reset.** Collective e of the communicator stores e in the
 //! counters; a rank waits for counters >= e, so nothing is cleared between collectives and
@@ -53,6 +54,8 @@ pub const MAX_RANKS: usize = 64;
 /// Distance between counters written by different ranks (two cache lines: the adjacent-line
 /// prefetcher pairs lines).
 const LINE: usize = 128;
+/// Bytes carried in a box's cache line after its counter.
+pub const INLINE: usize = 56;
 
 /// Byte offsets in the segment of a communicator of `n` ranks with slots of `slot` bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,26 +71,45 @@ impl Layout {
             slot: max_bytes.max(8).div_ceil(LINE) * LINE,
         }
     }
-    fn arrive(&self, r: usize) -> usize {
-        r * LINE
+    /// Rank r's box for collectives of parity `par`: its `arrive` counter, then up to
+    /// [`INLINE`] bytes of data in the same cache line (one miss carries flag and data).
+    pub fn boxed(&self, par: usize, r: usize) -> usize {
+        (par * self.n + r) * LINE
     }
     fn done(&self, r: usize) -> usize {
-        r * LINE + 8
+        (2 * self.n + r) * LINE
     }
     fn waiting(&self, r: usize) -> usize {
-        (self.n + r) * LINE
+        (3 * self.n + r) * LINE
     }
-    fn release(&self) -> usize {
-        2 * self.n * LINE
+    /// The root's box of parity `par`: `release` and inline data.
+    pub fn release(&self, par: usize) -> usize {
+        (4 * self.n + par) * LINE
     }
     fn data(&self) -> usize {
-        (2 * self.n + 1) * LINE
+        (4 * self.n + 2) * LINE
     }
     fn bcast(&self, par: usize) -> usize {
         self.data() + par * self.slot
     }
     pub fn slot_at(&self, par: usize, r: usize) -> usize {
         self.data() + (2 + par * self.n + r) * self.slot
+    }
+    /// Where rank r's `len` bytes of parity `par` are: in its box when they fit.
+    pub fn contribution(&self, par: usize, r: usize, len: usize) -> usize {
+        if len <= INLINE {
+            self.boxed(par, r) + 8
+        } else {
+            self.slot_at(par, r)
+        }
+    }
+    /// Where the root's `len` bytes of parity `par` are.
+    pub fn broadcast(&self, par: usize, len: usize) -> usize {
+        if len <= INLINE {
+            self.release(par) + 8
+        } else {
+            self.bcast(par)
+        }
     }
     pub fn total(&self) -> usize {
         self.data() + (2 + 2 * self.n) * self.slot
@@ -158,8 +180,11 @@ impl Seg {
     fn holds(&self, u: Until) -> bool {
         let n = self.lay.n;
         match u {
-            Until::Arrived(e) => (0..n).all(|q| self.word(self.lay.arrive(q)).load(SeqCst) >= e),
-            Until::Released(e) => self.word(self.lay.release()).load(SeqCst) >= e,
+            Until::Arrived(e) => {
+                let par = (e & 1) as usize;
+                (0..n).all(|q| self.word(self.lay.boxed(par, q)).load(SeqCst) >= e)
+            }
+            Until::Released(e) => self.word(self.lay.release((e & 1) as usize)).load(SeqCst) >= e,
             Until::Done(e) => (0..n).all(|q| self.word(self.lay.done(q)).load(SeqCst) >= e),
         }
     }
@@ -359,7 +384,16 @@ impl Ferrite {
             (c.context_id, c.rank as usize, c.size() as usize)
         };
         let mut seg = match self.coll.shm.comms.remove(&ctx) {
-            Some(Slot::On(s)) => s,
+            // (A segment of another shape would be a freed communicator's whose context
+            // came back without `shm_coll_forget`: never reused.)
+            Some(Slot::On(s)) if s.lay.n == n && s.me == me => s,
+            Some(Slot::On(_)) => match self.shm_create(comm, me, n)? {
+                Some(s) => s,
+                None => {
+                    self.coll.shm.comms.insert(ctx, Slot::Off);
+                    return Ok(false);
+                }
+            },
             Some(Slot::Off) => {
                 self.coll.shm.comms.insert(ctx, Slot::Off);
                 return Ok(false);
@@ -585,7 +619,7 @@ impl Ferrite {
         let lay = seg.lay;
         match &call.op {
             Op::Barrier => {
-                self.shm_publish(seg, lay.arrive(me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e);
                 self.shm_wait(seg, Until::Arrived(e));
                 seg.known_done = seg.known_done.max(e - 1);
             }
@@ -594,12 +628,12 @@ impl Ferrite {
                     self.shm_reuse(seg, e);
                     // SAFETY: the user's buffer holds the message; the buffer of this
                     // parity is ours until `release` says e.
-                    unsafe { buf.pack_to(seg.ptr(lay.bcast(par)), len) };
-                    self.shm_publish(seg, lay.release(), e);
+                    unsafe { buf.pack_to(seg.ptr(lay.broadcast(par, len)), len) };
+                    self.shm_publish(seg, lay.release(par), e);
                 } else {
                     self.shm_wait(seg, Until::Released(e));
                     // SAFETY: the root wrote it and will not before we say done.
-                    unsafe { buf.unpack_from(seg.ptr(lay.bcast(par)), len) };
+                    unsafe { buf.unpack_from(seg.ptr(lay.broadcast(par, len)), len) };
                 }
             }
             Op::Reduce {
@@ -611,8 +645,8 @@ impl Ferrite {
                 self.shm_reuse(seg, e);
                 let src = input.as_ref().unwrap_or(out);
                 // SAFETY: our slot of this parity is free (shm_reuse); the input is valid.
-                unsafe { src.pack_to(seg.ptr(lay.slot_at(par, me)), len) };
-                self.shm_publish(seg, lay.arrive(me), e);
+                unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                self.shm_publish(seg, lay.boxed(par, me), e);
                 if me == *root {
                     self.shm_wait(seg, Until::Arrived(e));
                     // SAFETY: every slot is written and stays until we say done; the
@@ -625,8 +659,8 @@ impl Ferrite {
                 self.shm_reuse(seg, e);
                 let src = input.as_ref().unwrap_or(out);
                 // SAFETY: as for Reduce.
-                unsafe { src.pack_to(seg.ptr(lay.slot_at(par, me)), len) };
-                self.shm_publish(seg, lay.arrive(me), e);
+                unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                self.shm_publish(seg, lay.boxed(par, me), e);
                 self.shm_wait(seg, Until::Arrived(e));
                 // SAFETY: as for Reduce.
                 unsafe { fold(seg, par, red, out.bytes(len)) };
@@ -636,13 +670,13 @@ impl Ferrite {
                 self.shm_reuse(seg, e);
                 let src = input.as_ref().unwrap_or(&out[me]);
                 // SAFETY: as for Reduce.
-                unsafe { src.pack_to(seg.ptr(lay.slot_at(par, me)), len) };
-                self.shm_publish(seg, lay.arrive(me), e);
+                unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                self.shm_publish(seg, lay.boxed(par, me), e);
                 self.shm_wait(seg, Until::Arrived(e));
                 for (k, o) in out.iter().enumerate().take(n) {
                     if k != me || input.is_some() {
                         // SAFETY: slot k holds rank k's block until we say done.
-                        unsafe { o.unpack_from(seg.ptr(lay.slot_at(par, k)), len) };
+                        unsafe { o.unpack_from(seg.ptr(lay.contribution(par, k, len)), len) };
                     }
                 }
                 seg.known_done = seg.known_done.max(e - 1);
@@ -661,7 +695,7 @@ unsafe fn fold(seg: &Seg, par: usize, red: &Reducer, acc: &mut [u8]) {
     let (n, len) = (seg.lay.n, acc.len());
     let slot = |r: usize| {
         // SAFETY: per the contract.
-        unsafe { std::slice::from_raw_parts(seg.ptr(seg.lay.slot_at(par, r)), len) }
+        unsafe { std::slice::from_raw_parts(seg.ptr(seg.lay.contribution(par, r, len)), len) }
     };
     acc.copy_from_slice(slot(n - 1));
     for r in (0..n - 1).rev() {

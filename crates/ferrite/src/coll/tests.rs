@@ -508,10 +508,22 @@ fn shm_layout() {
                 }
             }
             spans.sort();
-            assert!(spans[0].0 >= (2 * n + 1) * 128, "slots after the counters");
+            assert!(spans[0].0 >= (4 * n + 2) * 128, "slots after the counters");
             for w in spans.windows(2) {
                 assert!(w[0].0 + w[0].1 <= w[1].0, "slots overlap: n {n} max {max}");
             }
+            let mut lines: Vec<usize> = (0..n)
+                .flat_map(|r| [l.boxed(0, r), l.boxed(1, r)])
+                .chain([l.release(0), l.release(1)])
+                .collect();
+            lines.sort();
+            for w in lines.windows(2) {
+                assert!(w[0] + 128 <= w[1], "counters share a line");
+            }
+            assert!(lines.last().unwrap() + 128 <= spans[0].0);
+            assert_eq!(l.contribution(1, n - 1, 56), l.boxed(1, n - 1) + 8);
+            assert_eq!(l.contribution(1, n - 1, 57), l.slot_at(1, n - 1));
+            assert!((l.boxed(0, 1) + 8 + super::shm::INLINE) % 64 == 0);
             let last = spans.last().unwrap();
             assert!(last.0 + last.1 <= l.total());
             assert!(l.total() >= 2 * n * l.slot + 2 * l.slot);
