@@ -523,7 +523,7 @@ fn shm_layout() {
             assert!(lines.last().unwrap() + 128 <= spans[0].0);
             assert_eq!(l.contribution(1, n - 1, 56), l.boxed(1, n - 1) + 8);
             assert_eq!(l.contribution(1, n - 1, 57), l.slot_at(1, n - 1));
-            assert!((l.boxed(0, 1) + 8 + super::shm::INLINE) % 64 == 0);
+            assert!((l.boxed(0, 1) + 8 + super::shm::INLINE).is_multiple_of(64));
             let last = spans.last().unwrap();
             assert!(last.0 + last.1 <= l.total());
             assert!(l.total() >= 2 * n * l.slot + 2 * l.slot);
