@@ -298,6 +298,8 @@ coll! {
     fn MPI_Allgather, fn MPI_Iallgather, fn MPI_Allgather_init
     (sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    key |st| PlanKey::of_allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                   recvcount as i64, recvtype) =>
     |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                 recvcount as i64, recvtype, None, mode)
 }
@@ -306,6 +308,8 @@ coll! {
     fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
     (sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    key |st| PlanKey::of_allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                   recvcount as i64, recvtype) =>
     |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                 recvcount as i64, recvtype, None, mode)
 }

@@ -924,6 +924,15 @@ pub fn allgather(
                     },
                     len: bs,
                 });
+                // Allgather plans are not cached: when the segment is there already, the
+                // rounds would only be built to be dropped (half the call's time at -n 2).
+                if st.shm_coll_ready(comm, bs) {
+                    if let Some(b) = &inp {
+                        b.dt.check_buffer(b.ptr, sc as u64)?;
+                    }
+                    out.dt.check_buffer(out.ptr, (rc * n) as u64)?;
+                    return Ok(p);
+                }
             }
             let algo = match algo {
                 "auto" | "shm" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",

@@ -369,6 +369,17 @@ impl Ferrite {
             && c.group.iter().all(|&w| self.net.on_shm(w))
     }
 
+    /// Whether `comm` has its segment and a contribution of `len` bytes fits it: then
+    /// [`Ferrite::shm_run`] runs the collective for sure.
+    pub fn shm_coll_ready(&self, comm: MPI_Comm, len: usize) -> bool {
+        let Ok(c) = self.objects.comms.get(comm) else {
+            return false;
+        };
+        matches!(self.coll.shm.comms.get(&c.context_id),
+            Some(Slot::On(s)) if len <= s.lay.slot && s.lay.n == c.size() as usize
+                && s.me == c.rank as usize)
+    }
+
     /// Forgets a freed communicator's segment (unmapped; the memory goes with its last
     /// mapping).
     pub fn shm_coll_forget(&mut self, context_id: u32) {
