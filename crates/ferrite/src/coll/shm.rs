@@ -314,38 +314,41 @@ pub fn max_bytes() -> usize {
     super::plans::shm_max()
 }
 
-/// More ranks on this host than online CPUs (`MPI_LOCALNRANKS`, set by mpirun and Hydra).
-fn oversubscribed() -> bool {
+/// Ranks on this host per online CPU, rounded up (`MPI_LOCALNRANKS`, set by mpirun and
+/// Hydra; 1 when unknown).
+fn ranks_per_cpu() -> i64 {
     // SAFETY: sysconf has no preconditions.
-    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
-    std::env::var("MPI_LOCALNRANKS")
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i64;
+    let local: i64 = std::env::var("MPI_LOCALNRANKS")
         .ok()
-        .and_then(|v| v.parse::<i64>().ok())
-        .is_some_and(|n| n > online as i64)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    (local.max(1) + online - 1) / online
 }
 
-/// (spin passes, yield phase) of a wait. Oversubscribed, a waiting rank spins briefly and
-/// then sleeps at once: the rank it waits for needs the CPU, and ranks that yield in a loop
-/// still compete for it (on 2 CPUs with 16 ranks and other load, a 200 us yield phase made
-/// 8-byte Allreduce and Barrier take 3-25 ms per call in some runs, sleeping at once
-/// 0.1-0.7 ms). With a CPU each, the partner answers while we spin.
-/// FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
+/// (spin passes, yield phase) of a wait. With a CPU each, the partner answers while we
+/// spin: spin up to FERRITE_PROGRESS_SPIN passes, yield 200 us, sleep. Two ranks per CPU:
+/// spin briefly and yield 30 us (a yield hands the CPU straight to the partner), then
+/// sleep. More: spin briefly and sleep at once, since ranks that yield in a loop still
+/// compete for the CPU the awaited rank needs (on 2 CPUs at -n 16 with other load, a
+/// 200 us yield phase made 8-byte Allreduce and Barrier take 3-25 ms per call in some runs,
+/// sleeping at once 0.1-0.7 ms; 30 us was 1.5-2x slower than none there, and 1.2-4x faster
+/// than none at -n 4). FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
 fn phases() -> (u32, Duration) {
     static P: std::sync::OnceLock<(u32, Duration)> = std::sync::OnceLock::new();
     *P.get_or_init(|| {
-        let over = oversubscribed();
-        let spin = if over {
+        let per_cpu = ranks_per_cpu();
+        let spin = if per_cpu > 1 {
             64
         } else {
             crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64)
         };
         let y: i64 = crate::runtime::config::get("FERRITE_COLL_SHM_YIELD_US");
-        let y = if y >= 0 {
-            y as u64
-        } else if over {
-            0
-        } else {
-            200
+        let y = match (y, per_cpu) {
+            (y, _) if y >= 0 => y as u64,
+            (_, 1) => 200,
+            (_, 2) => 30,
+            _ => 0,
         };
         (spin, Duration::from_micros(y))
     })

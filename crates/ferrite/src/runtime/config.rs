@@ -216,7 +216,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_SHM_YIELD_US",
         default: "-1",
-        doc: "Shared-memory collectives: microseconds a waiting rank yields the CPU before sleeping (-1: 0 when the host has more ranks than CPUs, else 200).",
+        doc: "Shared-memory collectives: microseconds a waiting rank yields the CPU before sleeping (-1: 200 with a CPU per rank, 30 with two ranks per CPU, 0 with more).",
     },
     Knob {
         name: "FERRITE_COLL_ALLTOALL_ALGO",
