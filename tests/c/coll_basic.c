@@ -363,6 +363,8 @@ int main(int argc, char **argv)
         {"auto", "auto", "auto", "auto", "auto"},
         {"binomial", "recursive_doubling", "bruck", "bruck", "binomial"},
         {"scatter_allgather", "rabenseifner", "ring", "pairwise", "rabenseifner"},
+        /* shared memory (coll/shm.rs; sizes above FERRITE_COLL_SHM_MAX fall back) */
+        {"shm", "shm", "shm", "auto", "shm"},
     };
     for (unsigned c = 0; c < sizeof combos / sizeof *combos; c++) {
         set_algo("FERRITE_COLL_BCAST_ALGO", combos[c][0]);
@@ -370,6 +372,7 @@ int main(int argc, char **argv)
         set_algo("FERRITE_COLL_ALLGATHER_ALGO", combos[c][2]);
         set_algo("FERRITE_COLL_ALLTOALL_ALGO", combos[c][3]);
         set_algo("FERRITE_COLL_REDUCE_ALGO", combos[c][4]);
+        set_algo("FERRITE_COLL_BARRIER_ALGO", strcmp(combos[c][0], "shm") ? "auto" : "shm");
         all_checks();
     }
     MPI_CHECK(MPI_Comm_free(&comm));

@@ -92,7 +92,7 @@ unsafe fn reduce_counts(a: Arr, n: usize) -> MpiResult<Vec<usize>> {
 coll! {
     fn MPI_Barrier, fn MPI_Ibarrier, fn MPI_Barrier_init (comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Barrier, comm, NUL, NUL, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0) =>
-    |st, _mode| plans::barrier(st, comm)
+    |st, mode| plans::barrier(st, comm, mode)
 }
 
 coll! {
@@ -101,7 +101,7 @@ coll! {
     (buffer: *mut c_void, count: Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
     key |st| PlanKey::of(st, Kind::Bcast, comm, NUL, buffer, count as i64, datatype, MPI_OP_NULL,
                          root) =>
-    |st, _mode| plans::bcast(st, comm, buffer, count as i64, datatype, root)
+    |st, mode| plans::bcast(st, comm, buffer, count as i64, datatype, root, mode)
 }
 
 coll! {
@@ -211,8 +211,10 @@ coll! {
     fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                 recvcount as i64, recvtype, None)
+    key |st| PlanKey::of_allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                   recvcount as i64, recvtype) =>
+    |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                                recvcount as i64, recvtype, None, mode)
 }
 
 coll! {
@@ -220,8 +222,8 @@ coll! {
     fn MPI_Allgatherv_c, fn MPI_Iallgatherv_c, fn MPI_Allgatherv_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcounts: *const Count, displs: *const Disp, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                                 recvtype, Some((Arr::from(recvcounts), Arr::from(displs))))
+    |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                                recvtype, Some((Arr::from(recvcounts), Arr::from(displs))), mode)
 }
 
 coll! {

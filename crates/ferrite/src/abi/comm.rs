@@ -366,7 +366,9 @@ unsafe fn free(comm: *mut MPI_Comm, disconnect: bool) -> MpiResult<()> {
     if disconnect {
         // MPI_Comm_disconnect completes the communicator's pending communication on every
         // member before it goes: a barrier over it does (ours all complete in order).
-        crate::coll::blocking(h, |st| crate::coll::plans::barrier(st, h))?;
+        crate::coll::blocking(h, |st| {
+            crate::coll::plans::barrier(st, h, crate::coll::Mode::Blocking)
+        })?;
     }
     // Delete callbacks run first, while the communicator is still valid (MPI 4.1 7.7.2).
     attr::delete_all(Owner::Comm, h)?;

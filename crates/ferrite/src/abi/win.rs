@@ -247,7 +247,7 @@ mpi_fn! {
         // Delete callbacks run while the window is still valid (MPI 4.1 7.7.2).
         attr::delete_all(Owner::Win, h).map_err(|e| e.on(ErrObj::Win(h)))?;
         // Collective: nobody frees before every process is done with the window.
-        crate::coll::blocking(comm, |st| crate::coll::plans::barrier(st, comm))
+        crate::coll::blocking(comm, |st| crate::coll::plans::barrier(st, comm, crate::coll::Mode::Blocking))
             .map_err(|e| e.on(ErrObj::Win(h)))?;
         state::with_held(|st| {
             st.rma_free(h);

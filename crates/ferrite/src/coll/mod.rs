@@ -19,6 +19,7 @@ pub mod op;
 pub mod plans;
 pub mod reduce;
 pub mod sched;
+pub mod shm;
 #[cfg(test)]
 mod tests;
 
@@ -78,6 +79,8 @@ pub struct Coll {
     pub last_peer: Option<u32>,
     /// Plans of recent blocking collectives (see [`PlanKey`]), oldest first.
     plan_cache: Vec<(PlanKey, Arc<Plan>)>,
+    /// Shared-memory collectives: each communicator's segment.
+    pub shm: shm::State,
 }
 
 /// Blocking plans kept for reuse: a program calls the same few collectives in a loop.
@@ -103,6 +106,9 @@ pub struct PlanKey {
     sb: usize,
     rb: usize,
     knobs: u64,
+    /// Allgather: the send count and datatype identity (count/dt: the receive side).
+    count2: i64,
+    dt2: usize,
 }
 
 /// Which collective a [`PlanKey`] describes.
@@ -112,6 +118,7 @@ pub enum Kind {
     Bcast,
     Reduce,
     Allreduce,
+    Allgather,
 }
 
 impl PlanKey {
@@ -156,7 +163,29 @@ impl PlanKey {
             sb: sb as usize,
             rb: rb as usize,
             knobs: plans::knobs_generation(),
+            count2: 0,
+            dt2: 0,
         })
+    }
+
+    /// The key of a blocking Allgather (not Allgatherv).
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_allgather(
+        st: &mut Ferrite,
+        comm: MPI_Comm,
+        sb: *const std::os::raw::c_void,
+        sc: i64,
+        sdt: MPI_Datatype,
+        rb: *const std::os::raw::c_void,
+        rc: i64,
+        rdt: MPI_Datatype,
+    ) -> Option<PlanKey> {
+        let mut k = PlanKey::of(st, Kind::Allgather, comm, sb, rb, rc, rdt, MPI_OP_NULL, 0)?;
+        if !plans::in_place(sb) {
+            k.count2 = sc;
+            k.dt2 = Arc::as_ptr(&st.comm_datatype(sdt).ok()?) as *const u8 as usize;
+        }
+        Some(k)
     }
 }
 
@@ -395,13 +424,32 @@ fn blocking_plan(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Arc<Plan>>,
 ) -> MpiResult<()> {
-    let (mut run, comm) = state::with(|st| {
+    let started = state::with_held(|st| {
         let plan = build(st)?;
+        if let Some(call) = &plan.shm {
+            if st.shm_run(comm, call)? {
+                return Ok(None);
+            }
+            if plan.rounds.is_empty() && plan.inputs.is_empty() && plan.outputs.is_empty() {
+                // A plan of the shared-memory form only (plans::allgather) whose segment
+                // went away: cannot happen within one call, but never report success.
+                return Err(MpiError::new(
+                    MPI_ERR_INTERN,
+                    "shared-memory collective refused",
+                ));
+            }
+        }
         let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm, Space::Blocking)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok((unsafe { Run::<MPI_Request>::start(plan, tag) }, comm))
+        Ok(Some((
+            unsafe { Run::<MPI_Request>::start(plan, tag) },
+            comm,
+        )))
     })?;
+    let Some((mut run, comm)) = started else {
+        return Ok(());
+    };
     loop {
         let poll = state::with_held(|st| {
             let mut out = Ok(Poll::Pending);

@@ -8,6 +8,7 @@
 use super::algo;
 use super::reduce::Reducer;
 use super::sched::{sl, Plan, Slice, UserBuf};
+use super::shm;
 use super::Mode;
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
@@ -235,7 +236,23 @@ fn large(knob_name: &'static str) -> usize {
     )
 }
 
-pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
+/// FERRITE_COLL_SHM_MAX: bytes per contribution up to which blocking collectives run in
+/// shared memory (coll/shm.rs; also the size of its slots); 0: never.
+pub fn shm_max() -> usize {
+    large("FERRITE_COLL_SHM_MAX")
+}
+
+/// Whether a blocking collective with algorithm choice `algo` (`auto`, `shm` or another
+/// forced one) and `len` bytes per contribution runs in shared memory on `comm`. Every
+/// member decides the same (same knobs, sizes and communicator).
+fn use_shm(st: &mut Ferrite, comm: MPI_Comm, mode: Mode, algo: &str, len: usize) -> bool {
+    mode == Mode::Blocking
+        && matches!(algo, "auto" | "shm")
+        && (1..=shm_max()).contains(&len.max(1))
+        && st.shm_coll_possible(comm)
+}
+
+pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> {
     // Intercommunicator: every process of both groups takes part, so a barrier over the
     // union of the groups (the hidden intracommunicator) is exactly the intercomm barrier.
     let union = st
@@ -247,11 +264,17 @@ pub fn barrier(st: &mut Ferrite, comm: MPI_Comm) -> MpiResult<Plan> {
         .map(|i| i.union_comm);
     let on = union.unwrap_or(comm);
     let (me, n) = me_n(st, on)?;
-    forced("FERRITE_COLL_BARRIER_ALGO", &["dissemination"])?;
+    let algo = forced("FERRITE_COLL_BARRIER_ALGO", &["dissemination", "shm"])?;
     let mut p = Plan {
         comm: union,
         ..Plan::default()
     };
+    if union.is_none() && use_shm(st, comm, mode, algo, 0) {
+        p.shm = Some(shm::Call {
+            op: shm::Op::Barrier,
+            len: 0,
+        });
+    }
     algo::barrier(&mut p, me, n);
     Ok(p)
 }
@@ -263,6 +286,7 @@ pub fn bcast(
     c: i64,
     dt: MPI_Datatype,
     r: c_int,
+    mode: Mode,
 ) -> MpiResult<Plan> {
     if let Some(ic) = super::inter::of(st, comm)? {
         return super::inter::bcast(st, &ic, b, c, dt, r);
@@ -288,12 +312,22 @@ pub fn bcast(
     } else {
         p.outputs.push(b.user(data, 0, c));
     }
-    let algo = match forced(
+    let algo = forced(
         "FERRITE_COLL_BCAST_ALGO",
-        &["binomial", "scatter_allgather"],
-    )? {
-        "auto" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => "scatter_allgather",
-        "auto" => "binomial",
+        &["binomial", "scatter_allgather", "shm"],
+    )?;
+    if use_shm(st, comm, mode, algo, len) {
+        p.shm = Some(shm::Call {
+            op: shm::Op::Bcast {
+                root: r,
+                buf: mem(&b, 0, c),
+            },
+            len,
+        });
+    }
+    let algo = match algo {
+        "auto" | "shm" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => "scatter_allgather",
+        "auto" | "shm" => "binomial",
         a => a,
     };
     if algo == "binomial" {
@@ -384,14 +418,13 @@ fn allreduce_into(
     // Two ranks with `src` exchange once, from `src` into `acc`: no scratch.
     let tmp_len = if src.is_some() && n == 2 { 0 } else { len };
     let tmp = sl(p.buf(tmp_len), 0, tmp_len);
-    let algo = match forced(
-        "FERRITE_COLL_ALLREDUCE_ALGO",
-        &["recursive_doubling", "rabenseifner"],
-    )? {
-        "auto" if len >= large("FERRITE_COLL_ALLREDUCE_LARGE") && len / red.esize.max(1) >= n => {
+    let algo = match allreduce_algo()? {
+        "auto" | "shm"
+            if len >= large("FERRITE_COLL_ALLREDUCE_LARGE") && len / red.esize.max(1) >= n =>
+        {
             "rabenseifner"
         }
-        "auto" => "recursive_doubling",
+        "auto" | "shm" => "recursive_doubling",
         a => a,
     };
     if algo == "rabenseifner" {
@@ -400,6 +433,29 @@ fn allreduce_into(
         algo::allreduce_recursive_doubling(p, me, n, acc, tmp, src);
     }
     Ok(acc)
+}
+
+fn allreduce_algo() -> MpiResult<&'static str> {
+    forced(
+        "FERRITE_COLL_ALLREDUCE_ALGO",
+        &["recursive_doubling", "rabenseifner", "shm"],
+    )
+}
+
+/// A user buffer for a shared-memory collective: `count` elements from element `at`.
+fn mem(b: &Buf, at: usize, count: usize) -> shm::Mem {
+    shm::Mem {
+        ptr: b.at(at),
+        count,
+        dt: b.dt.clone(),
+    }
+}
+
+/// The shared-memory form of a reduction: predefined operations on contiguous types
+/// (user operations keep the message algorithms, whose order rules and unlocked user calls
+/// they need).
+fn shm_reduction(red: &Red, dt: &Datatype) -> bool {
+    !red.reducer.is_user() && dt.is_contiguous()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -439,6 +495,16 @@ pub fn allreduce(
         .then(|| out.ptr.wrapping_offset(out.dt.true_lb()) as usize);
     let src_user = (!in_place(sb) && inp.dt.is_contiguous())
         .then(|| inp.ptr.wrapping_offset(inp.dt.true_lb()) as usize);
+    if shm_reduction(&red, &out.dt) && use_shm(st, comm, mode, allreduce_algo()?, len) {
+        p.shm = Some(shm::Call {
+            op: shm::Op::Allreduce {
+                input: (!in_place(sb)).then(|| mem(&inp, 0, c)),
+                out: mem(&out, 0, c),
+                red: red.reducer.clone(),
+            },
+            len,
+        });
+    }
     let res = allreduce_into(&mut p, me, n, len, &red, mode, in_user, src_user, |s| {
         inp.user(s, 0, c)
     })?;
@@ -492,9 +558,26 @@ pub fn reduce(
     let acc = sl(p.buf(len), 0, len);
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(inp.user(acc, 0, c));
-    let algo = match forced("FERRITE_COLL_REDUCE_ALGO", &["binomial", "rabenseifner"])? {
-        "auto" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => "rabenseifner",
-        "auto" => "binomial",
+    let algo = forced(
+        "FERRITE_COLL_REDUCE_ALGO",
+        &["binomial", "rabenseifner", "shm"],
+    )?;
+    if shm_reduction(&red, &inp.dt) && use_shm(st, comm, mode, algo, len) {
+        p.shm = Some(shm::Call {
+            op: shm::Op::Reduce {
+                root: r,
+                input: (!(in_place(sb) && me == r)).then(|| mem(&inp, 0, c)),
+                out: mem(&out, 0, c),
+                red: red.reducer.clone(),
+            },
+            len,
+        });
+    }
+    let algo = match algo {
+        "auto" | "shm" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => {
+            "rabenseifner"
+        }
+        "auto" | "shm" => "binomial",
         a => a,
     };
     if algo == "rabenseifner" {
@@ -820,6 +903,7 @@ pub fn allgather(
     rc: i64,
     rdt: MPI_Datatype,
     v: Option<(Arr, Arr)>,
+    mode: Mode,
 ) -> MpiResult<Plan> {
     if let Some(ic) = super::inter::of(st, comm)? {
         return super::inter::allgather(st, &ic, sb, sc, sdt, rb, rc, rdt, v);
@@ -841,9 +925,29 @@ pub fn allgather(
         None => {
             let rc = count(rc)?;
             let bs = rc * rsize;
-            let algo = match forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring"])? {
-                "auto" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",
-                "auto" => "bruck",
+            let algo = forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring", "shm"])?;
+            let send_len = inp.as_ref().map_or(bs, |b| sc * b.dt.size());
+            if send_len == bs && use_shm(st, comm, mode, algo, bs) {
+                p.shm = Some(shm::Call {
+                    op: shm::Op::Allgather {
+                        input: inp.as_ref().map(|b| mem(b, 0, sc)),
+                        out: (0..n).map(|k| mem(&out, k * rc, rc)).collect(),
+                    },
+                    len: bs,
+                });
+                // Allgather plans are not cached: when the segment is there already, the
+                // rounds would only be built to be dropped (half the call's time at -n 2).
+                if st.shm_coll_ready(comm, bs) {
+                    if let Some(b) = &inp {
+                        b.dt.check_buffer(b.ptr, sc as u64)?;
+                    }
+                    out.dt.check_buffer(out.ptr, (rc * n) as u64)?;
+                    return Ok(p);
+                }
+            }
+            let algo = match algo {
+                "auto" | "shm" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",
+                "auto" | "shm" => "bruck",
                 a => a,
             };
             let a = p.buf(n * bs);

@@ -95,6 +95,9 @@ pub struct Plan {
     /// Run on this communicator instead of the one the operation names (an
     /// intercommunicator's barrier runs on its union intracommunicator).
     pub comm: Option<crate::abi::consts::MPI_Comm>,
+    /// The shared-memory form of a blocking collective (coll/shm.rs), run instead of the
+    /// rounds when the communicator has its segment.
+    pub shm: Option<super::shm::Call>,
 }
 
 impl Plan {

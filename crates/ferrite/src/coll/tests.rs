@@ -491,3 +491,56 @@ fn gather_scatter_allgather_alltoall_place_every_block() {
         }
     }
 }
+
+/// The shared-memory segment's layout: counters written by different ranks on different
+/// lines, 8-aligned, data after the counters, slots disjoint and inside the segment.
+#[test]
+fn shm_layout() {
+    use super::shm::Layout;
+    for n in [2usize, 3, 16, super::shm::MAX_RANKS] {
+        for max in [0usize, 8, 100, 4096, 5000] {
+            let l = Layout::new(n, max);
+            assert!(l.slot >= max.max(8) && l.slot.is_multiple_of(128));
+            let mut spans: Vec<(usize, usize)> = Vec::new();
+            for par in 0..2 {
+                for r in 0..n {
+                    spans.push((l.slot_at(par, r), l.slot));
+                }
+            }
+            spans.sort();
+            assert!(spans[0].0 >= (4 * n + 2) * 128, "slots after the counters");
+            for w in spans.windows(2) {
+                assert!(w[0].0 + w[0].1 <= w[1].0, "slots overlap: n {n} max {max}");
+            }
+            let mut lines: Vec<usize> = (0..n)
+                .flat_map(|r| [l.boxed(0, r), l.boxed(1, r)])
+                .chain([l.release(0), l.release(1)])
+                .collect();
+            lines.sort();
+            for w in lines.windows(2) {
+                assert!(w[0] + 128 <= w[1], "counters share a line");
+            }
+            assert!(lines.last().unwrap() + 128 <= spans[0].0);
+            assert_eq!(l.contribution(1, n - 1, 56), l.boxed(1, n - 1) + 8);
+            assert_eq!(l.contribution(1, n - 1, 57), l.slot_at(1, n - 1));
+            assert!((l.boxed(0, 1) + 8 + super::shm::INLINE).is_multiple_of(64));
+            let last = spans.last().unwrap();
+            assert!(last.0 + last.1 <= l.total());
+            assert!(l.total() >= 2 * n * l.slot + 2 * l.slot);
+        }
+    }
+}
+
+/// A sleeper's `waiting` word says what it waits for; every word is nonzero and decodes back.
+#[test]
+fn shm_waiting_words() {
+    use super::shm::Until;
+    for e in [0u64, 1, 2, 12345, (1 << 56) - 1] {
+        for u in [Until::Arrived(e), Until::Released(e), Until::Done(e)] {
+            assert_ne!(u.word(), 0);
+            assert_eq!(Until::of_word(u.word()), Some(u));
+        }
+    }
+    assert_eq!(Until::of_word(0), None);
+    assert_eq!(Until::of_word(7 << 56), None);
+}

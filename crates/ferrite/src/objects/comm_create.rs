@@ -500,6 +500,7 @@ impl Held {
     /// Removes a communicator and, for an intercommunicator, its helpers.
     pub fn comm_remove(&mut self, comm: MPI_Comm) {
         if let Some(c) = self.objects.comms.user.remove(comm) {
+            self.shm_coll_forget(c.context_id);
             if let Some(i) = c.inter {
                 self.objects.comms.user.remove(i.local_comm);
                 self.objects.comms.user.remove(i.union_comm);

@@ -34,7 +34,7 @@ impl Drop for SharedMem {
 }
 
 /// This host's identity: a hash of its name and boot id.
-fn host_id() -> u64 {
+pub(crate) fn host_id() -> u64 {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let mut name = [0u8; 256];
     // SAFETY: the buffer is valid for its length.

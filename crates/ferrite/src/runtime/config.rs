@@ -155,12 +155,12 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_BARRIER_ALGO",
         default: "auto",
-        doc: "Barrier algorithm: auto or dissemination.",
+        doc: "Barrier algorithm: auto, dissemination or shm.",
     },
     Knob {
         name: "FERRITE_COLL_BCAST_ALGO",
         default: "auto",
-        doc: "Bcast algorithm: auto, binomial or scatter_allgather.",
+        doc: "Bcast algorithm: auto, binomial, scatter_allgather or shm.",
     },
     Knob {
         name: "FERRITE_COLL_BCAST_LARGE",
@@ -170,7 +170,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_ALLREDUCE_ALGO",
         default: "auto",
-        doc: "Allreduce (and Reduce_scatter) algorithm: auto, recursive_doubling or rabenseifner.",
+        doc: "Allreduce (and Reduce_scatter) algorithm: auto, recursive_doubling, rabenseifner or shm (shm: Allreduce only).",
     },
     Knob {
         name: "FERRITE_COLL_ALLREDUCE_LARGE",
@@ -180,7 +180,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_REDUCE_ALGO",
         default: "auto",
-        doc: "Reduce algorithm: auto, binomial or rabenseifner.",
+        doc: "Reduce algorithm: auto, binomial, rabenseifner or shm.",
     },
     Knob {
         name: "FERRITE_COLL_REDUCE_LARGE",
@@ -201,12 +201,22 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_ALLGATHER_ALGO",
         default: "auto",
-        doc: "Allgather algorithm: auto, bruck or ring (Allgatherv is always ring).",
+        doc: "Allgather algorithm: auto, bruck, ring or shm (Allgatherv is always ring).",
     },
     Knob {
         name: "FERRITE_COLL_ALLGATHER_LARGE",
         default: "81920",
         doc: "Allgather: total received bytes from which auto picks ring.",
+    },
+    Knob {
+        name: "FERRITE_COLL_SHM_MAX",
+        default: "4096",
+        doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather of at most this many bytes per contribution run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
+    },
+    Knob {
+        name: "FERRITE_COLL_SHM_YIELD_US",
+        default: "-1",
+        doc: "Shared-memory collectives: microseconds a waiting rank yields the CPU before sleeping (-1: 200 with a CPU per rank, 30 with two ranks per CPU, 0 with more).",
     },
     Knob {
         name: "FERRITE_COLL_ALLTOALL_ALGO",

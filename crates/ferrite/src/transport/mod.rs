@@ -478,6 +478,16 @@ impl Net {
         }
     }
 
+    /// Whether peer `to` is reached over shared memory (shm allowed and on our host): the
+    /// shared-memory collectives (coll/shm.rs) need every member so.
+    pub fn on_shm(&self, to: Proc) -> bool {
+        self.shm_route.is_some()
+            && self
+                .nodes
+                .as_ref()
+                .is_none_or(|m| m.node_of(to) == self.my_node)
+    }
+
     /// Makes `sleep` also return when `fd` becomes readable (MPI_Finalize: the launcher's
     /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
     /// no error.

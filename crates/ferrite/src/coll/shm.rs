@@ -1,0 +1,748 @@
+//! Shared-memory collectives: blocking Barrier, Bcast, Reduce, Allreduce and Allgather of
+//! small messages on an intracommunicator whose members all share a host, by flags and
+//! copies in one segment per communicator instead of messages (Open MPI's coll/sm, MPICH's
+//! release/gather).
+//!
+//! **Segment.** Made on the communicator's first shared-memory collective, collectively: its
+//! rank 0 makes an anonymous file (memfd), every member opens it through
+//! `/proc/<pid>/fd/<fd>` and maps it (as shared windows do, rma/shared.rs), and two
+//! allgathers make every member agree that all of them could (else the communicator keeps
+//! the message algorithms for good). It holds, per rank and parity of e, a box: a line with
+//! its `arrive` counter (its contribution to collective e is written) followed by up to
+//! [`INLINE`] bytes of that contribution, so one cache miss brings flag and data; per rank a
+//! `done` counter (it finished reading everything of collective e) and a `waiting` word,
+//! each on its own line; the root's box per parity (`release` and inline data); then two
+//! broadcast buffers and two slots per rank for larger contributions.
+//!
+//! **Sequence numbers, never reset.** Collective e of the communicator stores e in the
+//! counters; a rank waits for counters >= e, so nothing is cleared between collectives and
+//! a late reader of collective e sees e or more. Before writing a buffer of parity e it must
+//! know that every member finished collective e-2 (`done` >= e-2): an all-to-all collective
+//! (every rank arrives) proves it for e-1 (`known_done`), so only rooted ones (Bcast,
+//! Reduce) may ever wait here.
+//!
+//! **Algorithms** (flat, for up to [`MAX_RANKS`] members): Barrier: arrive, wait for every
+//! arrival. Allreduce: write the input to the own slot, arrive, wait for all, and every rank
+//! reduces all slots in rank order into its receive buffer (the same order everywhere, so
+//! every rank gets the same bits). Reduce: the same, the root alone reduces. Allgather: every
+//! rank copies every slot out. Bcast: the root writes the broadcast buffer and raises
+//! `release`; the others copy it out.
+//!
+//! **Waiting** ([`Ferrite::shm_wait`]): spin (making progress on point-to-point traffic, so
+//! a rank inside a collective still serves messages and RMA), then yield for 200 us, then
+//! sleep in the kernel in the progress engine's epoll set. Before sleeping a rank writes
+//! what it waits for into its `waiting` word and checks again; whoever then makes that
+//! condition true (each rank checks the sleepers' words after each counter it stores, with
+//! sequentially consistent order on both sides) takes the word back to 0 and rings the
+//! sleeper's collective doorbell (one abstract unix datagram socket per process, in the
+//! progress epoll set). A sleeper that finds its word taken consumes exactly that ring.
+
+use super::reduce::Reducer;
+use crate::abi::consts::*;
+use crate::error::MpiResult;
+use crate::fxhash::FxHashMap;
+use crate::objects::datatype::Datatype;
+use crate::state::{Ferrite, Held};
+use crate::transport::shm::doorbell::{bell_addr, BellAddr, Doorbell};
+use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest communicator the flat algorithms serve (every rank reads every slot).
+pub const MAX_RANKS: usize = 64;
+/// Distance between counters written by different ranks (two cache lines: the adjacent-line
+/// prefetcher pairs lines).
+const LINE: usize = 128;
+/// Bytes carried in a box's cache line after its counter.
+pub const INLINE: usize = 56;
+
+/// Byte offsets in the segment of a communicator of `n` ranks with slots of `slot` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub n: usize,
+    pub slot: usize,
+}
+
+impl Layout {
+    pub fn new(n: usize, max_bytes: usize) -> Layout {
+        Layout {
+            n,
+            slot: max_bytes.max(8).div_ceil(LINE) * LINE,
+        }
+    }
+    /// Rank r's box for collectives of parity `par`: its `arrive` counter, then up to
+    /// [`INLINE`] bytes of data in the same cache line (one miss carries flag and data).
+    pub fn boxed(&self, par: usize, r: usize) -> usize {
+        (par * self.n + r) * LINE
+    }
+    fn done(&self, r: usize) -> usize {
+        (2 * self.n + r) * LINE
+    }
+    fn waiting(&self, r: usize) -> usize {
+        (3 * self.n + r) * LINE
+    }
+    /// The root's box of parity `par`: `release` and inline data.
+    pub fn release(&self, par: usize) -> usize {
+        (4 * self.n + par) * LINE
+    }
+    fn data(&self) -> usize {
+        (4 * self.n + 2) * LINE
+    }
+    fn bcast(&self, par: usize) -> usize {
+        self.data() + par * self.slot
+    }
+    pub fn slot_at(&self, par: usize, r: usize) -> usize {
+        self.data() + (2 + par * self.n + r) * self.slot
+    }
+    /// Where rank r's `len` bytes of parity `par` are: in its box when they fit.
+    pub fn contribution(&self, par: usize, r: usize, len: usize) -> usize {
+        if len <= INLINE {
+            self.boxed(par, r) + 8
+        } else {
+            self.slot_at(par, r)
+        }
+    }
+    /// Where the root's `len` bytes of parity `par` are.
+    pub fn broadcast(&self, par: usize, len: usize) -> usize {
+        if len <= INLINE {
+            self.release(par) + 8
+        } else {
+            self.bcast(par)
+        }
+    }
+    pub fn total(&self) -> usize {
+        self.data() + (2 + 2 * self.n) * self.slot
+    }
+}
+
+/// What a waiting rank waits for (stored in its `waiting` word so that whoever makes it
+/// true wakes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// Every rank's `arrive` >= e.
+    Arrived(u64),
+    /// `release` >= e.
+    Released(u64),
+    /// Every rank's `done` >= e.
+    Done(u64),
+}
+
+impl Until {
+    /// The nonzero word that stands for it (kind in the top byte).
+    pub fn word(self) -> u64 {
+        match self {
+            Until::Arrived(e) => (1 << 56) | e,
+            Until::Released(e) => (2 << 56) | e,
+            Until::Done(e) => (3 << 56) | e,
+        }
+    }
+    pub fn of_word(w: u64) -> Option<Until> {
+        let e = w & ((1 << 56) - 1);
+        match w >> 56 {
+            1 => Some(Until::Arrived(e)),
+            2 => Some(Until::Released(e)),
+            3 => Some(Until::Done(e)),
+            _ => None,
+        }
+    }
+}
+
+/// One communicator's mapped segment and this rank's view of it.
+pub struct Seg {
+    base: usize,
+    lay: Layout,
+    me: usize,
+    /// The last collective run on it (the next is epoch + 1).
+    epoch: u64,
+    /// Every member is known to have finished this collective.
+    known_done: u64,
+    /// Each member's collective doorbell and token.
+    bells: Vec<(BellAddr, u64)>,
+}
+
+impl Drop for Seg {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping of `total()` bytes, used by nothing after this.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.lay.total()) };
+    }
+}
+
+impl Seg {
+    fn word(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is an 8-aligned offset inside the mapping (Layout), which lives as
+        // long as `self`; other processes only access it atomically too.
+        unsafe { &*((self.base + off) as *const AtomicU64) }
+    }
+    fn ptr(&self, off: usize) -> *mut u8 {
+        (self.base + off) as *mut u8
+    }
+    fn holds(&self, u: Until) -> bool {
+        let n = self.lay.n;
+        match u {
+            Until::Arrived(e) => {
+                let par = (e & 1) as usize;
+                (0..n).all(|q| self.word(self.lay.boxed(par, q)).load(SeqCst) >= e)
+            }
+            Until::Released(e) => self.word(self.lay.release((e & 1) as usize)).load(SeqCst) >= e,
+            Until::Done(e) => (0..n).all(|q| self.word(self.lay.done(q)).load(SeqCst) >= e),
+        }
+    }
+}
+
+/// A communicator's shared-memory state.
+pub enum Slot {
+    On(Box<Seg>),
+    /// Not available (members on several hosts, shm not allowed, or the segment could not
+    /// be made): the message algorithms run.
+    Off,
+}
+
+/// The process's shared-memory collective state (in [`super::Coll`]).
+#[derive(Default)]
+pub struct State {
+    /// By context id; removed when the communicator is freed.
+    pub comms: FxHashMap<u32, Slot>,
+    bell: Option<(Doorbell, u64)>,
+    bell_failed: bool,
+}
+
+/// A user buffer of a shared-memory collective.
+#[derive(Clone)]
+pub struct Mem {
+    pub ptr: usize,
+    pub count: usize,
+    pub dt: Arc<Datatype>,
+}
+
+impl Mem {
+    /// Copies its `len` packed bytes to `dst`.
+    ///
+    /// # Safety
+    /// The buffer holds `count` elements; `dst` has `len` writable bytes apart from it.
+    unsafe fn pack_to(&self, dst: *mut u8, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let p = self.ptr as *const u8;
+        if self.dt.is_contiguous() {
+            // SAFETY: per the contract.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.wrapping_offset(self.dt.true_lb()), dst, len)
+            };
+        } else {
+            let mut v = Vec::with_capacity(len);
+            // SAFETY: per the contract.
+            unsafe {
+                self.dt.pack(p, self.count, &mut v);
+                std::ptr::copy_nonoverlapping(v.as_ptr(), dst, len.min(v.len()));
+            }
+        }
+    }
+
+    /// Fills it from `len` packed bytes at `src`.
+    ///
+    /// # Safety
+    /// The buffer holds `count` elements; `src` has `len` readable bytes apart from it.
+    unsafe fn unpack_from(&self, src: *const u8, len: usize) {
+        if len == 0 {
+            return;
+        }
+        // SAFETY: per the contract.
+        unsafe {
+            self.dt.unpack(
+                std::slice::from_raw_parts(src, len),
+                self.ptr as *mut u8,
+                self.count,
+            )
+        };
+    }
+
+    /// The contiguous bytes of the buffer (reductions only use contiguous types).
+    ///
+    /// # Safety
+    /// The buffer holds `len` bytes from its true lower bound, used by nothing else now.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes(&self, len: usize) -> &mut [u8] {
+        // SAFETY: per the contract.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                (self.ptr as *mut u8).wrapping_offset(self.dt.true_lb()),
+                len,
+            )
+        }
+    }
+}
+
+/// Which collective, with what it needs.
+#[derive(Clone)]
+pub enum Op {
+    Barrier,
+    Bcast {
+        root: usize,
+        buf: Mem,
+    },
+    /// `input` None: MPI_IN_PLACE at the root (its input is in `out`).
+    Reduce {
+        root: usize,
+        input: Option<Mem>,
+        out: Mem,
+        red: Reducer,
+    },
+    Allreduce {
+        input: Option<Mem>,
+        out: Mem,
+        red: Reducer,
+    },
+    /// `out[k]`: where rank k's block goes; `input` None: MPI_IN_PLACE.
+    Allgather {
+        input: Option<Mem>,
+        out: Vec<Mem>,
+    },
+}
+
+/// A blocking collective to run in shared memory (kept in its plan, [`super::sched::Plan`]).
+#[derive(Clone)]
+pub struct Call {
+    pub op: Op,
+    /// Bytes of each contribution (the message, the vector, a block).
+    pub len: usize,
+}
+
+/// FERRITE_COLL_SHM_MAX: the largest contribution in shared memory (the slot size).
+pub fn max_bytes() -> usize {
+    super::plans::shm_max()
+}
+
+/// Ranks on this host per online CPU, rounded up (`MPI_LOCALNRANKS`, set by mpirun and
+/// Hydra; 1 when unknown).
+fn ranks_per_cpu() -> i64 {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i64;
+    let local: i64 = std::env::var("MPI_LOCALNRANKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    (local.max(1) + online - 1) / online
+}
+
+/// (spin passes, yield phase) of a wait. With a CPU each, the partner answers while we
+/// spin: spin up to FERRITE_PROGRESS_SPIN passes, yield 200 us, sleep. Two ranks per CPU:
+/// spin briefly and yield 30 us (a yield hands the CPU straight to the partner), then
+/// sleep. More: spin briefly and sleep at once, since ranks that yield in a loop still
+/// compete for the CPU the awaited rank needs (on 2 CPUs at -n 16 with other load, a
+/// 200 us yield phase made 8-byte Allreduce and Barrier take 3-25 ms per call in some runs,
+/// sleeping at once 0.1-0.7 ms; 30 us was 1.5-2x slower than none there, and 1.2-4x faster
+/// than none at -n 4). FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
+fn phases() -> (u32, Duration) {
+    static P: std::sync::OnceLock<(u32, Duration)> = std::sync::OnceLock::new();
+    *P.get_or_init(|| {
+        let per_cpu = ranks_per_cpu();
+        let spin = if per_cpu > 1 {
+            64
+        } else {
+            crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64)
+        };
+        let y: i64 = crate::runtime::config::get("FERRITE_COLL_SHM_YIELD_US");
+        let y = match (y, per_cpu) {
+            (y, _) if y >= 0 => y as u64,
+            (_, 1) => 200,
+            (_, 2) => 30,
+            _ => 0,
+        };
+        (spin, Duration::from_micros(y))
+    })
+}
+
+impl Ferrite {
+    /// Whether `comm` may run shared-memory collectives (intracommunicator of 2 to
+    /// [`MAX_RANKS`] members all reached over shm, not found unusable before).
+    pub fn shm_coll_possible(&mut self, comm: MPI_Comm) -> bool {
+        let Ok(c) = self.objects.comms.get(comm) else {
+            return false;
+        };
+        match self.coll.shm.comms.get(&c.context_id) {
+            Some(Slot::On(_)) => return true,
+            Some(Slot::Off) => return false,
+            None => {}
+        }
+        let n = c.group.len();
+        c.inter.is_none()
+            && (2..=MAX_RANKS).contains(&n)
+            && c.group.iter().all(|&w| self.net.on_shm(w))
+    }
+
+    /// Whether `comm` has its segment and a contribution of `len` bytes fits it: then
+    /// [`Ferrite::shm_run`] runs the collective for sure.
+    pub fn shm_coll_ready(&self, comm: MPI_Comm, len: usize) -> bool {
+        let Ok(c) = self.objects.comms.get(comm) else {
+            return false;
+        };
+        matches!(self.coll.shm.comms.get(&c.context_id),
+            Some(Slot::On(s)) if len <= s.lay.slot && s.lay.n == c.size() as usize
+                && s.me == c.rank as usize)
+    }
+
+    /// Forgets a freed communicator's segment (unmapped; the memory goes with its last
+    /// mapping).
+    pub fn shm_coll_forget(&mut self, context_id: u32) {
+        self.coll.shm.comms.remove(&context_id);
+    }
+
+}
+
+/// Blocking set-up (an allgather among the members) needs the lock as `Held`.
+impl Held {
+    /// Runs `call` on `comm` in shared memory; false (nothing done) when the communicator
+    /// has no segment and cannot get one, or the call does not fit its slots: every member
+    /// decides the same, and the caller runs the message algorithm.
+    pub fn shm_run(&mut self, comm: MPI_Comm, call: &Call) -> MpiResult<bool> {
+        let (ctx, me, n) = {
+            let c = self.objects.comms.get(comm)?;
+            (c.context_id, c.rank as usize, c.size() as usize)
+        };
+        let mut seg = match self.coll.shm.comms.remove(&ctx) {
+            // (A segment of another shape would be a freed communicator's whose context
+            // came back without `shm_coll_forget`: never reused.)
+            Some(Slot::On(s)) if s.lay.n == n && s.me == me => s,
+            Some(Slot::On(_)) => match self.shm_create(comm, me, n)? {
+                Some(s) => s,
+                None => {
+                    self.coll.shm.comms.insert(ctx, Slot::Off);
+                    return Ok(false);
+                }
+            },
+            Some(Slot::Off) => {
+                self.coll.shm.comms.insert(ctx, Slot::Off);
+                return Ok(false);
+            }
+            None => match self.shm_create(comm, me, n)? {
+                Some(s) => s,
+                None => {
+                    self.coll.shm.comms.insert(ctx, Slot::Off);
+                    return Ok(false);
+                }
+            },
+        };
+        if call.len > seg.lay.slot {
+            self.coll.shm.comms.insert(ctx, Slot::On(seg));
+            return Ok(false);
+        }
+        self.shm_do(&mut seg, call);
+        self.coll.shm.comms.insert(ctx, Slot::On(seg));
+        Ok(true)
+    }
+
+}
+
+impl Ferrite {
+    /// This process's collective doorbell, bound on first use and added to the progress
+    /// engine's epoll set. None if it cannot be made.
+    fn shm_bell(&mut self) -> Option<u64> {
+        if let Some((_, token)) = &self.coll.shm.bell {
+            return Some(*token);
+        }
+        if self.coll.shm.bell_failed {
+            return None;
+        }
+        // One doorbell per process with one ring outstanding, and waits that hold the state
+        // lock: made for one thread in MPI at a time. Under MPI_THREAD_MULTIPLE this rank
+        // answers "no doorbell" in the set-up's agreement, so every member keeps the message
+        // algorithms on the communicator.
+        if self.thread_level == MPI_THREAD_MULTIPLE {
+            return None;
+        }
+        let mut t = [0u8; 8];
+        // SAFETY: t is valid for 8 bytes.
+        unsafe { libc::getrandom(t.as_mut_ptr().cast(), 8, 0) };
+        let token = u64::from_le_bytes(t) | 1;
+        let addr = bell_addr(&bell_name(std::process::id(), token), 0);
+        match Doorbell::bind(&addr, token) {
+            Ok(d) if self.net.wake_on(d.fd()).is_ok() => {
+                self.coll.shm.bell = Some((d, token));
+                Some(token)
+            }
+            _ => {
+                self.coll.shm.bell_failed = true;
+                None
+            }
+        }
+    }
+
+}
+
+impl Held {
+    /// Collective over `comm`: maps its segment, or None on every member if some member
+    /// cannot (then nothing is left behind).
+    fn shm_create(&mut self, comm: MPI_Comm, me: usize, n: usize) -> MpiResult<Option<Box<Seg>>> {
+        let lay = Layout::new(n, max_bytes());
+        let token = self.shm_bell();
+        let mut fd = -1;
+        if me == 0 && token.is_some() {
+            if let Ok(f) = anonymous_file() {
+                // SAFETY: `f` is our open file.
+                if unsafe { libc::ftruncate(f, lay.total() as libc::off_t) } == 0 {
+                    fd = f;
+                } else {
+                    // SAFETY: ours.
+                    unsafe { libc::close(f) };
+                }
+            }
+        }
+        let pid = std::process::id() as i64;
+        let mine = [
+            crate::rma::shared::host_id() as i64,
+            pid,
+            i64::from(fd),
+            token.unwrap_or(0) as i64,
+            lay.slot as i64,
+        ];
+        let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let all = self.allgather_fixed(comm, &bytes)?;
+        let rows: Vec<[i64; 5]> = all
+            .chunks_exact(40)
+            .map(|r| {
+                std::array::from_fn(|i| {
+                    i64::from_ne_bytes(r[i * 8..i * 8 + 8].try_into().unwrap_or_default())
+                })
+            })
+            .collect();
+        let close_own = || {
+            if fd >= 0 {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(fd) };
+            }
+        };
+        let agreed = rows.len() == n
+            && rows
+                .iter()
+                .all(|r| r[0] == rows[0][0] && r[3] != 0 && r[4] == lay.slot as i64)
+            && rows[0][2] >= 0;
+        if !agreed {
+            close_own();
+            return Ok(None);
+        }
+        let base = if me == 0 {
+            map(fd, lay.total()).ok()
+        } else {
+            match open_peer_file(rows[0][1] as i32, rows[0][2] as i32) {
+                Ok(Some(f)) => {
+                    let m = map(f, lay.total()).ok();
+                    // SAFETY: ours; the mapping keeps the memory.
+                    unsafe { libc::close(f) };
+                    m
+                }
+                _ => None,
+            }
+        };
+        let ok = self.allgather_fixed(comm, &[u8::from(base.is_some())])?;
+        close_own();
+        let seg = base.map(|b| {
+            Box::new(Seg {
+                base: b as usize,
+                lay,
+                me,
+                epoch: 0,
+                known_done: 0,
+                bells: rows
+                    .iter()
+                    .map(|r| {
+                        (
+                            bell_addr(&bell_name(r[1] as u32, r[3] as u64), 0),
+                            r[3] as u64,
+                        )
+                    })
+                    .collect(),
+            })
+        });
+        if ok.contains(&0) {
+            return Ok(None); // dropping `seg` unmaps it
+        }
+        Ok(seg)
+    }
+
+}
+
+impl Ferrite {
+    /// Stores `e` in the counter at `off` and wakes the sleepers it satisfies.
+    fn shm_publish(&mut self, seg: &Seg, off: usize, e: u64) {
+        seg.word(off).store(e, SeqCst);
+        for w in 0..seg.lay.n {
+            if w == seg.me {
+                continue;
+            }
+            let cell = seg.word(seg.lay.waiting(w));
+            let v = cell.load(SeqCst);
+            if v == 0 || !Until::of_word(v).is_some_and(|u| seg.holds(u)) {
+                continue;
+            }
+            if cell.compare_exchange(v, 0, SeqCst, SeqCst).is_ok() {
+                let (addr, token) = seg.bells[w];
+                if let Some((bell, _)) = &mut self.coll.shm.bell {
+                    bell.ring(&addr, token);
+                }
+            }
+        }
+    }
+
+    /// Waits until `u` holds, making progress (see the module comment).
+    fn shm_wait(&mut self, seg: &Seg, u: Until) {
+        let (spin, yield_for) = phases();
+        for i in 0..spin {
+            if seg.holds(u) {
+                return;
+            }
+            if i % 16 == 15 {
+                self.progress();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let mut until = Instant::now() + yield_for;
+        loop {
+            for _ in 0..8 {
+                if seg.holds(u) {
+                    return;
+                }
+                self.progress();
+            }
+            if Instant::now() < until {
+                std::thread::yield_now();
+                continue;
+            }
+            let cell = seg.word(seg.lay.waiting(seg.me));
+            cell.store(u.word(), SeqCst);
+            if !seg.holds(u) {
+                // Asleep with the state lock held: this path never runs under
+                // MPI_THREAD_MULTIPLE (see `shm_bell`), so no other thread needs it.
+                if let Some(epoll) = self.net.arm() {
+                    crate::transport::Net::sleep(epoll, 100);
+                }
+                self.net.disarm();
+            }
+            if cell.compare_exchange(u.word(), 0, SeqCst, SeqCst).is_err() {
+                // A member took the word: its ring is (or is about to be) in the socket.
+                self.shm_take_ring();
+            }
+            until = Instant::now() + yield_for;
+        }
+    }
+
+    /// Consumes the one ring a member sent us (it may still be on its way).
+    fn shm_take_ring(&mut self) {
+        loop {
+            let Some((bell, _)) = &mut self.coll.shm.bell else {
+                return;
+            };
+            if bell.drain() > 0 {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Makes sure every member finished collective `e - 2` before this rank overwrites a
+    /// buffer of `e`'s parity.
+    fn shm_reuse(&mut self, seg: &mut Seg, e: u64) {
+        if e >= 3 && seg.known_done < e - 2 {
+            self.shm_wait(seg, Until::Done(e - 2));
+            seg.known_done = e - 2;
+        }
+    }
+
+    fn shm_do(&mut self, seg: &mut Seg, call: &Call) {
+        let e = seg.epoch + 1;
+        seg.epoch = e;
+        let par = (e & 1) as usize;
+        let (me, n, len) = (seg.me, seg.lay.n, call.len);
+        let lay = seg.lay;
+        match &call.op {
+            Op::Barrier => {
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_wait(seg, Until::Arrived(e));
+                seg.known_done = seg.known_done.max(e - 1);
+            }
+            Op::Bcast { root, buf } => {
+                if me == *root {
+                    self.shm_reuse(seg, e);
+                    // SAFETY: the user's buffer holds the message; the buffer of this
+                    // parity is ours until `release` says e.
+                    unsafe { buf.pack_to(seg.ptr(lay.broadcast(par, len)), len) };
+                    self.shm_publish(seg, lay.release(par), e);
+                } else {
+                    self.shm_wait(seg, Until::Released(e));
+                    // SAFETY: the root wrote it and will not before we say done.
+                    unsafe { buf.unpack_from(seg.ptr(lay.broadcast(par, len)), len) };
+                }
+            }
+            Op::Reduce {
+                root,
+                input,
+                out,
+                red,
+            } => {
+                self.shm_reuse(seg, e);
+                let src = input.as_ref().unwrap_or(out);
+                // SAFETY: our slot of this parity is free (shm_reuse); the input is valid.
+                unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                if me == *root {
+                    self.shm_wait(seg, Until::Arrived(e));
+                    // SAFETY: every slot is written and stays until we say done; the
+                    // receive buffer is contiguous with `len` bytes.
+                    unsafe { fold(seg, par, red, out.bytes(len)) };
+                    seg.known_done = seg.known_done.max(e - 1);
+                }
+            }
+            Op::Allreduce { input, out, red } => {
+                self.shm_reuse(seg, e);
+                let src = input.as_ref().unwrap_or(out);
+                // SAFETY: as for Reduce.
+                unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_wait(seg, Until::Arrived(e));
+                // SAFETY: as for Reduce.
+                unsafe { fold(seg, par, red, out.bytes(len)) };
+                seg.known_done = seg.known_done.max(e - 1);
+            }
+            Op::Allgather { input, out } => {
+                self.shm_reuse(seg, e);
+                let src = input.as_ref().unwrap_or(&out[me]);
+                // SAFETY: as for Reduce.
+                unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_wait(seg, Until::Arrived(e));
+                for (k, o) in out.iter().enumerate().take(n) {
+                    if k != me || input.is_some() {
+                        // SAFETY: slot k holds rank k's block until we say done.
+                        unsafe { o.unpack_from(seg.ptr(lay.contribution(par, k, len)), len) };
+                    }
+                }
+                seg.known_done = seg.known_done.max(e - 1);
+            }
+        }
+        self.shm_publish(seg, lay.done(me), e);
+    }
+}
+
+/// Reduces every rank's slot of parity `par` into `acc` in rank order:
+/// acc = s0 op (s1 op (... op s(n-1))).
+///
+/// # Safety
+/// Every slot holds `acc.len()` bytes of this collective, written by their ranks.
+unsafe fn fold(seg: &Seg, par: usize, red: &Reducer, acc: &mut [u8]) {
+    let (n, len) = (seg.lay.n, acc.len());
+    let slot = |r: usize| {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(seg.ptr(seg.lay.contribution(par, r, len)), len) }
+    };
+    acc.copy_from_slice(slot(n - 1));
+    for r in (0..n - 1).rev() {
+        red.combine(slot(r), acc);
+    }
+}
+
+/// The abstract socket name of a process's collective doorbell.
+fn bell_name(pid: u32, token: u64) -> String {
+    format!("coll-{pid:x}-{token:x}")
+}
