@@ -9,10 +9,13 @@
 //! Locks are requests the target answers when it grants them (FIFO queue at the target);
 //! post and complete are notices with no answer. The target applies requests to its
 //! memory in `apply.rs` after checking them against the window. Messages travel by the
-//! channel in `am.rs`.
+//! channel in `am.rs`. Targets on this host whose memory is mapped here (or reachable by
+//! cross-memory attach) are accessed directly instead (`direct.rs`): those operations are
+//! complete when the call returns.
 
 pub mod am;
 pub mod apply;
+pub mod direct;
 pub mod shared;
 pub mod wire;
 
@@ -22,6 +25,7 @@ use crate::objects::datatype::Datatype;
 use crate::state::Ferrite;
 use am::Route;
 use apply::Exposed;
+use direct::Reach;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use wire::{Head, Kind};
@@ -76,6 +80,25 @@ pub struct WinRma {
     /// Origins of the current PSCW exposure epoch.
     posted: Option<usize>,
     completes: u32,
+    /// How each target's memory is reached (direct.rs).
+    reach: Vec<Reach>,
+    /// This process's accumulate lock word when other processes map its memory (0: none);
+    /// taken to apply accumulates that came as messages.
+    own_lock: usize,
+    /// Mappings of other processes' window memory: (address, length), unmapped on free.
+    maps: Vec<(usize, usize)>,
+}
+
+/// One operation, checked, as the direct path takes it.
+struct Direct<'a> {
+    kind: Kind,
+    op: MPI_Op,
+    basic: MPI_Datatype,
+    disp: MPI_Aint,
+    /// (buffer, count, datatype) of the origin data (None for Get and MPI_NO_OP).
+    origin: Option<&'a (usize, usize, Arc<Datatype>)>,
+    compare: Option<&'a [u8]>,
+    into: Option<&'a Fetched>,
 }
 
 /// The arguments of one RMA operation (what every Put/Get/... entry point reduces to).
@@ -138,19 +161,91 @@ impl Ferrite {
             me: c.rank as i32,
             peers: c.peers().clone(),
         };
-        let mut mine = size.to_ne_bytes().to_vec();
-        mine.extend_from_slice(&i64::from(unit).to_ne_bytes());
+        let win = self.objects.wins.get(w)?;
+        let (flavor, base) = (win.attrs.flavor, win.base);
+        // This process's shared file (MPI_Win_allocate): (fd, length, lock offset).
+        let file = match (&win.shared, flavor) {
+            (Some(m), MPI_WIN_FLAVOR_ALLOCATE) => (m.fd(), m.len, m.locks),
+            _ => (-1, 0, 0),
+        };
+        let shared_parts = match (&win.shared, flavor) {
+            (Some(m), MPI_WIN_FLAVOR_SHARED) => Some(
+                (0..m.parts.len())
+                    .map(|r| Reach::Mapped {
+                        base: m.base + m.parts[r].0,
+                        lock: m.lock_of(r),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let mine: Vec<u8> = [
+            size,
+            i64::from(unit),
+            i64::from(pid),
+            i64::from(file.0),
+            file.1 as i64,
+            file.2 as i64,
+            base as i64,
+        ]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
         let all = self.allgather_fixed(comm, &mine)?;
-        let sizes: Vec<(i64, i64)> = all
-            .chunks_exact(16)
+        let rows: Vec<[i64; 7]> = all
+            .chunks_exact(56)
             .map(|c| {
-                (
-                    i64::from_ne_bytes(c[..8].try_into().expect("8 bytes")),
-                    i64::from_ne_bytes(c[8..].try_into().expect("8 bytes")),
-                )
+                std::array::from_fn(|i| {
+                    i64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+                })
             })
             .collect();
+        let sizes: Vec<(i64, i64)> = rows.iter().map(|r| (r[0], r[1])).collect();
         let n = sizes.len();
+        let me = route.me as usize;
+        let own_lock = match (&shared_parts, file.0) {
+            (Some(parts), _) => match parts[me] {
+                Reach::Mapped { lock, .. } => lock,
+                _ => 0,
+            },
+            (None, fd) if fd >= 0 => base + file.2,
+            _ => 0,
+        };
+        let direct_on = crate::runtime::config::get::<u32>("FERRITE_RMA_DIRECT") != 0;
+        let cma_on = crate::runtime::config::get::<u32>("FERRITE_SHM_CMA") != 0;
+        let reach: Vec<Reach> = (0..n)
+            .map(|r| {
+                let row = &rows[r];
+                if !direct_on || flavor == MPI_WIN_FLAVOR_DYNAMIC {
+                    Reach::Messages
+                } else if let Some(parts) = &shared_parts {
+                    parts[r]
+                } else if r == me {
+                    Reach::Mapped {
+                        base,
+                        lock: own_lock,
+                    }
+                } else if !self.net.via_shm(route.peers[r]) || row[0] == 0 {
+                    Reach::Messages
+                } else if row[3] >= 0 {
+                    Reach::File {
+                        pid: row[2] as i32,
+                        fd: row[3] as i32,
+                        len: row[4] as usize,
+                        lock: row[5] as usize,
+                    }
+                } else if cma_on {
+                    Reach::Cma {
+                        pid: row[2] as i32,
+                        base: row[6] as usize,
+                    }
+                } else {
+                    Reach::Messages
+                }
+            })
+            .collect();
         let recv = am::post(self, &route)?;
         self.objects.wins.get_mut(w)?.rma = Some(WinRma {
             route,
@@ -170,6 +265,9 @@ impl Ferrite {
             queue: VecDeque::new(),
             posted: None,
             completes: 0,
+            reach,
+            own_lock,
+            maps: Vec::new(),
         });
         self.objects.wins.active.push(w);
         Ok(())
@@ -196,6 +294,43 @@ impl Ferrite {
         self.objects.wins.active.retain(|&x| x != w);
         let recv = self.rma(w).map(|r| r.recv).unwrap_or(MPI_REQUEST_NULL);
         am::withdraw(self, recv);
+        if let Ok(r) = self.rma(w) {
+            for (addr, len) in r.maps.drain(..) {
+                // SAFETY: our mapping of a peer's window memory; after MPI_Win_free's
+                // barrier no operation uses it.
+                unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+            }
+        }
+    }
+
+    /// How `t`'s memory is reached; maps a peer's shared file on first use (a failure
+    /// leaves that target to messages).
+    fn reach(&mut self, w: MPI_Win, t: u32) -> MpiResult<Reach> {
+        let r = self.rma(w)?;
+        let Reach::File { pid, fd, len, lock } = r.reach[t as usize] else {
+            return Ok(r.reach[t as usize]);
+        };
+        let mapped = match crate::transport::shm::segment::open_peer_file(pid, fd) {
+            Ok(Some(f)) => {
+                let m = crate::transport::shm::segment::map(f, len);
+                // SAFETY: our descriptor; the mapping keeps the file.
+                unsafe { libc::close(f) };
+                m.ok()
+            }
+            _ => None,
+        };
+        let now = match mapped {
+            Some(p) => {
+                r.maps.push((p as usize, len));
+                Reach::Mapped {
+                    base: p as usize,
+                    lock: p as usize + lock,
+                }
+            }
+            None => Reach::Messages,
+        };
+        r.reach[t as usize] = now;
+        Ok(now)
     }
 
     // ----- the target side, run by the progress engine -----
@@ -314,6 +449,7 @@ impl Ferrite {
         runs: &[(isize, usize)],
         data: &[u8],
     ) -> MpiResult<Vec<u8>> {
+        let own_lock = self.rma(w)?.own_lock;
         let win = self.objects.wins.get(w)?;
         let exposed = if win.attrs.flavor == MPI_WIN_FLAVOR_DYNAMIC {
             Exposed::Dynamic(&win.attached)
@@ -327,8 +463,13 @@ impl Ferrite {
         let addr = apply::locate(&exposed, h.disp, runs)?;
         // SAFETY: `locate` checked that every run lies inside memory this process exposed
         // in the window (its own, or attached to it), which MPI lets RMA read and write
-        // during an epoch; the message buffer is ours and overlaps nothing.
+        // during an epoch; the message buffer is ours and overlaps nothing. Accumulates
+        // take the lock word other processes' direct accumulates take (direct.rs).
         unsafe {
+            let _g = match h.kind {
+                Kind::Acc | Kind::GetAcc | Kind::Cas => direct::lock(own_lock),
+                _ => direct::lock(0),
+            };
             match h.kind {
                 Kind::Put => {
                     apply::scatter(addr, runs, data);
@@ -373,6 +514,9 @@ impl Ferrite {
     /// Waits until every request to `target` (all targets if None) is answered, then
     /// raises an error a target answered with.
     fn rma_wait(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
+        // Direct accesses are done; order them before what follows (the unlock or
+        // completion message, the fence's barrier).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         self.wait_until(|st| match st.rma(w) {
             Ok(r) => match target {
                 Some(t) => r.outstanding[t as usize] == 0,
@@ -530,18 +674,14 @@ impl Ferrite {
                 apply::check_op(c.op, basic)?;
             }
         }
-        let mut data = Vec::new();
         let skip_origin = c.kind == Kind::GetAcc && c.op == MPI_NO_OP;
-        if let (Some((buf, count, dt)), false) = (c.origin, skip_origin) {
-            let odt = self.local_side(buf, count, dt, tbytes, "origin data")?;
-            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
-            unsafe { odt.pack(buf as *const u8, count as usize, &mut data) };
-        }
-        if let Some(cmp) = c.compare {
-            let n = data.len();
-            // SAFETY: the compare buffer holds one element of the (predefined) type.
-            data.extend_from_slice(unsafe { std::slice::from_raw_parts(cmp as *const u8, n) });
-        }
+        let origin = match (c.origin, skip_origin) {
+            (Some((buf, count, dt)), false) => {
+                let odt = self.local_side(buf, count, dt, tbytes, "origin data")?;
+                Some((buf, count as usize, odt))
+            }
+            _ => None,
+        };
         let into = match c.result {
             Some((buf, count, dt)) => {
                 let rdt = self.local_side(buf, count, dt, tbytes, "result buffer")?;
@@ -553,6 +693,35 @@ impl Ferrite {
             }
             None => None,
         };
+        let compare = c.compare.map(|cmp| {
+            // SAFETY: the compare buffer holds one element of the (predefined) type, as
+            // many bytes as the target datatype.
+            unsafe { std::slice::from_raw_parts(cmp as *const u8, tbytes) }
+        });
+        let d = Direct {
+            kind: c.kind,
+            op: c.op,
+            basic,
+            disp: c.disp,
+            origin: origin.as_ref(),
+            compare,
+            into: into.as_ref(),
+        };
+        if self.rma_direct(w, t, &d, &runs)? {
+            return Ok(if request {
+                self.p2p.new_done_send(comm)
+            } else {
+                MPI_REQUEST_NULL
+            });
+        }
+        let mut data = Vec::new();
+        if let Some((buf, count, odt)) = &origin {
+            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
+            unsafe { odt.pack(*buf as *const u8, *count, &mut data) };
+        }
+        if let Some(cmp) = compare {
+            data.extend_from_slice(cmp);
+        }
         let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
         let head = Head {
             kind: c.kind,
@@ -563,6 +732,126 @@ impl Ferrite {
         };
         self.rma_send(w, t, head, &runs, &data, into, req)?;
         Ok(req.unwrap_or(MPI_REQUEST_NULL))
+    }
+
+    /// The operation `d` on target `t` by direct access when `t` is reached so; false:
+    /// send it as a message instead. Checks were done by the caller.
+    fn rma_direct(
+        &mut self,
+        w: MPI_Win,
+        t: u32,
+        d: &Direct,
+        runs: &[(isize, usize)],
+    ) -> MpiResult<bool> {
+        let reach = self.reach(w, t)?;
+        let (size, unit) = self.rma(w)?.sizes[t as usize];
+        let tbytes = apply::bytes(runs);
+        let region = |base| Exposed::Region {
+            base,
+            size,
+            disp_unit: unit,
+        };
+        // The origin data as bytes, packed only when not contiguous.
+        let packed;
+        let src: &[u8] = match d.origin {
+            Some((buf, count, odt)) if odt.is_contiguous() => {
+                // SAFETY: the caller's origin buffer holds `count` elements of `odt`: its
+                // `tbytes` bytes start at the true lower bound.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        (*buf as *const u8).wrapping_offset(odt.true_lb()),
+                        tbytes.min(odt.size() * count),
+                    )
+                }
+            }
+            Some((buf, count, odt)) => {
+                let mut v = Vec::with_capacity(tbytes);
+                // SAFETY: as above.
+                unsafe { odt.pack(*buf as *const u8, *count, &mut v) };
+                packed = v;
+                &packed
+            }
+            None => &[],
+        };
+        match reach {
+            Reach::Mapped { base, lock } => {
+                let addr = apply::locate(&region(base), d.disp, runs)?;
+                // SAFETY: `locate` checked the runs against the target's window memory,
+                // which is mapped here while the window lives; MPI's epoch rules make this
+                // access legal now; accumulates hold the target's accumulate lock.
+                unsafe {
+                    let old = match d.kind {
+                        Kind::Put => {
+                            apply::scatter(addr, runs, src);
+                            return Ok(true);
+                        }
+                        Kind::Get => {
+                            let f = d.into.expect("Get has a result buffer");
+                            if f.dt.is_contiguous() {
+                                let dst = std::slice::from_raw_parts_mut(
+                                    (f.buf as *mut u8).wrapping_offset(f.dt.true_lb()),
+                                    tbytes,
+                                );
+                                direct::gather_into(addr, runs, dst);
+                                return Ok(true);
+                            }
+                            apply::gather(addr, runs)
+                        }
+                        Kind::Acc | Kind::GetAcc => {
+                            let _g = direct::lock(lock);
+                            apply::accumulate(addr, runs, d.op, d.basic, src, d.into.is_some())?
+                        }
+                        Kind::Cas => {
+                            let mut both = src.to_vec();
+                            both.extend_from_slice(d.compare.unwrap_or_default());
+                            let _g = direct::lock(lock);
+                            apply::compare_and_swap(addr, runs, &both)?
+                        }
+                        _ => return Ok(false),
+                    };
+                    if let Some(f) = d.into {
+                        f.dt.unpack(&old, f.buf as *mut u8, f.count);
+                    }
+                }
+                Ok(true)
+            }
+            Reach::Cma { pid, base } if matches!(d.kind, Kind::Put | Kind::Get) => {
+                let addr = apply::locate(&region(base), d.disp, runs)?;
+                let mut buf = Vec::new();
+                let local = match (d.kind, d.into) {
+                    (Kind::Put, _) => src.as_ptr() as *mut u8,
+                    (_, Some(f)) if f.dt.is_contiguous() => {
+                        (f.buf as *mut u8).wrapping_offset(f.dt.true_lb())
+                    }
+                    _ => {
+                        buf.resize(tbytes, 0);
+                        buf.as_mut_ptr()
+                    }
+                };
+                // SAFETY: `local` holds `tbytes` bytes (the origin data, the contiguous
+                // result buffer or `buf`), written only for Get.
+                let done = unsafe { direct::cma(pid, addr, runs, local, d.kind == Kind::Put) };
+                match done {
+                    Ok(()) => {
+                        if let (Kind::Get, Some(f), false) = (d.kind, d.into, buf.is_empty()) {
+                            // SAFETY: the result buffer holds `count` elements of its type.
+                            unsafe { f.dt.unpack(&buf, f.buf as *mut u8, f.count) };
+                        }
+                        Ok(true)
+                    }
+                    Err(e) if crate::transport::shm::cma::is_unavailable(&e) => {
+                        // Not allowed here (ptrace scope): messages from now on.
+                        self.rma(w)?.reach[t as usize] = Reach::Messages;
+                        Ok(false)
+                    }
+                    Err(e) => Err(crate::mpi_err!(
+                        MPI_ERR_RMA_RANGE,
+                        "direct access to target {t}'s window memory failed: {e}"
+                    )),
+                }
+            }
+            _ => Ok(false),
+        }
     }
 
     // ----- synchronization -----
