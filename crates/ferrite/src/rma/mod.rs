@@ -43,6 +43,8 @@ struct Pending {
     into: Option<Fetched>,
     /// The user's request (MPI_Rput & co), completed with the Reply.
     req: Option<MPI_Request>,
+    /// The message, sent from here without a copy: the Reply proves the target took it.
+    _msg: Vec<u8>,
 }
 
 /// A lock this process holds on a target.
@@ -381,11 +383,10 @@ impl Ferrite {
             id,
             disp: 0,
         };
-        let mut m = wire::encode(&h, &[], data.len());
-        m.extend_from_slice(&data);
+        let m = wire::encode(&h, &[], data.len());
         // A failed send shows up at the origin as an answer that never comes; the
         // transport reports the peer's failure there.
-        let _ = am::send(self, route, to, m);
+        let _ = am::send(self, route, to, &[&m, &data]);
     }
 
     fn rma_serve(&mut self, w: MPI_Win, route: &Route, src: u32, msg: &[u8]) {
@@ -530,28 +531,43 @@ impl Ferrite {
         }
     }
 
-    /// Sends a request to `target` and records it; returns its id.
-    #[allow(clippy::too_many_arguments)]
+    /// The next request id of window `w`.
+    fn rma_id(&mut self, w: MPI_Win) -> MpiResult<u64> {
+        let r = self.rma(w)?;
+        r.next_id += 1;
+        Ok(r.next_id - 1)
+    }
+
+    /// Sends request `msg` (encoded with id `id`) to `target` and records it.
     fn rma_send(
         &mut self,
         w: MPI_Win,
         target: u32,
-        mut head: Head,
-        runs: &[(isize, usize)],
-        data: &[u8],
+        id: u64,
+        msg: Vec<u8>,
         into: Option<Fetched>,
         req: Option<MPI_Request>,
     ) -> MpiResult<u64> {
         let r = self.rma(w)?;
-        let id = r.next_id;
-        r.next_id += 1;
-        head.id = id;
-        r.pending.insert(id, Pending { target, into, req });
-        r.outstanding[target as usize] += 1;
         let route = r.route.clone();
-        let mut m = wire::encode(&head, runs, data.len());
-        m.extend_from_slice(data);
-        am::send(self, &route, target, m)?;
+        // The heap buffer stays where it is when the vector moves into `pending`.
+        let bytes = (msg.as_ptr(), msg.len());
+        r.pending.insert(
+            id,
+            Pending {
+                target,
+                into,
+                req,
+                _msg: msg,
+            },
+        );
+        r.outstanding[target as usize] += 1;
+        if let Err(e) = am::send_kept(self, &route, target, bytes) {
+            let r = self.rma(w)?;
+            r.pending.remove(&id);
+            r.outstanding[target as usize] -= 1;
+            return Err(e);
+        }
         Ok(id)
     }
 
@@ -564,7 +580,7 @@ impl Ferrite {
             id: 0,
             disp: 0,
         };
-        am::send(self, &route, target, wire::encode(&h, &[], 0))
+        am::send(self, &route, target, &[&wire::encode(&h, &[], 0)])
     }
 
     fn rank_check(&mut self, w: MPI_Win, rank: i32) -> MpiResult<Option<u32>> {
@@ -714,23 +730,25 @@ impl Ferrite {
                 MPI_REQUEST_NULL
             });
         }
-        let mut data = Vec::new();
-        if let Some((buf, count, odt)) = &origin {
-            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
-            unsafe { odt.pack(*buf as *const u8, *count, &mut data) };
-        }
-        if let Some(cmp) = compare {
-            data.extend_from_slice(cmp);
-        }
-        let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
         let head = Head {
             kind: c.kind,
             op: c.op,
             basic,
-            id: 0,
+            id: self.rma_id(w)?,
             disp: c.disp,
         };
-        self.rma_send(w, t, head, &runs, &data, into, req)?;
+        // The data is packed once, straight after the header.
+        let len = origin.as_ref().map_or(0, |_| tbytes) + compare.map_or(0, <[u8]>::len);
+        let mut m = wire::encode(&head, &runs, len);
+        if let Some((buf, count, odt)) = &origin {
+            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
+            unsafe { odt.pack(*buf as *const u8, *count, &mut m) };
+        }
+        if let Some(cmp) = compare {
+            m.extend_from_slice(cmp);
+        }
+        let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
+        self.rma_send(w, t, head.id, m, into, req)?;
         Ok(req.unwrap_or(MPI_REQUEST_NULL))
     }
 
@@ -875,10 +893,10 @@ impl Ferrite {
             kind,
             op: ty,
             basic: MPI_DATATYPE_NULL,
-            id: 0,
+            id: self.rma_id(w)?,
             disp: 0,
         };
-        self.rma_send(w, t, h, &[], &[], None, None)
+        self.rma_send(w, t, h.id, wire::encode(&h, &[], 0), None, None)
     }
 
     fn wait_ids(&mut self, w: MPI_Win, ids: &[u64]) -> MpiResult<()> {
