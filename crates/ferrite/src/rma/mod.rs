@@ -1010,6 +1010,11 @@ impl Ferrite {
                 "MPI_Win_flush outside a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
             ));
         }
+        // One pass of the progress engine even when nothing is outstanding (a flush of
+        // direct operations, or to itself): a process polling its window memory in a
+        // flush loop (mpi4py.util.sync's spin loop) must still serve the lock and
+        // accumulate requests others wait on.
+        self.progress();
         self.rma_wait(w, target)
     }
 
