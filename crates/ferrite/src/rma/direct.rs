@@ -215,9 +215,9 @@ mod tests {
                 let count = count.clone();
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
-                        // SAFETY: a leaked, aligned word; the counter is touched only
-                        // under the lock.
+                        // SAFETY: a leaked, aligned word.
                         let _g = unsafe { lock(addr) };
+                        // SAFETY: the leaked counter is touched only under the lock.
                         unsafe { *(shared as *mut u64) += 1 };
                     }
                     *count.lock().unwrap() += 1;
