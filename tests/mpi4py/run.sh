@@ -14,7 +14,6 @@
 # - test_dynproc is excluded: when MPI_Open_port fails on rank 0, rank 1 waits in a recv
 #   for the port name forever (mpi4py skips the file only for MPICH < 4.3 without ports;
 #   Ferrite's vendor is not MPICH).
-# - test_util_sync is excluded at -n > 1: it hangs on MPICH too.
 #
 # Knobs: PREFIX (default ./build), MPI4PY_VERSION (default: latest), MPI4PY_TESTS (a test/
 # directory of the same version; default: unpacked from the sdist), NP (default "1 2 3"),
@@ -82,7 +81,6 @@ for np in $NP; do
     logs=$work/np$np
     rm -rf "$logs" && mkdir -p "$logs"
     excl=(-e test_dynproc)
-    [ "$np" -gt 1 ] && excl+=(-e test_util_sync)
     for e in ${EXCLUDE:-}; do excl+=(-e "$e"); done
     # One log per rank (PMI_RANK from the launcher); -v prints one line per test.
     timeout -k 10 "$TIMEOUT" "$PREFIX/bin/mpirun" -n "$np" sh -c \

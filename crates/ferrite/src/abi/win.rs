@@ -124,22 +124,32 @@ unsafe fn allocate(
             "null pointer passed for baseptr",
         ));
     }
-    let words = usize::try_from(size)
-        .map_err(|_| crate::mpi_err!(MPI_ERR_SIZE, "negative window size {size}"))?
-        .div_ceil(8);
-    let mut memory = vec![0u64; words].into_boxed_slice();
-    let base = if words == 0 {
-        0
-    } else {
-        memory.as_mut_ptr() as usize
+    let bytes = usize::try_from(size)
+        .map_err(|_| crate::mpi_err!(MPI_ERR_SIZE, "negative window size {size}"))?;
+    // In a shared file when possible, so ranks on this host can map it (rma/direct.rs);
+    // else on the heap, reached by messages only.
+    let shared = (bytes > 0)
+        .then(|| SharedMem::single(bytes, i64::from(disp_unit)).ok())
+        .flatten();
+    let (base, memory) = match &shared {
+        Some(m) => (m.base, None),
+        None => {
+            let mut memory = vec![0u64; bytes.div_ceil(8)].into_boxed_slice();
+            let base = if bytes == 0 {
+                0
+            } else {
+                memory.as_mut_ptr() as usize
+            };
+            (base, Some(memory))
+        }
     };
     let local = Local {
         base,
         size,
         disp_unit,
         flavor: MPI_WIN_FLAVOR_ALLOCATE,
-        memory: Some(memory),
-        shared: None,
+        memory,
+        shared,
     };
     // SAFETY: per this function's contract.
     unsafe {
@@ -449,7 +459,7 @@ fn shared_query(win: MPI_Win, rank: c_int) -> MpiResult<(MPI_Aint, c_int, usize)
                 "invalid rank {rank} in a window of {n} processes"
             ));
         }
-        if let Some(m) = &w.shared {
+        if let (Some(m), MPI_WIN_FLAVOR_SHARED) = (&w.shared, w.attrs.flavor) {
             let r = if rank == MPI_PROC_NULL {
                 m.parts.iter().position(|p| p.1 > 0).unwrap_or(0)
             } else {

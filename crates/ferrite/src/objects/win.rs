@@ -32,7 +32,8 @@ pub struct Win {
     pub info: Info,
     /// Memory MPI_Win_allocate made for this window (8-byte aligned), freed with it.
     pub memory: Option<Box<[u64]>>,
-    /// The mapping of a window made by MPI_Win_allocate_shared (unmapped with it).
+    /// The shared file mapping of a window made by MPI_Win_allocate_shared (every part)
+    /// or MPI_Win_allocate (this process's memory, when it could be made), unmapped with it.
     pub shared: Option<crate::rma::shared::SharedMem>,
     /// Regions MPI_Win_attach added to a dynamic window: (base, size).
     pub attached: Vec<(usize, MPI_Aint)>,

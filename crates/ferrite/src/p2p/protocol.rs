@@ -760,7 +760,7 @@ impl P2p {
         }
         let len = *len;
         if let Some(t) = temp.take() {
-            r.target.store(&t);
+            r.target.store_vec(t);
         }
         self.finish_recv(h, len, cap);
     }
@@ -834,7 +834,7 @@ impl P2p {
             let mut tmp = vec![0u8; n];
             let ok = wire.read_remote(from, addr, &mut tmp).unwrap_or(false);
             if ok {
-                r.target.store(&tmp);
+                r.target.store_vec(tmp);
             }
             ok
         };

@@ -102,6 +102,15 @@ impl Target {
             Target::Owned(v) => *v = data.to_vec(),
         }
     }
+
+    /// [`Target::store`] of a whole message already in a vector of ours: a library-owned
+    /// target takes the vector itself, without a copy.
+    pub fn store_vec(&mut self, data: Vec<u8>) {
+        match self {
+            Target::Owned(v) => *v = data,
+            _ => self.store(&data),
+        }
+    }
 }
 
 /// A send, from first packet to completion.

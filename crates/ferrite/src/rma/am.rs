@@ -14,7 +14,7 @@
 
 use crate::abi::consts::*;
 use crate::error::MpiResult;
-use crate::p2p::request::{Mode, Source, Spec, Target};
+use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
 use crate::state::Ferrite;
 
 /// Where a window's messages travel.
@@ -41,15 +41,53 @@ pub fn post(st: &mut Ferrite, r: &Route) -> MpiResult<MPI_Request> {
     st.start_new(r.comm, &spec)
 }
 
-/// Sends `msg` to window rank `dest`; the message goes out in the background.
-pub fn send(st: &mut Ferrite, r: &Route, dest: u32, msg: Vec<u8>) -> MpiResult<()> {
+/// Sends the concatenation of `parts` to window rank `dest`; the message goes out in the
+/// background from one library-owned copy.
+pub fn send(st: &mut Ferrite, r: &Route, dest: u32, parts: &[&[u8]]) -> MpiResult<()> {
+    let mut msg = std::sync::Arc::<[u8]>::new_uninit_slice(parts.iter().map(|p| p.len()).sum());
+    let mut at = 0;
+    let buf = std::sync::Arc::get_mut(&mut msg).expect("a new Arc has one owner");
+    for p in parts {
+        // SAFETY: `buf` has room for every part (its length is their sum) and is new, so
+        // it overlaps nothing; writing bytes into uninitialized memory is allowed.
+        unsafe {
+            std::ptr::copy_nonoverlapping(p.as_ptr(), buf.as_mut_ptr().add(at).cast(), p.len())
+        };
+        at += p.len();
+    }
+    // SAFETY: the parts' lengths add up to the slice's, so every byte was written.
+    let msg = unsafe { msg.assume_init() };
     let spec = Spec::Send {
         mode: Mode::Standard,
         ctx: r.ctx,
         me: r.me,
         dest: Some(r.peers[dest as usize]),
         tag: 0,
-        src: Source::Owned(msg.into()),
+        src: Source::Owned(msg),
+    };
+    let h = st.start_new(r.comm, &spec)?;
+    if st.p2p.is_done(h) {
+        st.p2p.reqs.remove(h);
+    } else if let Some(req) = st.p2p.reqs.get_mut(h) {
+        req.background = true;
+    }
+    Ok(())
+}
+
+/// Sends the `msg.1` bytes at `msg.0` to window rank `dest` from where they are, without a
+/// copy: the caller keeps them there until the target has answered the message.
+pub fn send_kept(st: &mut Ferrite, r: &Route, dest: u32, msg: (*const u8, usize)) -> MpiResult<()> {
+    let spec = Spec::Send {
+        mode: Mode::Standard,
+        ctx: r.ctx,
+        me: r.me,
+        dest: Some(r.peers[dest as usize]),
+        tag: 0,
+        src: Source::User {
+            buf: Ptr(msg.0 as *mut u8),
+            count: msg.1,
+            dt: st.comm_datatype(MPI_BYTE)?,
+        },
     };
     let h = st.start_new(r.comm, &spec)?;
     if st.p2p.is_done(h) {

@@ -173,13 +173,25 @@ pub unsafe fn accumulate(
     input: &[u8],
     fetch: bool,
 ) -> MpiResult<Vec<u8>> {
-    // SAFETY: per the contract.
-    let mut cur = unsafe { gather(addr, runs) };
-    let old = if fetch { cur.clone() } else { Vec::new() };
-    if op != MPI_NO_OP {
-        combine(op, basic, &mut cur, input)?;
+    let old = if fetch {
         // SAFETY: per the contract.
-        unsafe { scatter(addr, runs, &cur) };
+        unsafe { gather(addr, runs) }
+    } else {
+        Vec::new()
+    };
+    if op == MPI_NO_OP {
+        return Ok(old);
+    }
+    // In place, run by run (runs hold whole elements: the target type has one basic type).
+    let mut at = 0;
+    for &(off, len) in runs {
+        let n = len.min(input.len().saturating_sub(at));
+        // SAFETY: per the contract the run is writable memory of ours that `input` does not
+        // overlap.
+        let cur =
+            unsafe { std::slice::from_raw_parts_mut((addr as *mut u8).wrapping_offset(off), n) };
+        combine(op, basic, cur, &input[at..at + n])?;
+        at += n;
     }
     Ok(old)
 }

@@ -9,10 +9,13 @@
 //! Locks are requests the target answers when it grants them (FIFO queue at the target);
 //! post and complete are notices with no answer. The target applies requests to its
 //! memory in `apply.rs` after checking them against the window. Messages travel by the
-//! channel in `am.rs`.
+//! channel in `am.rs`. Targets on this host whose memory is mapped here (or reachable by
+//! cross-memory attach) are accessed directly instead (`direct.rs`): those operations are
+//! complete when the call returns.
 
 pub mod am;
 pub mod apply;
+pub mod direct;
 pub mod shared;
 pub mod wire;
 
@@ -22,6 +25,7 @@ use crate::objects::datatype::Datatype;
 use crate::state::{self, Ferrite};
 use am::Route;
 use apply::Exposed;
+use direct::Reach;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use wire::{Head, Kind};
@@ -39,6 +43,8 @@ struct Pending {
     into: Option<Fetched>,
     /// The user's request (MPI_Rput & co), completed with the Reply.
     req: Option<MPI_Request>,
+    /// The message, sent from here without a copy: the Reply proves the target took it.
+    _msg: Vec<u8>,
 }
 
 /// A lock this process holds on a target.
@@ -76,6 +82,25 @@ pub struct WinRma {
     /// Origins of the current PSCW exposure epoch.
     posted: Option<usize>,
     completes: u32,
+    /// How each target's memory is reached (direct.rs).
+    reach: Vec<Reach>,
+    /// This process's accumulate lock word when other processes map its memory (0: none);
+    /// taken to apply accumulates that came as messages.
+    own_lock: usize,
+    /// Mappings of other processes' window memory: (address, length), unmapped on free.
+    maps: Vec<(usize, usize)>,
+}
+
+/// One operation, checked, as the direct path takes it.
+struct Direct<'a> {
+    kind: Kind,
+    op: MPI_Op,
+    basic: MPI_Datatype,
+    disp: MPI_Aint,
+    /// (buffer, count, datatype) of the origin data (None for Get and MPI_NO_OP).
+    origin: Option<&'a (usize, usize, Arc<Datatype>)>,
+    compare: Option<&'a [u8]>,
+    into: Option<&'a Fetched>,
 }
 
 /// The arguments of one RMA operation (what every Put/Get/... entry point reduces to).
@@ -129,6 +154,43 @@ impl Ferrite {
         self.objects.wins.active.retain(|&x| x != w);
         let recv = self.rma(w).map(|r| r.recv).unwrap_or(MPI_REQUEST_NULL);
         am::withdraw(self, recv);
+        if let Ok(r) = self.rma(w) {
+            for (addr, len) in r.maps.drain(..) {
+                // SAFETY: our mapping of a peer's window memory; after MPI_Win_free's
+                // barrier no operation uses it.
+                unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+            }
+        }
+    }
+
+    /// How `t`'s memory is reached; maps a peer's shared file on first use (a failure
+    /// leaves that target to messages).
+    fn reach(&mut self, w: MPI_Win, t: u32) -> MpiResult<Reach> {
+        let r = self.rma(w)?;
+        let Reach::File { pid, fd, len, lock } = r.reach[t as usize] else {
+            return Ok(r.reach[t as usize]);
+        };
+        let mapped = match crate::transport::shm::segment::open_peer_file(pid, fd) {
+            Ok(Some(f)) => {
+                let m = crate::transport::shm::segment::map(f, len);
+                // SAFETY: our descriptor; the mapping keeps the file.
+                unsafe { libc::close(f) };
+                m.ok()
+            }
+            _ => None,
+        };
+        let now = match mapped {
+            Some(p) => {
+                r.maps.push((p as usize, len));
+                Reach::Mapped {
+                    base: p as usize,
+                    lock: p as usize + lock,
+                }
+            }
+            None => Reach::Messages,
+        };
+        r.reach[t as usize] = now;
+        Ok(now)
     }
 
     // ----- the target side, run by the progress engine -----
@@ -179,11 +241,10 @@ impl Ferrite {
             id,
             disp: 0,
         };
-        let mut m = wire::encode(&h, &[], data.len());
-        m.extend_from_slice(&data);
+        let m = wire::encode(&h, &[], data.len());
         // A failed send shows up at the origin as an answer that never comes; the
         // transport reports the peer's failure there.
-        let _ = am::send(self, route, to, m);
+        let _ = am::send(self, route, to, &[&m, &data]);
     }
 
     fn rma_serve(&mut self, w: MPI_Win, route: &Route, src: u32, msg: &[u8]) {
@@ -247,6 +308,7 @@ impl Ferrite {
         runs: &[(isize, usize)],
         data: &[u8],
     ) -> MpiResult<Vec<u8>> {
+        let own_lock = self.rma(w)?.own_lock;
         let win = self.objects.wins.get(w)?;
         let exposed = if win.attrs.flavor == MPI_WIN_FLAVOR_DYNAMIC {
             Exposed::Dynamic(&win.attached)
@@ -260,8 +322,13 @@ impl Ferrite {
         let addr = apply::locate(&exposed, h.disp, runs)?;
         // SAFETY: `locate` checked that every run lies inside memory this process exposed
         // in the window (its own, or attached to it), which MPI lets RMA read and write
-        // during an epoch; the message buffer is ours and overlaps nothing.
+        // during an epoch; the message buffer is ours and overlaps nothing. Accumulates
+        // take the lock word other processes' direct accumulates take (direct.rs).
         unsafe {
+            let _g = match h.kind {
+                Kind::Acc | Kind::GetAcc | Kind::Cas => direct::lock(own_lock),
+                _ => direct::lock(0),
+            };
             match h.kind {
                 Kind::Put => {
                     apply::scatter(addr, runs, data);
@@ -303,28 +370,43 @@ impl Ferrite {
 
     // ----- the origin side -----
 
-    /// Sends a request to `target` and records it; returns its id.
-    #[allow(clippy::too_many_arguments)]
+    /// The next request id of window `w`.
+    fn rma_id(&mut self, w: MPI_Win) -> MpiResult<u64> {
+        let r = self.rma(w)?;
+        r.next_id += 1;
+        Ok(r.next_id - 1)
+    }
+
+    /// Sends request `msg` (encoded with id `id`) to `target` and records it.
     fn rma_send(
         &mut self,
         w: MPI_Win,
         target: u32,
-        mut head: Head,
-        runs: &[(isize, usize)],
-        data: &[u8],
+        id: u64,
+        msg: Vec<u8>,
         into: Option<Fetched>,
         req: Option<MPI_Request>,
     ) -> MpiResult<u64> {
         let r = self.rma(w)?;
-        let id = r.next_id;
-        r.next_id += 1;
-        head.id = id;
-        r.pending.insert(id, Pending { target, into, req });
-        r.outstanding[target as usize] += 1;
         let route = r.route.clone();
-        let mut m = wire::encode(&head, runs, data.len());
-        m.extend_from_slice(data);
-        am::send(self, &route, target, m)?;
+        // The heap buffer stays where it is when the vector moves into `pending`.
+        let bytes = (msg.as_ptr(), msg.len());
+        r.pending.insert(
+            id,
+            Pending {
+                target,
+                into,
+                req,
+                _msg: msg,
+            },
+        );
+        r.outstanding[target as usize] += 1;
+        if let Err(e) = am::send_kept(self, &route, target, bytes) {
+            let r = self.rma(w)?;
+            r.pending.remove(&id);
+            r.outstanding[target as usize] -= 1;
+            return Err(e);
+        }
         Ok(id)
     }
 
@@ -337,7 +419,7 @@ impl Ferrite {
             id: 0,
             disp: 0,
         };
-        am::send(self, &route, target, wire::encode(&h, &[], 0))
+        am::send(self, &route, target, &[&wire::encode(&h, &[], 0)])
     }
 
     fn rank_check(&mut self, w: MPI_Win, rank: i32) -> MpiResult<Option<u32>> {
@@ -447,18 +529,14 @@ impl Ferrite {
                 apply::check_op(c.op, basic)?;
             }
         }
-        let mut data = Vec::new();
         let skip_origin = c.kind == Kind::GetAcc && c.op == MPI_NO_OP;
-        if let (Some((buf, count, dt)), false) = (c.origin, skip_origin) {
-            let odt = self.local_side(buf, count, dt, tbytes, "origin data")?;
-            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
-            unsafe { odt.pack(buf as *const u8, count as usize, &mut data) };
-        }
-        if let Some(cmp) = c.compare {
-            let n = data.len();
-            // SAFETY: the compare buffer holds one element of the (predefined) type.
-            data.extend_from_slice(unsafe { std::slice::from_raw_parts(cmp as *const u8, n) });
-        }
+        let origin = match (c.origin, skip_origin) {
+            (Some((buf, count, dt)), false) => {
+                let odt = self.local_side(buf, count, dt, tbytes, "origin data")?;
+                Some((buf, count as usize, odt))
+            }
+            _ => None,
+        };
         let into = match c.result {
             Some((buf, count, dt)) => {
                 let rdt = self.local_side(buf, count, dt, tbytes, "result buffer")?;
@@ -470,16 +548,167 @@ impl Ferrite {
             }
             None => None,
         };
-        let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
+        let compare = c.compare.map(|cmp| {
+            // SAFETY: the compare buffer holds one element of the (predefined) type, as
+            // many bytes as the target datatype.
+            unsafe { std::slice::from_raw_parts(cmp as *const u8, tbytes) }
+        });
+        let d = Direct {
+            kind: c.kind,
+            op: c.op,
+            basic,
+            disp: c.disp,
+            origin: origin.as_ref(),
+            compare,
+            into: into.as_ref(),
+        };
+        if self.rma_direct(w, t, &d, &runs)? {
+            return Ok(if request {
+                self.p2p.new_done_send(comm)
+            } else {
+                MPI_REQUEST_NULL
+            });
+        }
         let head = Head {
             kind: c.kind,
             op: c.op,
             basic,
-            id: 0,
+            id: self.rma_id(w)?,
             disp: c.disp,
         };
-        self.rma_send(w, t, head, &runs, &data, into, req)?;
+        // The data is packed once, straight after the header.
+        let len = origin.as_ref().map_or(0, |_| tbytes) + compare.map_or(0, <[u8]>::len);
+        let mut m = wire::encode(&head, &runs, len);
+        if let Some((buf, count, odt)) = &origin {
+            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
+            unsafe { odt.pack(*buf as *const u8, *count, &mut m) };
+        }
+        if let Some(cmp) = compare {
+            m.extend_from_slice(cmp);
+        }
+        let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
+        self.rma_send(w, t, head.id, m, into, req)?;
         Ok(req.unwrap_or(MPI_REQUEST_NULL))
+    }
+
+    /// The operation `d` on target `t` by direct access when `t` is reached so; false:
+    /// send it as a message instead. Checks were done by the caller.
+    fn rma_direct(
+        &mut self,
+        w: MPI_Win,
+        t: u32,
+        d: &Direct,
+        runs: &[(isize, usize)],
+    ) -> MpiResult<bool> {
+        let reach = self.reach(w, t)?;
+        let (size, unit) = self.rma(w)?.sizes[t as usize];
+        let tbytes = apply::bytes(runs);
+        let region = |base| Exposed::Region {
+            base,
+            size,
+            disp_unit: unit,
+        };
+        // The origin data as bytes, packed only when not contiguous.
+        let packed;
+        let src: &[u8] = match d.origin {
+            Some((buf, count, odt)) if odt.is_contiguous() => {
+                // SAFETY: the caller's origin buffer holds `count` elements of `odt`: its
+                // `tbytes` bytes start at the true lower bound.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        (*buf as *const u8).wrapping_offset(odt.true_lb()),
+                        tbytes.min(odt.size() * count),
+                    )
+                }
+            }
+            Some((buf, count, odt)) => {
+                let mut v = Vec::with_capacity(tbytes);
+                // SAFETY: as above.
+                unsafe { odt.pack(*buf as *const u8, *count, &mut v) };
+                packed = v;
+                &packed
+            }
+            None => &[],
+        };
+        match reach {
+            Reach::Mapped { base, lock } => {
+                let addr = apply::locate(&region(base), d.disp, runs)?;
+                // SAFETY: `locate` checked the runs against the target's window memory,
+                // which is mapped here while the window lives; MPI's epoch rules make this
+                // access legal now; accumulates hold the target's accumulate lock.
+                unsafe {
+                    let old = match d.kind {
+                        Kind::Put => {
+                            apply::scatter(addr, runs, src);
+                            return Ok(true);
+                        }
+                        Kind::Get => {
+                            let f = d.into.expect("Get has a result buffer");
+                            if f.dt.is_contiguous() {
+                                let dst = std::slice::from_raw_parts_mut(
+                                    (f.buf as *mut u8).wrapping_offset(f.dt.true_lb()),
+                                    tbytes,
+                                );
+                                direct::gather_into(addr, runs, dst);
+                                return Ok(true);
+                            }
+                            apply::gather(addr, runs)
+                        }
+                        Kind::Acc | Kind::GetAcc => {
+                            let _g = direct::lock(lock);
+                            apply::accumulate(addr, runs, d.op, d.basic, src, d.into.is_some())?
+                        }
+                        Kind::Cas => {
+                            let mut both = src.to_vec();
+                            both.extend_from_slice(d.compare.unwrap_or_default());
+                            let _g = direct::lock(lock);
+                            apply::compare_and_swap(addr, runs, &both)?
+                        }
+                        _ => return Ok(false),
+                    };
+                    if let Some(f) = d.into {
+                        f.dt.unpack(&old, f.buf as *mut u8, f.count);
+                    }
+                }
+                Ok(true)
+            }
+            Reach::Cma { pid, base } if matches!(d.kind, Kind::Put | Kind::Get) => {
+                let addr = apply::locate(&region(base), d.disp, runs)?;
+                let mut buf = Vec::new();
+                let local = match (d.kind, d.into) {
+                    (Kind::Put, _) => src.as_ptr() as *mut u8,
+                    (_, Some(f)) if f.dt.is_contiguous() => {
+                        (f.buf as *mut u8).wrapping_offset(f.dt.true_lb())
+                    }
+                    _ => {
+                        buf.resize(tbytes, 0);
+                        buf.as_mut_ptr()
+                    }
+                };
+                // SAFETY: `local` holds `tbytes` bytes (the origin data, the contiguous
+                // result buffer or `buf`), written only for Get.
+                let done = unsafe { direct::cma(pid, addr, runs, local, d.kind == Kind::Put) };
+                match done {
+                    Ok(()) => {
+                        if let (Kind::Get, Some(f), false) = (d.kind, d.into, buf.is_empty()) {
+                            // SAFETY: the result buffer holds `count` elements of its type.
+                            unsafe { f.dt.unpack(&buf, f.buf as *mut u8, f.count) };
+                        }
+                        Ok(true)
+                    }
+                    Err(e) if crate::transport::shm::cma::is_unavailable(&e) => {
+                        // Not allowed here (ptrace scope): messages from now on.
+                        self.rma(w)?.reach[t as usize] = Reach::Messages;
+                        Ok(false)
+                    }
+                    Err(e) => Err(crate::mpi_err!(
+                        MPI_ERR_RMA_RANGE,
+                        "direct access to target {t}'s window memory failed: {e}"
+                    )),
+                }
+            }
+            _ => Ok(false),
+        }
     }
 
     // ----- synchronization -----
@@ -489,10 +718,10 @@ impl Ferrite {
             kind,
             op: ty,
             basic: MPI_DATATYPE_NULL,
-            id: 0,
+            id: self.rma_id(w)?,
             disp: 0,
         };
-        self.rma_send(w, t, h, &[], &[], None, None)
+        self.rma_send(w, t, h.id, wire::encode(&h, &[], 0), None, None)
     }
 
     /// Window ranks of the members of `group` (world ranks).
@@ -524,18 +753,7 @@ impl Ferrite {
         }
         Ok(())
     }
-}
 
-fn lock_free(r: &WinRma, ty: i32) -> bool {
-    r.excl.is_none() && (ty == MPI_LOCK_SHARED || r.shared == 0)
-}
-
-fn take_lock(r: &mut WinRma, origin: u32, ty: i32) {
-    if ty == MPI_LOCK_EXCLUSIVE {
-        r.excl = Some(origin);
-    } else {
-        r.shared += 1;
-    }
 }
 
 /// Window operations that wait: they let the state lock go meanwhile (see
@@ -555,19 +773,91 @@ impl state::Held {
             me: c.rank as i32,
             peers: c.peers().clone(),
         };
-        let mut mine = size.to_ne_bytes().to_vec();
-        mine.extend_from_slice(&i64::from(unit).to_ne_bytes());
+        let win = self.objects.wins.get(w)?;
+        let (flavor, base) = (win.attrs.flavor, win.base);
+        // This process's shared file (MPI_Win_allocate): (fd, length, lock offset).
+        let file = match (&win.shared, flavor) {
+            (Some(m), MPI_WIN_FLAVOR_ALLOCATE) => (m.fd(), m.len, m.locks),
+            _ => (-1, 0, 0),
+        };
+        let shared_parts = match (&win.shared, flavor) {
+            (Some(m), MPI_WIN_FLAVOR_SHARED) => Some(
+                (0..m.parts.len())
+                    .map(|r| Reach::Mapped {
+                        base: m.base + m.parts[r].0,
+                        lock: m.lock_of(r),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        };
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let mine: Vec<u8> = [
+            size,
+            i64::from(unit),
+            i64::from(pid),
+            i64::from(file.0),
+            file.1 as i64,
+            file.2 as i64,
+            base as i64,
+        ]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
         let all = self.allgather_fixed(comm, &mine)?;
-        let sizes: Vec<(i64, i64)> = all
-            .chunks_exact(16)
+        let rows: Vec<[i64; 7]> = all
+            .chunks_exact(56)
             .map(|c| {
-                (
-                    i64::from_ne_bytes(c[..8].try_into().expect("8 bytes")),
-                    i64::from_ne_bytes(c[8..].try_into().expect("8 bytes")),
-                )
+                std::array::from_fn(|i| {
+                    i64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+                })
             })
             .collect();
+        let sizes: Vec<(i64, i64)> = rows.iter().map(|r| (r[0], r[1])).collect();
         let n = sizes.len();
+        let me = route.me as usize;
+        let own_lock = match (&shared_parts, file.0) {
+            (Some(parts), _) => match parts[me] {
+                Reach::Mapped { lock, .. } => lock,
+                _ => 0,
+            },
+            (None, fd) if fd >= 0 => base + file.2,
+            _ => 0,
+        };
+        let direct_on = crate::runtime::config::get::<u32>("FERRITE_RMA_DIRECT") != 0;
+        let cma_on = crate::runtime::config::get::<u32>("FERRITE_SHM_CMA") != 0;
+        let reach: Vec<Reach> = (0..n)
+            .map(|r| {
+                let row = &rows[r];
+                if !direct_on || flavor == MPI_WIN_FLAVOR_DYNAMIC {
+                    Reach::Messages
+                } else if let Some(parts) = &shared_parts {
+                    parts[r]
+                } else if r == me {
+                    Reach::Mapped {
+                        base,
+                        lock: own_lock,
+                    }
+                } else if !self.net.via_shm(route.peers[r]) || row[0] == 0 {
+                    Reach::Messages
+                } else if row[3] >= 0 {
+                    Reach::File {
+                        pid: row[2] as i32,
+                        fd: row[3] as i32,
+                        len: row[4] as usize,
+                        lock: row[5] as usize,
+                    }
+                } else if cma_on {
+                    Reach::Cma {
+                        pid: row[2] as i32,
+                        base: row[6] as usize,
+                    }
+                } else {
+                    Reach::Messages
+                }
+            })
+            .collect();
         let recv = am::post(self, &route)?;
         self.objects.wins.get_mut(w)?.rma = Some(WinRma {
             route,
@@ -587,6 +877,9 @@ impl state::Held {
             queue: VecDeque::new(),
             posted: None,
             completes: 0,
+            reach,
+            own_lock,
+            maps: Vec::new(),
         });
         self.objects.wins.active.push(w);
         Ok(())
@@ -611,6 +904,9 @@ impl state::Held {
     /// Waits until every request to `target` (all targets if None) is answered, then
     /// raises an error a target answered with.
     fn rma_wait(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
+        // Direct accesses are done; order them before what follows (the unlock or
+        // completion message, the fence's barrier).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         self.wait_until(|st| match st.rma(w) {
             Ok(r) => match target {
                 Some(t) => r.outstanding[t as usize] == 0,
@@ -749,6 +1045,11 @@ impl state::Held {
                 "MPI_Win_flush outside a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
             ));
         }
+        // One pass of the progress engine even when nothing is outstanding (a flush of
+        // direct operations, or to itself): a process polling its window memory in a
+        // flush loop (mpi4py.util.sync's spin loop) must still serve the lock and
+        // accumulate requests others wait on.
+        self.progress();
         self.rma_wait(w, target)
     }
 
@@ -807,5 +1108,17 @@ impl state::Held {
         r.completes -= k;
         r.posted = None;
         Ok(true)
+    }
+}
+
+fn lock_free(r: &WinRma, ty: i32) -> bool {
+    r.excl.is_none() && (ty == MPI_LOCK_SHARED || r.shared == 0)
+}
+
+fn take_lock(r: &mut WinRma, origin: u32, ty: i32) {
+    if ty == MPI_LOCK_EXCLUSIVE {
+        r.excl = Some(origin);
+    } else {
+        r.shared += 1;
     }
 }

@@ -4,7 +4,12 @@
 //! follow each other in rank order with no gap (MPI 4.1 12.2.3: contiguous unless
 //! `alloc_shared_noncontig`), so loads and stores reach any member's memory directly.
 //! Members must share a host: checked with the host name and the kernel's boot id.
+//! After the parts, one accumulate lock word per rank (rma/direct.rs).
+//!
+//! MPI_Win_allocate's memory is such a file too, of one part (`SharedMem::single`), which
+//! same-host members map when they first access it (rma/direct.rs).
 
+use super::direct::{align_slot, LOCK_SLOT};
 use crate::abi::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::state::Held;
@@ -18,6 +23,49 @@ pub struct SharedMem {
     fd: i32,
     /// (offset in the mapping, size, disp_unit) of every rank's part.
     pub parts: Vec<(usize, i64, i64)>,
+    /// Offset of rank 0's accumulate lock word; rank r's is `LOCK_SLOT` bytes further each.
+    pub locks: usize,
+}
+
+impl SharedMem {
+    /// MPI_Win_allocate's memory: `size` zeroed bytes and a lock word in a new anonymous
+    /// shared file whose descriptor stays open (peers open it through /proc) until freed.
+    pub fn single(size: usize, disp_unit: i64) -> Result<SharedMem, String> {
+        let fd = anonymous_file()?;
+        let locks = align_slot(size);
+        let len = locks + LOCK_SLOT;
+        // SAFETY: `fd` is our open descriptor of the new file.
+        let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
+        let base = if rc != 0 {
+            Err(std::io::Error::last_os_error().to_string())
+        } else {
+            map(fd, len)
+        };
+        match base {
+            Ok(p) => Ok(SharedMem {
+                base: p as usize,
+                len,
+                fd,
+                parts: vec![(0, size as i64, disp_unit)],
+                locks,
+            }),
+            Err(e) => {
+                // SAFETY: our own descriptor.
+                unsafe { libc::close(fd) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The descriptor peers open (-1 in members that opened rank 0's file).
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+
+    /// Address of part `r`'s accumulate lock word in this mapping.
+    pub fn lock_of(&self, r: usize) -> usize {
+        self.base + self.locks + r * LOCK_SLOT
+    }
 }
 
 impl Drop for SharedMem {
@@ -103,7 +151,8 @@ impl Held {
                 .checked_add(usize::try_from(s).unwrap_or(0))
                 .ok_or_else(|| MpiError::new(MPI_ERR_SIZE, "shared window too large"))?;
         }
-        let len = total.max(1);
+        let locks = align_slot(total);
+        let len = locks + rows.len() * LOCK_SLOT;
         let own = if me == 0 {
             fd
         } else {
@@ -149,6 +198,7 @@ impl Held {
             len,
             fd,
             parts,
+            locks,
         })
     }
 }

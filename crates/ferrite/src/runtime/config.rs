@@ -233,6 +233,11 @@ pub const KNOBS: &[Knob] = &[
         default: "auto",
         doc: "Alltoallv/Alltoallw algorithm: auto or pairwise.",
     },
+    Knob {
+        name: "FERRITE_RMA_DIRECT",
+        default: "1",
+        doc: "RMA between ranks of one host by direct access (window memory mapped by every rank of the host, cross-memory attach for MPI_Win_create memory); 0 sends every operation as a message.",
+    },
 ];
 
 pub fn knob(name: &str) -> &'static Knob {

@@ -392,6 +392,12 @@ impl Net {
         })
     }
 
+    /// Whether packets to `to` (not this rank) go through shared memory: a peer on this
+    /// host while shm is allowed (RMA then maps its window memory, rma/direct.rs).
+    pub fn via_shm(&self, to: Proc) -> bool {
+        to != self.rank && self.shm_route.is_some() && self.route(to).ok() == self.shm_route
+    }
+
     /// Largest packet (header included) `try_send` accepts for `to`; 0 if nothing reaches it.
     pub fn max_packet(&self, to: Proc) -> usize {
         self.route(to)

@@ -1,0 +1,256 @@
+//! Direct access to targets on this host, without the target's participation: window memory
+//! that every same-host member maps (MPI_Win_allocate puts it in an anonymous shared file,
+//! MPI_Win_allocate_shared has one already) is read and written with loads and stores;
+//! memory of MPI_Win_create is reached by cross-memory attach (`process_vm_readv/writev`)
+//! for Put and Get. The shared-memory counterpart of RDMA read/write.
+//!
+//! Accumulates on mapped memory take the target's accumulate lock: a word in the same
+//! shared file, which the target itself also takes when it applies an accumulate that came
+//! as a message (from a rank on another host), so every accumulate on that memory is atomic
+//! with respect to every other. The lock is a futex mutex: a waiter sleeps in the kernel
+//! (many ranks share few cores), and critical sections never wait for anything else.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Bytes reserved for each lock word (its own cache line).
+pub const LOCK_SLOT: usize = 64;
+
+/// `n` rounded up to a lock slot.
+pub fn align_slot(n: usize) -> usize {
+    n.div_ceil(LOCK_SLOT) * LOCK_SLOT
+}
+
+/// How this process reaches one target's window memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Only by messages (another host, dynamic windows, direct access off or refused).
+    Messages,
+    /// Mapped here at `base`. `lock`: address of the target's accumulate lock word, or 0
+    /// when this process is the target and no other process maps the memory (then the state
+    /// lock already serializes its accumulates with those it serves).
+    Mapped { base: usize, lock: usize },
+    /// The target's shared file, not mapped here yet: `len` bytes of `/proc/pid/fd/fd`,
+    /// the lock word at offset `lock`.
+    File {
+        pid: i32,
+        fd: i32,
+        len: usize,
+        lock: usize,
+    },
+    /// Memory of the target's address space at `base`, reached by cross-memory attach (Put
+    /// and Get only; accumulates go by messages, which the target applies itself).
+    Cma { pid: i32, base: usize },
+}
+
+/// Holds an accumulate lock; releases it when dropped.
+pub struct Guard<'a>(Option<&'a AtomicU32>);
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.0 {
+            if w.swap(0, Ordering::Release) == 2 {
+                futex(w, libc::FUTEX_WAKE, 1);
+            }
+        }
+    }
+}
+
+fn futex(w: &AtomicU32, op: i32, val: u32) {
+    // SAFETY: the futex syscall on a valid, aligned word of memory we have mapped; not
+    // FUTEX_PRIVATE, since other processes wait on and wake the same word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            w.as_ptr(),
+            op,
+            val,
+            std::ptr::null::<libc::timespec>(),
+        )
+    };
+}
+
+/// Takes the lock word at `addr` (0: no lock needed, nothing taken). 0 = free, 1 = held,
+/// 2 = held with possible sleepers (Drepper, "Futexes are tricky", mutex 2).
+///
+/// # Safety
+/// `addr` is 0 or a 4-byte aligned lock word in shared memory mapped while the guard lives.
+pub unsafe fn lock<'a>(addr: usize) -> Guard<'a> {
+    if addr == 0 {
+        return Guard(None);
+    }
+    // SAFETY: per the contract.
+    let w = unsafe { &*(addr as *const AtomicU32) };
+    for _ in 0..100 {
+        if w.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Guard(Some(w));
+        }
+        std::hint::spin_loop();
+    }
+    while w.swap(2, Ordering::Acquire) != 0 {
+        futex(w, libc::FUTEX_WAIT, 2);
+    }
+    Guard(Some(w))
+}
+
+/// Copies the runs at `addr` into `dst` (which holds exactly their bytes), in order.
+///
+/// # Safety
+/// Every run at `addr` is readable; `dst` does not overlap them.
+pub unsafe fn gather_into(addr: usize, runs: &[(isize, usize)], dst: &mut [u8]) {
+    let mut at = 0;
+    for &(off, len) in runs {
+        // SAFETY: per the contract; `dst` holds the runs' total.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (addr as *const u8).wrapping_offset(off),
+                dst.as_mut_ptr().add(at),
+                len,
+            )
+        };
+        at += len;
+    }
+}
+
+/// Cross-memory attach of the runs at `base` in process `pid`: writes the runs' total of
+/// bytes at `data` there (`write`) or reads them into `data`. Err: the kernel refused (see
+/// `cma::is_unavailable`) or the remote memory is not mapped.
+///
+/// # Safety
+/// `data` is valid for the runs' total of bytes (writable unless `write`).
+pub unsafe fn cma(
+    pid: i32,
+    base: usize,
+    runs: &[(isize, usize)],
+    data: *mut u8,
+    write: bool,
+) -> std::io::Result<()> {
+    // IOV_MAX per call.
+    const BATCH: usize = 1024;
+    let mut at = 0usize;
+    for chunk in runs.chunks(BATCH) {
+        let remote: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|&(off, len)| libc::iovec {
+                iov_base: base.wrapping_add_signed(off) as *mut libc::c_void,
+                iov_len: len,
+            })
+            .collect();
+        let total: usize = chunk.iter().map(|r| r.1).sum();
+        let mut done = 0usize;
+        while done < total {
+            // The remote runs still to do, after `done` bytes of this chunk.
+            let mut skip = done;
+            let rest: Vec<libc::iovec> = remote
+                .iter()
+                .filter_map(|v| {
+                    if skip >= v.iov_len {
+                        skip -= v.iov_len;
+                        return None;
+                    }
+                    let o = std::mem::take(&mut skip);
+                    Some(libc::iovec {
+                        iov_base: (v.iov_base as usize + o) as *mut libc::c_void,
+                        iov_len: v.iov_len - o,
+                    })
+                })
+                .collect();
+            let local = libc::iovec {
+                iov_base: data.wrapping_add(at + done).cast(),
+                iov_len: total - done,
+            };
+            // SAFETY: `local` is memory of ours valid for its length (written only when
+            // reading); the kernel checks `rest` against the other process's mappings.
+            let n = unsafe {
+                if write {
+                    libc::process_vm_writev(
+                        pid,
+                        &local,
+                        1,
+                        rest.as_ptr(),
+                        rest.len() as libc::c_ulong,
+                        0,
+                    )
+                } else {
+                    libc::process_vm_readv(
+                        pid,
+                        &local,
+                        1,
+                        rest.as_ptr(),
+                        rest.len() as libc::c_ulong,
+                        0,
+                    )
+                }
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(std::io::Error::from_raw_os_error(libc::EFAULT));
+            }
+            done += n as usize;
+        }
+        at += total;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_excludes_threads() {
+        let word = Box::leak(Box::new(AtomicU32::new(0)));
+        let addr = word as *const AtomicU32 as usize;
+        let count = std::sync::Arc::new(std::sync::Mutex::new(0u64));
+        let shared = Box::leak(Box::new(std::cell::UnsafeCell::new(0u64))) as *mut _ as usize;
+        let ts: Vec<_> = (0..4)
+            .map(|_| {
+                let count = count.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        // SAFETY: a leaked, aligned word.
+                        let _g = unsafe { lock(addr) };
+                        // SAFETY: the leaked counter is touched only under the lock.
+                        unsafe { *(shared as *mut u64) += 1 };
+                    }
+                    *count.lock().unwrap() += 1;
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        // SAFETY: every thread has ended.
+        assert_eq!(unsafe { *(shared as *const u64) }, 40_000);
+        assert_eq!(word.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn cma_reads_and_writes_own_memory() {
+        let mut target = vec![0u8; 64];
+        let base = target.as_mut_ptr() as usize;
+        let runs = [(0isize, 4usize), (10, 4), (60, 4)];
+        let mut data: Vec<u8> = (1..=12).collect();
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        // SAFETY: `data` holds the runs' 12 bytes; the target is our own vector.
+        match unsafe { cma(pid, base, &runs, data.as_mut_ptr(), true) } {
+            Err(e) if crate::transport::shm::cma::is_unavailable(&e) => return,
+            r => r.unwrap(),
+        }
+        assert_eq!(&target[0..4], &[1, 2, 3, 4]);
+        assert_eq!(&target[10..14], &[5, 6, 7, 8]);
+        assert_eq!(&target[60..64], &[9, 10, 11, 12]);
+        let mut back = vec![0u8; 12];
+        // SAFETY: as above.
+        unsafe { cma(pid, base, &runs, back.as_mut_ptr(), false) }.unwrap();
+        assert_eq!(back, (1..=12).collect::<Vec<u8>>());
+    }
+}
