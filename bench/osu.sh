@@ -32,6 +32,8 @@
 #                (osu_barrier gets only -i/-x)
 #   OSU_OPTS_BIG options above 4 ranks, default "-m 1:4096 -i 200 -x 20"
 #   OSU_TIMEOUT  seconds per run before it counts as failed, default 300
+#   OSU_FERRITE_OLD  another Ferrite installation (a copy of an earlier build/): adds the
+#                MPI "ferrite_old" to OSU_MPIS, run interleaved with the rest (before/after)
 #   OSU_BIND     core, none, ...: passed as --bind-to to all three launchers (default:
 #                each launcher's own policy)
 # Example, a quick p2p look: OSU_BENCHES="latency mbw_mr" OSU_NP=2 OSU_REPS=5 bench/osu.sh
@@ -48,6 +50,7 @@ OSU_MPIS=${OSU_MPIS:-ferrite openmpi mpich}
 OSU_OPTS=${OSU_OPTS:--m 1:1048576 -i 2000 -x 200}
 OSU_OPTS_BIG=${OSU_OPTS_BIG:--m 1:4096 -i 200 -x 20}
 OSU_TIMEOUT=${OSU_TIMEOUT:-300}
+if [ -n "${OSU_FERRITE_OLD:-}" ]; then OSU_MPIS="$OSU_MPIS ferrite_old"; fi
 
 if [ ! -d "$OSU_SRC/c/util" ]; then
     echo "osu: no OSU sources at OSU_SRC=$OSU_SRC (want c/util and c/mpi there);" >&2
@@ -58,6 +61,7 @@ fi
 mpi_cc() {
     case $1 in
     ferrite) echo "$PREFIX/bin/mpicc" ;;
+    ferrite_old) echo "$OSU_FERRITE_OLD/bin/mpicc" ;;
     openmpi) echo mpicc.openmpi ;;
     mpich) echo mpicc.mpich ;;
     esac
@@ -68,12 +72,13 @@ mpi_run() {
     [ -n "${OSU_BIND:-}" ] && bind="-bind-to $OSU_BIND"
     case $1 in
     ferrite) echo "$PREFIX/bin/mpirun -n $2 $bind" ;;
+    ferrite_old) echo "$OSU_FERRITE_OLD/bin/mpirun -n $2 $bind" ;;
     openmpi) echo "$OMPI_RUN -n $2 ${bind:+-$bind} --mca pml ob1 --mca btl self,vader" ;;
     mpich) echo "env UCX_TLS=self,sm mpirun.mpich -n $2 $bind" ;;
     esac
 }
 label() {
-    case $1 in ferrite) echo Ferrite ;; openmpi) echo "Open MPI" ;; mpich) echo MPICH ;; esac
+    case $1 in ferrite) echo Ferrite ;; ferrite_old) echo "Ferrite (old)" ;; openmpi) echo "Open MPI" ;; mpich) echo MPICH ;; esac
 }
 # Source file of a benchmark, relative to c/mpi.
 bench_src() {
@@ -104,7 +109,8 @@ for m in $OSU_MPIS; do
         exe=$OSU_BUILD/$m/osu_$b src=$OSU_SRC/c/mpi/$(bench_src "$b")
         # Rebuild when the source or (for Ferrite) the library is newer.
         if [ -x "$exe" ] && [ "$exe" -nt "$src" ] \
-                && { [ "$m" != ferrite ] || [ "$exe" -nt "$PREFIX/lib/libmpi.so" ]; }; then
+                && { [ "$m" != ferrite ] || [ "$exe" -nt "$PREFIX/lib/libmpi.so" ]; } \
+                && { [ "$m" != ferrite_old ] || [ "$exe" -nt "$OSU_FERRITE_OLD/lib/libmpi.so" ]; }; then
             continue
         fi
         if ! $cc -O2 -w -I"$OSU_SRC/c/util" -o "$exe" "$src" "${util[@]}" -lm >"$OSU_BUILD/$m/build.$b.log" 2>&1; then
@@ -163,7 +169,7 @@ python3 - "$out" "$load_start" "$load_end" "${have[*]}" "${benches[*]}" "$OSU_NP
 import glob, os, statistics, sys
 out, load0, load1 = sys.argv[1:4]
 mpis, benches, nps = sys.argv[4].split(), sys.argv[5].split(), sys.argv[6].split()
-label = {"ferrite": "Ferrite", "openmpi": "Open MPI", "mpich": "MPICH"}
+label = {"ferrite": "Ferrite", "ferrite_old": "Ferrite (old)", "openmpi": "Open MPI", "mpich": "MPICH"}
 higher = {"bw", "bibw", "mbw_mr"}
 unit = {"bw": "MB/s", "bibw": "MB/s", "mbw_mr": "messages/s"}
 
@@ -197,7 +203,7 @@ for b in benches:
         sizes = sorted({s for runs in data.values() for r in runs for s in r}, key=lambda s: (s == "-", s if s != "-" else 0))
         u = unit.get(b, "usec")
         better = "higher" if b in higher else "lower"
-        others = [m for m in mpis if m != "ferrite"]
+        others = [m for m in mpis if m in ("openmpi", "mpich")]
         print(f"### osu_{b}, -n {np} ({u}, {better} is better)\n")
         hdr = ["size (B)"] + [f"{label[m]} (n={len(data.get(m, []))})" for m in mpis]
         if "ferrite" in mpis and others:
