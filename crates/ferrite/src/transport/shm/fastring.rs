@@ -302,6 +302,7 @@ impl RxRing {
     }
 
     /// True if a published slot is waiting.
+    #[inline]
     pub fn has_ready(&self) -> bool {
         let s = slot_header(self.m.slot(self.head, self.mask));
         s.seq.load(Ordering::Acquire) == self.head.wrapping_add(1)

@@ -473,8 +473,9 @@ impl Transport for Shm {
         let mut bytes = 0u64;
         let mut offers: Vec<(Proc, Vec<u8>)> = Vec::new();
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
-        // senders refill the queue as fast as it drains.
-        for _ in 0..self.cfg.geom.ncells {
+        // senders refill the queue as fast as it drains. (An idle spin only looks.)
+        let queue_idle = self.unfreed.is_empty() && !q.has_ready();
+        for _ in 0..if queue_idle { 0 } else { self.cfg.geom.ncells } {
             match q.recv_kind(size, &mut self.unfreed, &mut |from, kind, p| {
                 if kind == KIND_DATA {
                     n += 1;
@@ -491,11 +492,13 @@ impl Transport for Shm {
         }
         // An offer comes after every packet its sender put in the queue, and everything
         // after it is in the ring: mapping it now and reading rings last keeps the order.
-        for (from, card) in offers {
-            self.take_offer(from, &card);
+        if !offers.is_empty() {
+            for (from, card) in offers {
+                self.take_offer(from, &card);
+            }
         }
         let (q, unfreed, stats) = (&self.own_q, &mut self.unfreed, &mut self.stats);
-        for r in &mut self.fast_rx {
+        for r in self.fast_rx.iter_mut().filter(|r| r.has_ready()) {
             let from = r.from;
             r.consume(&mut |rec| match rec {
                 Record::Inline(p) => {
