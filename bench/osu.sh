@@ -34,6 +34,7 @@
 #   OSU_TIMEOUT  seconds per run before it counts as failed, default 300
 #   OSU_FERRITE_OLD  another Ferrite installation (a copy of an earlier build/): adds the
 #                MPI "ferrite_old" to OSU_MPIS, run interleaved with the rest (before/after)
+#   OSU_TABLES   a results directory of an earlier (or interrupted) run: only print its tables
 #   OSU_BIND     core, none, ...: passed as --bind-to to all three launchers (default:
 #                each launcher's own policy)
 # Example, a quick p2p look: OSU_BENCHES="latency mbw_mr" OSU_NP=2 OSU_REPS=5 bench/osu.sh
@@ -98,6 +99,7 @@ for f in osu_util.c osu_util_mpi.c osu_util_graph.c osu_util_papi.c osu_util_val
     util+=("$OSU_SRC/c/util/$f")
 done
 have=()
+if [ -n "${OSU_TABLES:-}" ]; then OSU_MPIS=; fi
 for m in $OSU_MPIS; do
     cc=$(mpi_cc "$m")
     if ! command -v "$cc" >/dev/null 2>&1 && [ ! -x "$cc" ]; then
@@ -120,12 +122,20 @@ for m in $OSU_MPIS; do
     done
     [ "$ok" = 1 ] && have+=("$m")
 done
-[ ${#have[@]} -gt 0 ] || { echo "osu: nothing to run" >&2; exit 1; }
-
-out=$here/results/osu-$(date -u +%Y%m%d-%H%M%S)
-mkdir -p "$out"
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "osu: $(date -u +%H:%M) UTC, load $load_start; results in $out"
+if [ -n "${OSU_TABLES:-}" ]; then
+    out=$OSU_TABLES OSU_REPS=0 load_start="?"
+    have=($(ls "$out" | sed -n 's/^[a-z_]*\.[0-9]*\.\([a-z_]*\)\.[0-9]*$/\1/p' | sort -u))
+    for m in ferrite openmpi mpich ferrite_old; do # table column order
+        case " ${have[*]} " in *" $m "*) ordered+=("$m") ;; esac
+    done
+    have=("${ordered[@]}")
+else
+    [ ${#have[@]} -gt 0 ] || { echo "osu: nothing to run" >&2; exit 1; }
+    out=$here/results/osu-$(date -u +%Y%m%d-%H%M%S)
+    mkdir -p "$out"
+    load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "osu: $(date -u +%H:%M) UTC, load $load_start; results in $out"
+fi
 
 # Which counts a benchmark runs at.
 runs_at() {
@@ -143,6 +153,7 @@ opts_for() {
     echo "$o"
 }
 
+ordered=()
 for rep in $(seq 1 "$OSU_REPS"); do
     for b in "${benches[@]}"; do
         for np in $OSU_NP; do
