@@ -25,19 +25,20 @@
 //! exactly as for the queue.
 //!
 //! Layout: 128-byte header (magic, version, owner pid, token, slot count; the consumer's
-//! position on its own line at 64), then `nslots` slots of [`SLOT`] bytes: sequence (u64,
-//! position + 1 when full), length (u32), kind (u32), payload. Everything the consumer reads
+//! position on its own line at 64), then `nslots` slots of [`SLOT`] bytes: sequence (u32,
+//! position + 1 when full), length (u16), kind (u16), payload. Everything the consumer reads
 //! back is checked, so a corrupt slot is counted and skipped, never trusted.
 
 use super::segment::{anonymous_file, map, open_peer_file, Card};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRFST\0");
 pub const VERSION: u32 = 1;
 /// Bytes per slot (four cache lines: a small packet touches only the first).
 pub const SLOT: usize = 256;
-/// Sequence, length and kind before the payload.
-pub const SLOT_HEADER: usize = 16;
+/// Sequence, length and kind before the payload: 8 bytes, so a 0-16 byte message with its
+/// 40-byte p2p header still fits the slot's first cache line.
+pub const SLOT_HEADER: usize = 8;
 /// Largest packet carried in a slot itself.
 pub const INLINE_MAX: usize = SLOT - SLOT_HEADER;
 const HEADER: usize = 128;
@@ -62,12 +63,16 @@ struct Header {
 
 const _: () = assert!(std::mem::size_of::<Header>() == HEADER);
 
+/// `seq` is the low 32 bits of position + 1: a slot's stale value is from the previous lap,
+/// `nslots` (at most 2^16) less, so it can never look current.
 #[repr(C)]
 struct SlotHeader {
-    seq: AtomicU64,
-    len: u32,
-    kind: u32,
+    seq: AtomicU32,
+    len: u16,
+    kind: u16,
 }
+
+const _: () = assert!(std::mem::size_of::<SlotHeader>() == SLOT_HEADER);
 
 fn bytes(nslots: u32) -> usize {
     HEADER + nslots as usize * SLOT
@@ -205,12 +210,14 @@ impl TxRing {
         // payload area holds INLINE_MAX >= len bytes.
         unsafe {
             let h = slot as *mut SlotHeader;
-            std::ptr::addr_of_mut!((*h).len).write(len as u32);
-            std::ptr::addr_of_mut!((*h).kind).write(kind);
+            std::ptr::addr_of_mut!((*h).len).write(len as u16);
+            std::ptr::addr_of_mut!((*h).kind).write(kind as u16);
             fill(slot.add(SLOT_HEADER));
         }
         self.pos = self.pos.wrapping_add(1);
-        slot_header(slot).seq.store(self.pos, Ordering::Release);
+        slot_header(slot)
+            .seq
+            .store(self.pos as u32, Ordering::Release);
         true
     }
 
@@ -305,7 +312,7 @@ impl RxRing {
     #[inline]
     pub fn has_ready(&self) -> bool {
         let s = slot_header(self.m.slot(self.head, self.mask));
-        s.seq.load(Ordering::Acquire) == self.head.wrapping_add(1)
+        s.seq.load(Ordering::Acquire) == self.head.wrapping_add(1) as u32
     }
 
     /// Hands every waiting record (at most a ring's worth) to `take`, then tells the producer
@@ -315,10 +322,10 @@ impl RxRing {
         while n <= self.mask as usize {
             let slot = self.m.slot(self.head, self.mask);
             let sh = slot_header(slot);
-            if sh.seq.load(Ordering::Acquire) != self.head.wrapping_add(1) {
+            if sh.seq.load(Ordering::Acquire) != self.head.wrapping_add(1) as u32 {
                 break;
             }
-            let (len, kind) = (sh.len as usize, sh.kind);
+            let (len, kind) = (sh.len as usize, sh.kind as u32);
             let rec = match kind {
                 // SAFETY: len is checked against the payload; the slot is ours until the
                 // head moves past it below, after `take` returns.
