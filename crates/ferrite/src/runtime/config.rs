@@ -48,6 +48,16 @@ pub const KNOBS: &[Knob] = &[
             "Use single-copy reads (process_vm_readv) for large messages when permitted; 0: never.",
     },
     Knob {
+        name: "FERRITE_SHM_FAST_AFTER",
+        default: "16",
+        doc: "Packets to one peer through its shared queue before that pair switches to a single-producer ring of its own; 0: never.",
+    },
+    Knob {
+        name: "FERRITE_SHM_FAST_SLOTS",
+        default: "64",
+        doc: "Slots (256 bytes each) per fast ring: a power of two in 2..=65536.",
+    },
+    Knob {
         name: "FERRITE_TCP_IF",
         default: "",
         doc: "Interface name or IP address tcp listens on; empty: loopback, or in a job across hosts this host's non-loopback address.",

@@ -106,6 +106,8 @@ pub struct TransportStats {
     pub no_room: u64,
     /// Peers' segments mapped (shm: one per peer contacted).
     pub segments_mapped: u64,
+    /// Fast rings (shm: per-pair rings offered to peers plus those taken from peers).
+    pub fast_rings: u64,
     pub doorbells_rung: u64,
     /// Datagrams on our doorbell that did not come from the job.
     pub strangers_dropped: u64,

@@ -1,9 +1,11 @@
 //! The shared-memory transport: one receive queue per process in its own segment, many
 //! senders per queue (a shared receive queue), peers' segments mapped on first contact,
-//! credits = free cells, a doorbell socket for sleeping, and single-copy reads via CMA.
+//! credits = free cells, a doorbell socket for sleeping, and single-copy reads via CMA;
+//! pairs that talk often switch to a single-producer ring of their own (fastring.rs).
 
 pub mod cma;
 pub mod doorbell;
+pub mod fastring;
 pub mod queue;
 pub mod segment;
 
@@ -14,7 +16,8 @@ use crate::fxhash::FxHashMap;
 use crate::mpi_err;
 use crate::runtime::config;
 use doorbell::{BellAddr, Doorbell};
-use queue::{Queue, Received, Sent};
+use fastring::{Record, RxRing, TxRing};
+use queue::{Queue, Received, Sent, KIND_DATA, KIND_OFFER};
 use segment::{Card, Geometry, Segment};
 use std::os::unix::io::RawFd;
 
@@ -23,6 +26,11 @@ pub struct ShmConfig {
     pub geom: Geometry,
     /// Single-copy reads allowed (FERRITE_SHM_CMA).
     pub cma: bool,
+    /// Packets to one peer through the shared queue before switching that pair to a fast
+    /// ring (FERRITE_SHM_FAST_AFTER); 0: never.
+    pub fast_after: u32,
+    /// Slots per fast ring (FERRITE_SHM_FAST_SLOTS).
+    pub fast_slots: u32,
 }
 
 impl ShmConfig {
@@ -32,13 +40,36 @@ impl ShmConfig {
         let b: u32 = config::get("FERRITE_SHM_CELLS_B");
         let cell: usize = config::get("FERRITE_SHM_CELL_SIZE");
         let cma: u32 = config::get("FERRITE_SHM_CMA");
+        let fast_after: u32 = config::get("FERRITE_SHM_FAST_AFTER");
+        let fast_slots: u32 = config::get("FERRITE_SHM_FAST_SLOTS");
         let geom = Geometry::new(segment::cell_count(size, k, b), cell)
             .map_err(|e| mpi_err!(MPI_ERR_OTHER, "{e}"))?;
+        if fast_after > 0 && !fastring::valid_slots(fast_slots) {
+            return Err(mpi_err!(
+                MPI_ERR_OTHER,
+                "FERRITE_SHM_FAST_SLOTS={fast_slots} is not a power of two in 2..=65536"
+            ));
+        }
         Ok(ShmConfig {
             geom,
             cma: cma != 0,
+            fast_after,
+            fast_slots,
         })
     }
+}
+
+/// How packets to a peer travel (fastring.rs).
+enum Path {
+    /// Through its shared queue; the count of packets sent so far.
+    Queue(u32),
+    /// A fast ring is made but its offer is not yet in the peer's queue (no free cell):
+    /// packets wait, the offer goes first.
+    Offering(TxRing),
+    /// Every packet through the ring (large ones as a cell index).
+    Fast(TxRing),
+    /// Through the queue for good (fast path off, or making a ring failed).
+    QueueOnly,
 }
 
 /// A peer whose segment we mapped.
@@ -49,6 +80,23 @@ struct Peer {
     bell: BellAddr,
     /// Cleared after the first EPERM/ENOSYS: later reads fall back to packets at once.
     cma_ok: bool,
+    path: Path,
+    /// The last "no room" was a full fast ring (not a lack of free cells).
+    ring_full: bool,
+}
+
+impl Peer {
+    /// About to sleep after "no room": asks the peer to ring `me` when room appears, then
+    /// re-checks; false when there is room already (the caller must not sleep).
+    fn want_room(&mut self, me: Proc) -> bool {
+        match (&mut self.path, self.ring_full) {
+            (Path::Fast(ring), true) => {
+                self.q.ask_credit(me);
+                !ring.has_room()
+            }
+            _ => self.q.want_credit(me),
+        }
+    }
 }
 
 pub struct Shm {
@@ -68,6 +116,8 @@ pub struct Shm {
     last: (Proc, usize),
     /// Own cells waiting to go back on the free ring (see queue.rs).
     unfreed: Vec<u64>,
+    /// Fast rings peers send us through, polled after the queue.
+    fast_rx: Vec<RxRing>,
     /// Peers (indices in `peers`) that answered "no room" since we last slept or sent to
     /// them: before sleeping we ask them to ring us when they free cells.
     starved: Vec<usize>,
@@ -167,6 +217,7 @@ impl Shm {
             peer_index: FxHashMap::default(),
             last: (Proc::MAX, 0),
             unfreed: Vec::new(),
+            fast_rx: Vec::new(),
             starved: Vec::new(),
             stats: TransportStats::default(),
         })
@@ -237,14 +288,60 @@ impl Shm {
         // SAFETY: `seg` is a live, validated mapping laid out by its geometry; it stays mapped
         // at the same address as long as the Peer that holds both.
         let q = unsafe { Queue::at(seg.base(), seg.geometry()) };
+        let path = if self.cfg.fast_after > 0 {
+            Path::Queue(0)
+        } else {
+            Path::QueueOnly
+        };
         self.peers.push(Peer {
             q,
             seg,
             bell,
             cma_ok: true,
+            path,
+            ring_full: false,
         });
         self.peer_index.insert(to, self.peers.len() - 1);
         Ok(self.peers.len() - 1)
+    }
+
+    /// Counts a "no room" (`full_ring`: the fast ring was full, not the cells) and notes the
+    /// peer, so that `arm` asks it for a ring when room appears. Returns false for try_send.
+    fn no_room(&mut self, full_ring: bool) -> bool {
+        self.stats.no_room += 1;
+        let i = self.last.1;
+        self.peers[i].ring_full = full_ring;
+        if !self.starved.contains(&i) {
+            self.starved.push(i);
+        }
+        false
+    }
+
+    /// Maps the fast ring `from` offered (its packets from now on come through it).
+    fn take_offer(&mut self, from: Proc, card: &[u8]) {
+        let ring = std::str::from_utf8(card)
+            .ok()
+            .and_then(Card::decode)
+            .ok_or_else(|| format!("{card:?} is not a ring card"))
+            .and_then(|c| RxRing::open(c, from));
+        match ring {
+            Ok(Some(r)) => {
+                self.fast_rx.push(r);
+                self.stats.fast_rings += 1;
+            }
+            // The sender is gone: nothing more will come from it.
+            Ok(None) => {}
+            Err(e) => {
+                // Its later packets are in a ring we cannot read: say so loudly (the same
+                // kernel let it open our segment, so this means a broken system).
+                self.stats.corrupt_dropped += 1;
+                eprintln!(
+                    "ferrite: shm transport, rank {}: cannot take the fast ring of rank {from} \
+                     ({e}); its further messages are lost",
+                    self.rank
+                );
+            }
+        }
     }
 
     /// Rings the senders that went to sleep waiting for our credits (called after freeing
@@ -285,23 +382,80 @@ impl Transport for Shm {
                 "shm transport: a packet of {len} bytes to rank {to} exceeds the {max}-byte limit"
             ));
         }
-        let from = self.rank;
+        let (from, fast_after, slots) = (self.rank, self.cfg.fast_after, self.cfg.fast_slots);
         let peer = self.peer(to)?;
-        match peer.q.send(from, parts) {
-            Sent::NoRoom => {
-                self.stats.no_room += 1;
-                let i = self.last.1;
-                if !self.starved.contains(&i) {
-                    self.starved.push(i);
+        let mut ring = false;
+        if matches!(peer.path, Path::Queue(n) if n >= fast_after) {
+            // Often enough: make this pair a ring of its own (offered before the next packet).
+            peer.path = match TxRing::create(slots, random_token()) {
+                Ok(r) => Path::Offering(r),
+                Err(_) => Path::QueueOnly,
+            };
+        }
+        if let Path::Offering(r) = &peer.path {
+            let card = r.card().encode();
+            match peer.q.send_kind(from, KIND_OFFER, &[card.as_bytes()]) {
+                Sent::NoRoom => return Ok(self.no_room(false)),
+                Sent::Published { ring: r } => {
+                    ring = r;
+                    let Path::Offering(r) = std::mem::replace(&mut peer.path, Path::QueueOnly)
+                    else {
+                        unreachable!()
+                    };
+                    peer.path = Path::Fast(r);
+                    self.stats.fast_rings += 1;
                 }
-                Ok(false)
             }
-            Sent::Published { ring } => {
-                if ring {
+        }
+        let peer = &mut self.peers[self.last.1];
+        let sent = match &mut peer.path {
+            Path::Fast(r) => {
+                if !r.has_room() {
+                    Sent::NoRoom
+                } else if len <= fastring::INLINE_MAX {
+                    let pushed = r.push_inline(parts, len);
+                    debug_assert!(pushed);
+                    Sent::Published {
+                        ring: peer.q.must_ring(),
+                    }
+                } else {
+                    match peer.q.fill_cell(from, KIND_DATA, parts) {
+                        None => {
+                            peer.ring_full = false;
+                            return Ok(self.no_room(false));
+                        }
+                        Some(idx) => {
+                            // Room was checked above and only we fill this ring.
+                            let pushed = r.push_cell(idx);
+                            debug_assert!(pushed);
+                            Sent::Published {
+                                ring: peer.q.must_ring(),
+                            }
+                        }
+                    }
+                }
+            }
+            Path::Queue(n) => {
+                let sent = peer.q.send(from, parts);
+                if sent != Sent::NoRoom {
+                    *n += 1;
+                }
+                sent
+            }
+            _ => peer.q.send(from, parts),
+        };
+        match sent {
+            Sent::NoRoom => {
+                let full_ring = matches!(peer.path, Path::Fast(_));
+                Ok(self.no_room(full_ring))
+            }
+            Sent::Published { ring: r } => {
+                if ring || r {
                     let (addr, token) = (peer.bell, peer.seg.token);
                     self.bell.ring(&addr, token);
                     self.stats.doorbells_rung += 1;
                 }
+                peer.ring_full = false;
                 if !self.starved.is_empty() {
                     let i = self.last.1;
                     self.starved.retain(|&s| s != i);
@@ -314,20 +468,60 @@ impl Transport for Shm {
     }
 
     fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
-        let q = &self.own_q;
+        let (q, size) = (&self.own_q, self.size);
         let mut n = 0;
         let mut bytes = 0u64;
+        let mut offers: Vec<(Proc, Vec<u8>)> = Vec::new();
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
-        // senders refill the queue as fast as it drains.
-        for _ in 0..self.cfg.geom.ncells {
-            match q.recv(self.size, &mut self.unfreed, &mut |from, p| {
-                bytes += p.len() as u64;
-                deliver(from, p)
+        // senders refill the queue as fast as it drains. (An idle spin only looks.)
+        let queue_idle = self.unfreed.is_empty() && !q.has_ready();
+        for _ in 0..if queue_idle { 0 } else { self.cfg.geom.ncells } {
+            match q.recv_kind(size, &mut self.unfreed, &mut |from, kind, p| {
+                if kind == KIND_DATA {
+                    n += 1;
+                    bytes += p.len() as u64;
+                    deliver(from, p)
+                } else {
+                    offers.push((from, p.to_vec()));
+                }
             }) {
                 Received::Empty => break,
-                Received::Delivered => n += 1,
+                Received::Delivered => {}
                 Received::Corrupt => self.stats.corrupt_dropped += 1,
             }
+        }
+        // An offer comes after every packet its sender put in the queue, and everything
+        // after it is in the ring: mapping it now and reading rings last keeps the order.
+        if !offers.is_empty() {
+            for (from, card) in offers {
+                self.take_offer(from, &card);
+            }
+        }
+        let (q, unfreed, stats) = (&self.own_q, &mut self.unfreed, &mut self.stats);
+        for r in self.fast_rx.iter_mut().filter(|r| r.has_ready()) {
+            let from = r.from;
+            r.consume(&mut |rec| match rec {
+                Record::Inline(p) => {
+                    n += 1;
+                    bytes += p.len() as u64;
+                    deliver(from, p)
+                }
+                Record::Cell(idx) => {
+                    let mut ok = false;
+                    q.take_cell(idx, size, unfreed, &mut |f, kind, p| {
+                        if f == from && kind == KIND_DATA {
+                            ok = true;
+                            n += 1;
+                            bytes += p.len() as u64;
+                            deliver(from, p)
+                        }
+                    });
+                    if !ok {
+                        stats.corrupt_dropped += 1;
+                    }
+                }
+                Record::Corrupt => stats.corrupt_dropped += 1,
+            });
         }
         self.stats.packets_received += n as u64;
         self.stats.bytes_received += bytes;
@@ -377,14 +571,12 @@ impl Transport for Shm {
         // Peers we wait for credits from ring us when they free a cell (or one is free
         // already, and we must not sleep).
         let rank = self.rank;
-        if !self
-            .starved
-            .iter()
-            .all(|&i| self.peers[i].q.want_credit(rank))
-        {
+        let peers = &mut self.peers;
+        if !self.starved.iter().all(|&i| peers[i].want_room(rank)) {
             return false;
         }
-        self.own_q.arm()
+        let rx = &self.fast_rx;
+        self.own_q.arm(|| rx.iter().any(|r| r.has_ready()))
     }
 
     fn disarm(&mut self) {

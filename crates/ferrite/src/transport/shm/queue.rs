@@ -30,8 +30,14 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 pub const FREE: usize = 0;
 pub const READY: usize = 1;
 
-/// Bytes before a packet in its cell: sender rank (u32 LE), length (u32 LE), reserved.
+/// Bytes before a packet in its cell: sender rank (u32 LE), length (u32 LE), kind (u32 LE),
+/// reserved.
 pub const CELL_HEADER: usize = 16;
+
+/// A packet for the layers above.
+pub const KIND_DATA: u32 = 0;
+/// The transport's own: a sender offers its fast ring (fastring.rs) to the receiver.
+pub const KIND_OFFER: u32 = 1;
 
 #[repr(C)]
 struct Slot {
@@ -228,11 +234,32 @@ impl Queue {
     /// Sender side: copies `parts` (total at most `max_packet`) into a free cell and
     /// publishes it. `from` is the sender's rank.
     pub fn send(&self, from: u32, parts: &[&[u8]]) -> Sent {
+        self.send_kind(from, KIND_DATA, parts)
+    }
+
+    /// As `send`, for a packet of the given kind (`KIND_DATA`, or the transport's own
+    /// `KIND_OFFER`).
+    pub fn send_kind(&self, from: u32, kind: u32, parts: &[&[u8]]) -> Sent {
+        let Some(idx) = self.fill_cell(from, kind, parts) else {
+            return Sent::NoRoom;
+        };
+        // Capacity >= cell count, so this cannot fail unless the segment is corrupt.
+        let pushed = self.ready.push(idx);
+        debug_assert!(pushed, "ready ring overflow");
+        Sent::Published {
+            ring: self.must_ring(),
+        }
+    }
+
+    /// Sender side: takes a free cell and copies the packet into it, without publishing it;
+    /// the cell's index, or None when no cell is free. (The fast path passes the index
+    /// through its ring instead of the ready ring.)
+    pub fn fill_cell(&self, from: u32, kind: u32, parts: &[&[u8]]) -> Option<u64> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         assert!(len <= self.max_packet(), "packet larger than a cell");
         let idx = loop {
             match self.free.pop() {
-                None => return Sent::NoRoom,
+                None => return None,
                 // A corrupt index is dropped (the receiver loses one credit, never memory).
                 Some(i) if i >= self.geom.ncells as u64 => continue,
                 Some(i) => break i,
@@ -242,6 +269,7 @@ impl Queue {
         let mut hdr = [0u8; CELL_HEADER];
         hdr[0..4].copy_from_slice(&from.to_le_bytes());
         hdr[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+        hdr[8..12].copy_from_slice(&kind.to_le_bytes());
         // SAFETY: the cell is ours (popped from the free ring) and holds CELL_HEADER + len
         // bytes; the source slices are our own memory and cannot overlap the mapping's cell.
         unsafe {
@@ -252,31 +280,58 @@ impl Queue {
                 off += p.len();
             }
         }
-        // Capacity >= cell count, so this cannot fail unless the segment is corrupt.
-        let pushed = self.ready.push(idx);
-        debug_assert!(pushed, "ready ring overflow");
-        // Pairs with the fence in `arm`: either we see `sleeping`, or the receiver sees
-        // the cell when it re-checks before sleeping.
-        fence(Ordering::SeqCst);
-        let h = self.header();
-        let ring =
-            h.sleeping.load(Ordering::Relaxed) != 0 && h.sleeping.swap(0, Ordering::SeqCst) != 0;
-        Sent::Published { ring }
+        Some(idx)
     }
 
-    /// Receiver side: delivers the oldest published cell, if any, and frees it.
-    /// `size` bounds valid sender ranks. `unfreed` holds cells whose return to the free ring
-    /// must be retried (kept by the caller across calls; see the module comment).
+    /// Sender side, after publishing (here or in a fast ring): true when the receiver is
+    /// asleep and its doorbell must be rung (the flag is then cleared: one ring per sleep).
+    pub fn must_ring(&self) -> bool {
+        // Pairs with the fence in `arm`: either we see `sleeping`, or the receiver sees
+        // the packet when it re-checks before sleeping.
+        fence(Ordering::SeqCst);
+        let h = self.header();
+        h.sleeping.load(Ordering::Relaxed) != 0 && h.sleeping.swap(0, Ordering::SeqCst) != 0
+    }
+
+    /// Receiver side: delivers the oldest published data packet, if any, and frees its
+    /// cell. `size` bounds valid sender ranks. `unfreed` holds cells whose return to the
+    /// free ring must be retried (kept by the caller across calls; see the module comment).
     pub fn recv(
         &self,
         size: u32,
         unfreed: &mut Vec<u64>,
         deliver: &mut dyn FnMut(u32, &[u8]),
     ) -> Received {
+        self.recv_kind(size, unfreed, &mut |from, kind, p| {
+            if kind == KIND_DATA {
+                deliver(from, p)
+            }
+        })
+    }
+
+    /// As `recv`, handing over packets of every kind: `deliver(from, kind, packet)`.
+    pub fn recv_kind(
+        &self,
+        size: u32,
+        unfreed: &mut Vec<u64>,
+        deliver: &mut dyn FnMut(u32, u32, &[u8]),
+    ) -> Received {
         self.retry_free(unfreed);
         let Some(idx) = self.ready.pop() else {
             return Received::Empty;
         };
+        self.take_cell(idx, size, unfreed, deliver)
+    }
+
+    /// Receiver side: delivers the packet in cell `idx` (popped from the ready ring, or
+    /// passed through a fast ring) and frees the cell.
+    pub fn take_cell(
+        &self,
+        idx: u64,
+        size: u32,
+        unfreed: &mut Vec<u64>,
+        deliver: &mut dyn FnMut(u32, u32, &[u8]),
+    ) -> Received {
         if idx >= self.geom.ncells as u64 {
             return Received::Corrupt;
         }
@@ -286,12 +341,13 @@ impl Queue {
         unsafe { std::ptr::copy_nonoverlapping(cell, hdr.as_mut_ptr(), CELL_HEADER) };
         let from = u32::from_le_bytes(hdr[0..4].try_into().unwrap());
         let len = u32::from_le_bytes(hdr[4..8].try_into().unwrap()) as usize;
-        let ok = from < size && len <= self.max_packet();
+        let kind = u32::from_le_bytes(hdr[8..12].try_into().unwrap());
+        let ok = from < size && len <= self.max_packet() && kind <= KIND_OFFER;
         if ok {
             // SAFETY: len was checked against the cell size; the cell is ours until it is
             // pushed back below, after `deliver` returns (so the slice does not outlive it).
             let packet = unsafe { std::slice::from_raw_parts(cell.add(CELL_HEADER), len) };
-            deliver(from, packet);
+            deliver(from, kind, packet);
         }
         if !self.free.push(idx) {
             unfreed.push(idx);
@@ -307,13 +363,19 @@ impl Queue {
     /// when it frees cells, then re-checks. Returns false when a cell is free already (the
     /// caller must not sleep; the request stays, costing at most one spurious ring).
     pub fn want_credit(&self, from: u32) -> bool {
+        self.ask_credit(from);
+        !self.free.has_ready()
+    }
+
+    /// Sender side: asks the receiver to ring sender `from` when it next frees cells or
+    /// fast-ring slots. The caller re-checks for room afterwards.
+    pub fn ask_credit(&self, from: u32) {
         self.header()
             .credit_waiters
             .fetch_or(1 << (from % 64), Ordering::SeqCst);
         // Pairs with the fence in `take_credit_waiters`: either the receiver sees our bit,
-        // or we see the cell it freed before looking.
+        // or we see the room it made before looking.
         fence(Ordering::SeqCst);
-        !self.free.has_ready()
     }
 
     /// Receiver side, after freeing cells: the senders asleep for want of credits, as a
@@ -333,13 +395,14 @@ impl Queue {
         unfreed.retain(|&i| !self.free.push(i));
     }
 
-    /// Receiver side, before sleeping: sets `sleeping`, then re-checks. Returns false (and
-    /// clears the flag) when a cell is already waiting, so the caller must not sleep.
-    pub fn arm(&self) -> bool {
+    /// Receiver side, before sleeping: sets `sleeping`, then re-checks the queue and
+    /// `more` (the fast rings). Returns false (and clears the flag) when a packet is already
+    /// waiting, so the caller must not sleep.
+    pub fn arm(&self, more: impl Fn() -> bool) -> bool {
         let h = self.header();
         h.sleeping.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if self.ready.has_ready() {
+        if self.ready.has_ready() || more() {
             h.sleeping.store(0, Ordering::Relaxed);
             return false;
         }

@@ -54,6 +54,8 @@ fn cfg(ncells: u32, cell: usize, cma: bool) -> ShmConfig {
     ShmConfig {
         geom: Geometry::new(ncells, cell).unwrap(),
         cma,
+        fast_after: 0,
+        fast_slots: 64,
     }
 }
 
@@ -710,4 +712,192 @@ fn round_trips(sleep: bool) {
     }
     assert!(net.try_send(1, &[DONE]).unwrap());
     assert!(child.wait().unwrap().success());
+}
+
+// ---- the per-pair fast ring (fastring.rs) ----
+
+fn fast_cfg(ncells: u32, cell: usize, after: u32, slots: u32) -> ShmConfig {
+    ShmConfig {
+        fast_after: after,
+        fast_slots: slots,
+        ..cfg(ncells, cell, false)
+    }
+}
+
+#[test]
+fn fast_ring_wraps_around_says_full_and_keeps_order() {
+    use fastring::{Record, RxRing, TxRing};
+    let mut tx = TxRing::create(4, 7).unwrap();
+    let mut rx = RxRing::open(tx.card(), 3).unwrap().unwrap();
+    assert!(!rx.has_ready());
+    let mut next_in = 0u32;
+    let mut next_out = 0u32;
+    // 25 rounds of uneven fills and drains: positions wrap the 4 slots many times.
+    for round in 0..25u32 {
+        let k = 1 + round % 5;
+        for _ in 0..k {
+            let p = packet(3, next_in, fastring::INLINE_MAX);
+            if tx.push_inline(&[&p[..1], &p[1..]], p.len()) {
+                next_in += 1;
+            } else {
+                assert_eq!(next_in - next_out, 4, "full before 4 slots were in use");
+                assert!(!tx.has_room());
+            }
+        }
+        assert!(rx.has_ready());
+        let take = if round % 3 == 0 { usize::MAX } else { 1 };
+        let mut got = 0;
+        rx.consume(&mut |rec| {
+            let Record::Inline(p) = rec else {
+                panic!("not an inline record")
+            };
+            assert_eq!(p, packet(3, next_out, fastring::INLINE_MAX));
+            next_out += 1;
+            got += 1;
+        });
+        assert!(got <= 4 && got >= take.min(1));
+        assert_eq!(next_in, next_out);
+        assert!(!rx.has_ready());
+        assert!(tx.has_room());
+    }
+    assert!(next_in > 50);
+    // A slot with a bad length or kind is skipped, not trusted; later ones still arrive.
+    assert!(tx.push(9, 1, |_| {}));
+    assert!(tx.push(fastring::KIND_INLINE, fastring::INLINE_MAX + 1, |_| {}));
+    assert!(tx.push_cell(5));
+    let mut seen = Vec::new();
+    rx.consume(&mut |rec| {
+        seen.push(match rec {
+            Record::Corrupt => "corrupt".to_string(),
+            Record::Cell(i) => format!("cell {i}"),
+            Record::Inline(_) => "inline".to_string(),
+        })
+    });
+    assert_eq!(seen, ["corrupt", "corrupt", "cell 5"]);
+}
+
+#[test]
+fn fast_ring_rejects_bad_slot_counts() {
+    assert!(fastring::TxRing::create(3, 1).is_err());
+    assert!(fastring::TxRing::create(1, 1).is_err());
+    assert!(fastring::TxRing::create(2, 1).is_ok());
+}
+
+/// Everything `net` has for us, as (from, packet).
+fn drain(net: &mut Shm) -> Vec<(u32, Vec<u8>)> {
+    let mut got = Vec::new();
+    while net.poll(&mut |f, p| got.push((f, p.to_vec()))) > 0 {}
+    got
+}
+
+#[test]
+fn pairs_switch_to_a_fast_ring_keeping_order_with_a_third_sender() {
+    let job = unique_job("fast");
+    let _files = ShmFiles(job.clone());
+    // 16 cells of 512 bytes; the pair 1 -> 0 switches after 5 packets to a 4-slot ring,
+    // rank 2 sends only 3 packets and stays on the queue.
+    let c = fast_cfg(16, 512, 5, 4);
+    let mut rx = Shm::new(0, 3, &job, c).unwrap();
+    let mut a = Shm::new(1, 3, &job, c).unwrap();
+    let mut b = Shm::new(2, 3, &job, c).unwrap();
+    let max = a.max_packet();
+    assert!(max > fastring::INLINE_MAX);
+    let mut seq = [0u32; 3];
+    let mut want: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    // Sizes cross the inline limit: big packets go as cells passed through the ring.
+    let send = |net: &mut Shm, me: u32, seq: &mut [u32; 3], want: &mut Vec<Vec<Vec<u8>>>| {
+        let s = seq[me as usize];
+        let len = [8, 40, fastring::INLINE_MAX, fastring::INLINE_MAX + 1, max][s as usize % 5];
+        let mut p = pattern(len, s * 3 + me);
+        p[..4].copy_from_slice(&s.to_le_bytes());
+        if net.try_send(0, &[&p[..3], &p[3..]]).unwrap() {
+            seq[me as usize] += 1;
+            want[me as usize].push(p);
+            true
+        } else {
+            false
+        }
+    };
+    let mut rounds = 0;
+    while seq[1] < 200 {
+        rounds += 1;
+        // A burst from rank 1 until no room (a full ring or no free cell), one from rank 2
+        // now and then, then the receiver drains part of the time.
+        let mut burst = 0;
+        while burst < 7 && send(&mut a, 1, &mut seq, &mut want) {
+            burst += 1;
+        }
+        if rounds % 4 == 1 && seq[2] < 3 {
+            send(&mut b, 2, &mut seq, &mut want);
+        }
+        if rounds % 2 == 0 || burst == 0 {
+            for (f, p) in drain(&mut rx) {
+                got[f as usize].push(p);
+            }
+        }
+        assert!(rounds < 10_000, "no progress");
+    }
+    for (f, p) in drain(&mut rx) {
+        got[f as usize].push(p);
+    }
+    assert!(
+        got[1].len() >= 200,
+        "only {} packets from rank 1",
+        got[1].len()
+    );
+    assert!(
+        got[1] == want[1],
+        "rank 1's packets arrived out of order or changed"
+    );
+    assert!(got[2] == want[2]);
+    assert_eq!(got[2].len(), 3);
+    // One ring, offered by rank 1 and taken by rank 0; rank 2 made none.
+    assert_eq!(a.stats().fast_rings, 1);
+    assert_eq!(rx.stats().fast_rings, 1);
+    assert_eq!(b.stats().fast_rings, 0);
+    assert!(a.stats().no_room > 0, "the ring never filled");
+    assert_eq!(rx.stats().corrupt_dropped, 0);
+}
+
+#[test]
+fn a_full_fast_ring_rings_its_sender_and_a_waiting_slot_stops_the_receiver_sleeping() {
+    let job = unique_job("fastcredit");
+    let _files = ShmFiles(job.clone());
+    let c = fast_cfg(16, 256, 1, 4);
+    let mut rx = Shm::new(0, 2, &job, c).unwrap();
+    let mut tx = Shm::new(1, 2, &job, c).unwrap();
+    let fd = tx.wake_fd().unwrap();
+    let rx_fd = rx.wake_fd().unwrap();
+    // The first packet goes through the queue, the offer and the rest through the ring.
+    assert!(tx.try_send(0, &[b"q"]).unwrap());
+    assert_eq!(drain(&mut rx), [(1, b"q".to_vec())]);
+    let mut sent = 0;
+    while tx.try_send(0, &[b"r"]).unwrap() {
+        sent += 1;
+    }
+    assert_eq!(sent, 4, "a 4-slot ring took {sent}");
+    assert_eq!(tx.stats().fast_rings, 1);
+    // The receiver has packets waiting in the ring (not the queue): it must not sleep.
+    assert!(!rx.arm());
+    rx.disarm();
+    // The sender is out of room and may sleep, asking to be rung.
+    assert!(tx.arm());
+    assert!(!rung(fd));
+    assert_eq!(drain(&mut rx).len(), 4);
+    assert!(
+        rung(fd),
+        "freeing ring slots did not ring the sender waiting for them"
+    );
+    tx.disarm();
+    // A receiver asleep on an empty ring is rung by the next ring packet.
+    assert!(rx.arm());
+    assert!(!rung(rx_fd));
+    assert!(tx.try_send(0, &[b"wake"]).unwrap());
+    assert!(
+        rung(rx_fd),
+        "a ring packet did not wake the sleeping receiver"
+    );
+    rx.disarm();
+    assert_eq!(drain(&mut rx), [(1, b"wake".to_vec())]);
 }

@@ -1,0 +1,354 @@
+//! The per-pair fast path: a single-producer, single-consumer ring of fixed slots from one
+//! sender to one receiver, in a small anonymous shared-memory file the sender creates once
+//! it has sent `FERRITE_SHM_FAST_AFTER` packets to that receiver (so memory grows with the
+//! pairs that talk, not with the job).
+//!
+//! Why: a packet through the shared receive queue (queue.rs) costs about three cache-line
+//! transfers each way (free-ring slot, compare-and-swap, ready-ring slot); a slot here
+//! costs one. The producer keeps its position to itself, and the consumer finds a slot full
+//! by the slot's own sequence word (written last, with release), so a small packet moves in
+//! the line that also announces it. The consumer's position is shared, but the producer
+//! reads it only when its cached copy says the ring is full.
+//!
+//! Switch and order: the sender announces the ring with an offer packet through the shared
+//! queue (kind `KIND_OFFER`, the ring's [`Card`]) and from then on sends every packet to
+//! that receiver through the ring, never the queue again. The receiver maps the ring when
+//! it takes the offer from the queue, after every earlier packet of that sender (the queue
+//! keeps each sender's order), so the pair's order holds across the switch. A packet too
+//! large for a slot still goes in a cell of the receiver's queue, but the cell's index
+//! travels in the ring (`KIND_CELL`) instead of the ready ring, in order with the rest.
+//!
+//! Flow control is unchanged: a full ring (or no free cell for a large packet) is "no
+//! room", the caller keeps the packet and retries; the receiver rings senders waiting for
+//! room through the same `credit_waiters` word. Sleep: the receiver's `arm` re-checks its
+//! rings after setting `sleeping`, the sender fences and checks `sleeping` after publishing,
+//! exactly as for the queue.
+//!
+//! Layout: 128-byte header (magic, version, owner pid, token, slot count; the consumer's
+//! position on its own line at 64), then `nslots` slots of [`SLOT`] bytes: sequence (u32,
+//! position + 1 when full), length (u16), kind (u16), payload. Everything the consumer reads
+//! back is checked, so a corrupt slot is counted and skipped, never trusted.
+
+use super::segment::{anonymous_file, map, open_peer_file, Card};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRFST\0");
+pub const VERSION: u32 = 1;
+/// Bytes per slot (four cache lines: a small packet touches only the first).
+pub const SLOT: usize = 256;
+/// Sequence, length and kind before the payload: 8 bytes, so a 0-16 byte message with its
+/// 40-byte p2p header still fits the slot's first cache line.
+pub const SLOT_HEADER: usize = 8;
+/// Largest packet carried in a slot itself.
+pub const INLINE_MAX: usize = SLOT - SLOT_HEADER;
+const HEADER: usize = 128;
+
+/// The packet is in the slot.
+pub const KIND_INLINE: u32 = 0;
+/// The packet is in the receiver's queue cell whose index is the payload (u64 LE).
+pub const KIND_CELL: u32 = 1;
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: u32,
+    pid: i32,
+    token: u64,
+    nslots: u32,
+    _pad0: [u8; 36],
+    /// Slots consumed so far (written by the consumer only).
+    head: AtomicU64,
+    _pad1: [u8; 56],
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() == HEADER);
+
+/// `seq` is the low 32 bits of position + 1: a slot's stale value is from the previous lap,
+/// `nslots` (at most 2^16) less, so it can never look current.
+#[repr(C)]
+struct SlotHeader {
+    seq: AtomicU32,
+    len: u16,
+    kind: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<SlotHeader>() == SLOT_HEADER);
+
+fn bytes(nslots: u32) -> usize {
+    HEADER + nslots as usize * SLOT
+}
+
+/// Validated slot counts: a power of two in 2..=65536.
+pub fn valid_slots(n: u32) -> bool {
+    n.is_power_of_two() && (2..=65536).contains(&n)
+}
+
+/// A mapping of a ring file (either side).
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+    /// The creator's descriptor of the file (peers open it through /proc); -1 for the mapper.
+    fd: i32,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: base/len describe a mapping made by `map`, unmapped only here; fd is ours.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+            if self.fd >= 0 {
+                libc::close(self.fd);
+            }
+        }
+    }
+}
+
+impl Mapping {
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping is at least HEADER bytes, page-aligned; Header is integers and
+        // atomics, valid for any bits.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    /// Slot `pos` (masked to the ring).
+    fn slot(&self, pos: u64, mask: u64) -> *mut u8 {
+        // SAFETY: (pos & mask) < nslots, and the mapping holds HEADER + nslots * SLOT bytes.
+        unsafe { self.base.add(HEADER + (pos & mask) as usize * SLOT) }
+    }
+}
+
+fn slot_header<'a>(slot: *mut u8) -> &'a SlotHeader {
+    // SAFETY: slots are SLOT-byte aligned inside a live mapping; SlotHeader is integers
+    // and an atomic, valid for any bits. Callers use it only while the mapping lives.
+    unsafe { &*(slot as *const SlotHeader) }
+}
+
+/// The producer's side.
+pub struct TxRing {
+    m: Mapping,
+    mask: u64,
+    /// Next position to fill (only the producer knows it).
+    pos: u64,
+    /// Last seen consumer position: the ring has room while pos - head < nslots.
+    head: u64,
+    card: Card,
+}
+
+// SAFETY: a TxRing is a mapping used through atomics and the slot hand-over protocol; which
+// thread of the process holds it does not matter.
+unsafe impl Send for TxRing {}
+
+impl TxRing {
+    /// A new ring of `nslots` (see [`valid_slots`]) in a fresh anonymous file.
+    pub fn create(nslots: u32, token: u64) -> Result<TxRing, String> {
+        if !valid_slots(nslots) {
+            return Err(format!(
+                "FERRITE_SHM_FAST_SLOTS={nslots} is not a power of two in 2..=65536"
+            ));
+        }
+        let len = bytes(nslots);
+        let fd = anonymous_file()?;
+        // SAFETY: fd is an open file we own.
+        let base = if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+            Err(std::io::Error::last_os_error().to_string())
+        } else {
+            map(fd, len)
+        };
+        let base = match base {
+            Ok(b) => b,
+            Err(e) => {
+                // SAFETY: fd is ours.
+                unsafe { libc::close(fd) };
+                return Err(format!("cannot make a {len}-byte fast ring: {e}"));
+            }
+        };
+        let m = Mapping { base, len, fd };
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        // SAFETY: the fresh mapping is ours alone until the card is published; Header is
+        // valid for the zeroed bytes.
+        let h = unsafe { &mut *(base as *mut Header) };
+        h.version = VERSION;
+        h.pid = pid;
+        h.token = token;
+        h.nslots = nslots;
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok(TxRing {
+            m,
+            mask: nslots as u64 - 1,
+            pos: 0,
+            head: 0,
+            card: Card { pid, fd, token },
+        })
+    }
+
+    /// How the consumer finds the ring.
+    pub fn card(&self) -> Card {
+        self.card
+    }
+
+    /// True if a slot is free (re-reads the consumer's position only when the cached one
+    /// says full).
+    pub fn has_room(&mut self) -> bool {
+        if self.pos.wrapping_sub(self.head) <= self.mask {
+            return true;
+        }
+        self.head = self.m.header().head.load(Ordering::Acquire);
+        self.pos.wrapping_sub(self.head) <= self.mask
+    }
+
+    /// Publishes a packet of `len` bytes written by `fill` into the slot's payload (at most
+    /// INLINE_MAX bytes); false if the ring is full. The caller then checks the receiver's
+    /// `sleeping` flag (`Queue::must_ring`, which fences).
+    pub fn push(&mut self, kind: u32, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
+        debug_assert!(len <= INLINE_MAX);
+        if !self.has_room() {
+            return false;
+        }
+        let slot = self.m.slot(self.pos, self.mask);
+        // SAFETY: the slot is free (the consumer is past it) and ours until published; the
+        // payload area holds INLINE_MAX >= len bytes.
+        unsafe {
+            let h = slot as *mut SlotHeader;
+            std::ptr::addr_of_mut!((*h).len).write(len as u16);
+            std::ptr::addr_of_mut!((*h).kind).write(kind as u16);
+            fill(slot.add(SLOT_HEADER));
+        }
+        self.pos = self.pos.wrapping_add(1);
+        slot_header(slot)
+            .seq
+            .store(self.pos as u32, Ordering::Release);
+        true
+    }
+
+    /// Copies `parts` (at most INLINE_MAX bytes together) into the next slot.
+    pub fn push_inline(&mut self, parts: &[&[u8]], len: usize) -> bool {
+        self.push(KIND_INLINE, len, |dst| {
+            let mut off = 0;
+            for p in parts {
+                // SAFETY: the parts add up to len <= INLINE_MAX bytes of the slot's payload,
+                // which our own buffers cannot overlap.
+                unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), dst.add(off), p.len()) };
+                off += p.len();
+            }
+        })
+    }
+
+    /// Passes the receiver's queue cell `idx` through the ring.
+    pub fn push_cell(&mut self, idx: u64) -> bool {
+        self.push(KIND_CELL, 8, |dst| {
+            // SAFETY: 8 bytes fit the payload.
+            unsafe { std::ptr::copy_nonoverlapping(idx.to_le_bytes().as_ptr(), dst, 8) }
+        })
+    }
+}
+
+/// One record the consumer took.
+pub enum Record<'a> {
+    Inline(&'a [u8]),
+    Cell(u64),
+    /// Length or kind out of range: skipped.
+    Corrupt,
+}
+
+/// The consumer's side.
+pub struct RxRing {
+    m: Mapping,
+    mask: u64,
+    /// Next position to read (published to the producer after each batch).
+    head: u64,
+    /// The sender.
+    pub from: u32,
+}
+
+// SAFETY: as for TxRing.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    /// Maps `from`'s ring described by `card`. `Ok(None)`: its process has exited.
+    pub fn open(card: Card, from: u32) -> Result<Option<RxRing>, String> {
+        let Some(fd) = open_peer_file(card.pid, card.fd)? else {
+            return Ok(None);
+        };
+        // SAFETY: an all-zero stat is valid to be overwritten; fd is open.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let rc = unsafe { libc::fstat(fd, &mut st) };
+        let len = st.st_size as usize;
+        let base = if rc != 0 {
+            Err(std::io::Error::last_os_error().to_string())
+        } else if len < HEADER {
+            Err(format!("it is only {len} bytes"))
+        } else {
+            map(fd, len)
+        };
+        // SAFETY: fd is ours; the mapping stays valid after close.
+        unsafe { libc::close(fd) };
+        let base = base.map_err(|e| format!("cannot map the fast ring of rank {from}: {e}"))?;
+        let m = Mapping { base, len, fd: -1 };
+        let h = m.header();
+        if h.magic.load(Ordering::Acquire) != MAGIC
+            || h.version != VERSION
+            || h.pid != card.pid
+            || h.token != card.token
+            || !valid_slots(h.nslots)
+            || bytes(h.nslots) != len
+        {
+            return Err(format!(
+                "the fast ring rank {from} offered (pid {} fd {}) has a bad header",
+                card.pid, card.fd
+            ));
+        }
+        let mask = h.nslots as u64 - 1;
+        Ok(Some(RxRing {
+            m,
+            mask,
+            head: 0,
+            from,
+        }))
+    }
+
+    /// True if a published slot is waiting.
+    #[inline]
+    pub fn has_ready(&self) -> bool {
+        let s = slot_header(self.m.slot(self.head, self.mask));
+        s.seq.load(Ordering::Acquire) == self.head.wrapping_add(1) as u32
+    }
+
+    /// Hands every waiting record (at most a ring's worth) to `take`, then tells the producer
+    /// the slots are free. Returns how many were taken.
+    pub fn consume(&mut self, take: &mut dyn FnMut(Record)) -> usize {
+        let mut n = 0;
+        while n <= self.mask as usize {
+            let slot = self.m.slot(self.head, self.mask);
+            let sh = slot_header(slot);
+            if sh.seq.load(Ordering::Acquire) != self.head.wrapping_add(1) as u32 {
+                break;
+            }
+            let (len, kind) = (sh.len as usize, sh.kind as u32);
+            let rec = match kind {
+                // SAFETY: len is checked against the payload; the slot is ours until the
+                // head moves past it below, after `take` returns.
+                KIND_INLINE if len <= INLINE_MAX => Record::Inline(unsafe {
+                    std::slice::from_raw_parts(slot.add(SLOT_HEADER), len)
+                }),
+                KIND_CELL if len == 8 => {
+                    let mut b = [0u8; 8];
+                    // SAFETY: 8 payload bytes of our slot.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(slot.add(SLOT_HEADER), b.as_mut_ptr(), 8)
+                    };
+                    Record::Cell(u64::from_le_bytes(b))
+                }
+                _ => Record::Corrupt,
+            };
+            take(rec);
+            self.head = self.head.wrapping_add(1);
+            n += 1;
+        }
+        if n > 0 {
+            self.m.header().head.store(self.head, Ordering::Release);
+        }
+        n
+    }
+}
