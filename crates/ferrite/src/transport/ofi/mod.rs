@@ -256,7 +256,9 @@ pub struct Ofi {
     next_id: u64,
     next_key: u64,
     board: Box<dyn Board>,
-    secret: u64,
+    /// The job secret hellos carry (read from PMI when first needed, after MPI_Init's
+    /// barrier).
+    secret: Option<u64>,
     epoll: RawFd,
     closing: bool,
     stats: TransportStats,
@@ -280,7 +282,6 @@ impl Ofi {
         let pep = fabric.passive_ep(&info).map_err(err)?;
         let name = pep.listen(&eq).map_err(err)?;
         board.put(rank, &name)?;
-        let secret = board.secret()?;
         let mut tx = vec![0u8; TX_SLOTS * cfg.buffer];
         // SAFETY: tx is owned by the transport and outlives tx_mr (field order).
         let tx_mr = unsafe { domain.mr_reg(tx.as_mut_ptr() as u64, tx.len(), ffi::FI_SEND, 1) }
@@ -333,7 +334,7 @@ impl Ofi {
             next_id: 1,
             next_key: 2,
             board,
-            secret,
+            secret: None,
             epoll,
             closing: false,
             stats: TransportStats::default(),
@@ -370,9 +371,10 @@ impl Ofi {
         let mut rx = vec![0u8; n * self.recv_len()];
         // SAFETY: rx lives in the Conn with this registration, and the Conn drops its
         // endpoint before both (field order).
+        let key = self.new_key();
         let rx_mr = unsafe {
             self.domain
-                .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, 0)
+                .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, key)
         }?;
         let conn = Conn {
             ep,
@@ -419,11 +421,11 @@ impl Ofi {
                  FERRITE_TRANSPORTS?)"
             ))
         })?;
+        let mut param = self.rank.to_le_bytes().to_vec();
+        param.extend(self.secret()?.to_le_bytes());
         let id = self
             .new_conn(None, peer, true)
             .map_err(|e| err(format!("connecting to rank {peer}: {e}")))?;
-        let mut param = self.rank.to_le_bytes().to_vec();
-        param.extend(self.secret.to_le_bytes());
         let c = self.conns[id].as_ref().expect("just made");
         if let Err(e) = c.ep.connect(&card, &param) {
             self.conns[id] = None;
@@ -431,6 +433,19 @@ impl Ofi {
         }
         self.stats.conns_opened_first_message += 1;
         Ok(id)
+    }
+
+    /// A key no registration of ours has (used where the provider lets us choose keys).
+    fn new_key(&mut self) -> u64 {
+        self.next_key += 1;
+        self.next_key
+    }
+
+    fn secret(&mut self) -> MpiResult<u64> {
+        if self.secret.is_none() {
+            self.secret = Some(self.board.secret()?);
+        }
+        Ok(self.secret.expect("set above"))
     }
 
     fn fail_peer(&mut self, peer: Proc, why: String) {
@@ -677,8 +692,9 @@ impl Ofi {
     fn event(&mut self, ev: EqEvent) {
         match ev {
             EqEvent::ConnReq { info, data } => {
+                let secret = self.secret().ok();
                 let ok = data.len() >= 12
-                    && u64::from_le_bytes(data[4..12].try_into().expect("8")) == self.secret;
+                    && Some(u64::from_le_bytes(data[4..12].try_into().expect("8"))) == secret;
                 if !ok {
                     self.stats.strangers_dropped += 1;
                     self.pep.reject(&info);
@@ -813,8 +829,7 @@ impl Ofi {
             None => {
                 let start = addr & !(page - 1);
                 let end = (addr + len).div_ceil(page) * page;
-                let key = self.next_key;
-                self.next_key += 1;
+                let key = self.new_key();
                 // SAFETY: the sender's buffer stays valid until the peer's read is done
                 // (the protocol's FIN); the registration is only used for remote reads.
                 let mr = unsafe {
@@ -896,9 +911,10 @@ impl Ofi {
         // Memory the provider writes into must be registered where it says so.
         let local = if self.prov.mr_mode & ffi::FI_MR_LOCAL != 0 {
             // SAFETY: dst is borrowed for this whole call, which waits for the read.
+            let key = self.new_key();
             match unsafe {
                 self.domain
-                    .mr_reg(dst.as_mut_ptr() as u64, dst.len(), ffi::FI_READ, 0)
+                    .mr_reg(dst.as_mut_ptr() as u64, dst.len(), ffi::FI_READ, key)
             } {
                 Ok(m) => Some(m),
                 Err(_) => {
