@@ -27,6 +27,7 @@ pub mod regcache;
 
 use super::{Proc, Transport, TransportStats};
 use crate::abi::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
+use crate::conn::policy::{CloseCause, OpenCause};
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};
@@ -432,6 +433,7 @@ impl Ofi {
             return Err(err(format!("connecting to rank {peer}: {e}")));
         }
         self.stats.conns_opened_first_message += 1;
+        self.stats.conn.requested[OpenCause::FirstMessage as usize] += 1;
         Ok(id)
     }
 
@@ -520,8 +522,10 @@ impl Ofi {
         if ok {
             c.owed = 0;
             c.credits -= 1;
-            self.stats.packets_sent += 1;
-            self.stats.bytes_sent += (n - HDR) as u64;
+            if kind == DATA {
+                self.stats.packets_sent += 1;
+                self.stats.bytes_sent += (n - HDR) as u64;
+            }
         }
         Ok(ok)
     }
@@ -724,6 +728,12 @@ impl Ofi {
                 c.up = true;
                 c.credits = credits;
                 let peer = c.peer;
+                let cause = if c.dialed {
+                    OpenCause::FirstMessage
+                } else {
+                    OpenCause::Peer
+                };
+                self.stats.conn.opened[cause as usize] += 1;
                 let p = self.peers.entry(peer).or_default();
                 if p.send.is_none() {
                     p.send = Some(id);
@@ -738,6 +748,7 @@ impl Ofi {
                 self.progress_cq_only();
                 let c = self.conns[id].take().expect("conn_of");
                 self.stats.conns_closed += 1;
+                self.stats.conn.closed[CloseCause::Peer as usize] += 1;
                 if c.up {
                     self.stats.conn.open_now = self.stats.conn.open_now.saturating_sub(1);
                 }
