@@ -370,9 +370,9 @@ impl Ofi {
         ep.bind_enable(&self.eq, &self.cq)?;
         let n = self.rx_count();
         let mut rx = vec![0u8; n * self.recv_len()];
+        let key = self.new_key();
         // SAFETY: rx lives in the Conn with this registration, and the Conn drops its
         // endpoint before both (field order).
-        let key = self.new_key();
         let rx_mr = unsafe {
             self.domain
                 .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, key)
@@ -921,8 +921,8 @@ impl Ofi {
         };
         // Memory the provider writes into must be registered where it says so.
         let local = if self.prov.mr_mode & ffi::FI_MR_LOCAL != 0 {
-            // SAFETY: dst is borrowed for this whole call, which waits for the read.
             let key = self.new_key();
+            // SAFETY: dst is borrowed for this whole call, which waits for the read.
             match unsafe {
                 self.domain
                     .mr_reg(dst.as_mut_ptr() as u64, dst.len(), ffi::FI_READ, key)
