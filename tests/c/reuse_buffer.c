@@ -6,6 +6,7 @@
  * unmaps it), mmap/munmap/mmap at the same address, and realloc-free-malloc of a small-heap
  * block. Each round also sends from a fresh offset inside the buffer (a partial hit). */
 #include "common.h"
+#include <stdint.h>
 #include <sys/mman.h>
 
 #define N (1 << 20)
