@@ -862,7 +862,10 @@ impl Ofi {
         Some((region, raddr))
     }
 
-    /// Blocks in the kernel until the queues may have something (at most `ms`).
+    /// Blocks in the kernel until the queues may have something (at most `ms`). The tcp
+    /// provider of libfabric 1.17 does not always make its wait fds readable when a
+    /// completion is ready (measured: waits inside a rendezvous ran to their timeout), so the
+    /// rendezvous waits use 1 ms slices.
     fn wait(&mut self, ms: i32) {
         if !self.fabric.trywait(&self.eq, &self.cq) {
             return;
@@ -910,7 +913,7 @@ impl Ofi {
                 continue;
             }
             self.return_credits(true);
-            self.wait(100);
+            self.wait(1);
         };
         let Some((key, raddr)) = ans else {
             self.stats.remote_read_fallbacks += 1;
@@ -982,7 +985,7 @@ impl Ofi {
                 break;
             }
             self.return_credits(true);
-            self.wait(100);
+            self.wait(1);
         }
         let (_, failed) = self.reads.remove(&rid).expect("inserted");
         drop(local);
