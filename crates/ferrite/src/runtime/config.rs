@@ -123,6 +123,41 @@ pub const KNOBS: &[Knob] = &[
         doc: "Retransmissions of a udp datagram (backoff up to 1 s) before its peer counts as failed; a peer busy outside MPI that long is given up.",
     },
     Knob {
+        name: "FERRITE_OFI_PROVIDER",
+        default: "tcp",
+        doc: "libfabric provider the ofi transport uses (tcp, verbs, efa, ...; see fi_info -l); its connection-oriented (FI_EP_MSG) endpoints carry the traffic.",
+    },
+    Knob {
+        name: "FERRITE_OFI_IFACE",
+        default: "",
+        doc: "libfabric domain (interface, e.g. lo, eth0, mlx5_0) ofi uses; empty: the provider's first.",
+    },
+    Knob {
+        name: "FERRITE_OFI_BUFFER",
+        default: "16448",
+        doc: "Bytes per ofi bounce buffer (the largest packet): the default sends 16 KiB messages eagerly; same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_OFI_CREDITS",
+        default: "16",
+        doc: "Packets in flight per ofi connection (twice as many receive buffers are posted); same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_OFI_RDMA_READ",
+        default: "1",
+        doc: "ofi: large messages by RDMA read (fi_read) of the sender's buffer; 0: copied through packets.",
+    },
+    Knob {
+        name: "FERRITE_OFI_MR_CACHE_ENTRIES",
+        default: "512",
+        doc: "ofi registration cache: most registrations kept (least recently used go first).",
+    },
+    Knob {
+        name: "FERRITE_OFI_MR_CACHE_MB",
+        default: "1024",
+        doc: "ofi registration cache: most MiB registered at once.",
+    },
+    Knob {
         name: "FERRITE_UDP_DROP_PERMILLE",
         default: "0",
         doc: "For tests only: drop this many of every 1000 udp datagrams sent (retransmission then recovers).",

@@ -28,6 +28,8 @@ const DATAGRAM_COUNTS: [&str; 3] = ["retransmits", "acks", "duplicates"];
 /// connections and doorbells from outside the job (no job secret, unknown sender), and
 /// malformed input from inside it (cells or frames that failed validation).
 const DROP_REASONS: [&str; 2] = ["strangers", "malformed"];
+/// Names of the registration cache counters (ofi), in `Record::mr_cache` order.
+const MR_CACHE_COUNTS: [&str; 2] = ["hits", "misses"];
 
 /// One rank's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,6 +56,8 @@ pub struct Record {
     pub datagrams: [u64; 3],
     /// Input dropped, by reason (DROP_REASONS).
     pub dropped: [u64; 2],
+    /// Rendezvous registrations found in the cache, and made (MR_CACHE_COUNTS).
+    pub mr_cache: [u64; 2],
 }
 
 impl Record {
@@ -101,6 +105,8 @@ impl Record {
         self.datagrams[2] += t.duplicates;
         self.dropped[0] += t.strangers_dropped;
         self.dropped[1] += t.corrupt_dropped;
+        self.mr_cache[0] += t.mr_cache_hits;
+        self.mr_cache[1] += t.mr_cache_misses;
     }
 
     pub fn opened_total(&self) -> u64 {
@@ -123,6 +129,7 @@ impl Record {
         ]);
         v.extend(self.datagrams);
         v.extend(self.dropped);
+        v.extend(self.mr_cache);
         v.push(self.traffic.len() as u64);
         for (t, c) in &self.traffic {
             v.push(*t);
@@ -166,6 +173,9 @@ impl Record {
         for x in &mut r.dropped {
             *x = next()?;
         }
+        for x in &mut r.mr_cache {
+            *x = next()?;
+        }
         let n = next()?;
         for _ in 0..n.min(KNOWN_TRANSPORTS.len() as u64) {
             let t = next()?;
@@ -207,6 +217,7 @@ impl Record {
         }
         write_datagrams_text(&mut s, self.datagrams);
         write_dropped_text(&mut s, self.dropped);
+        write_mr_cache_text(&mut s, self.mr_cache);
         let _ = write!(s, "; peak RSS {} kB", self.peak_rss_kb);
         s
     }
@@ -236,6 +247,8 @@ impl Record {
         join_obj(&mut s, DATAGRAM_COUNTS.iter().copied().zip(self.datagrams));
         s.push_str("},\"dropped\":{");
         join_obj(&mut s, DROP_REASONS.iter().copied().zip(self.dropped));
+        s.push_str("},\"mr_cache\":{");
+        join_obj(&mut s, MR_CACHE_COUNTS.iter().copied().zip(self.mr_cache));
         let _ = write!(s, "}},\"peak_rss_kb\":{}}}", self.peak_rss_kb);
         s
     }
@@ -246,6 +259,16 @@ fn write_datagrams_text(s: &mut String, d: [u64; 3]) {
     if d != [0; 3] {
         s.push_str("; datagrams");
         for (n, v) in DATAGRAM_COUNTS.iter().zip(d) {
+            let _ = write!(s, " {n} {v}");
+        }
+    }
+}
+
+/// `; registration cache hits H misses M`, when rendezvous registrations were made (ofi).
+fn write_mr_cache_text(s: &mut String, d: [u64; 2]) {
+    if d != [0; 2] {
+        s.push_str("; registration cache");
+        for (n, v) in MR_CACHE_COUNTS.iter().zip(d) {
             let _ = write!(s, " {n} {v}");
         }
     }
@@ -302,6 +325,8 @@ pub struct Summary {
     pub rss_avg_kb: f64,
     pub datagrams: [u64; 3],
     pub dropped: [u64; 2],
+    /// Rendezvous registrations found in the cache, and made (MR_CACHE_COUNTS).
+    pub mr_cache: [u64; 2],
 }
 
 pub fn summarize(recs: &[Record]) -> Summary {
@@ -331,6 +356,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         rss_avg_kb: sum(&|r| r.peak_rss_kb) as f64 / n,
         datagrams: [0; 3],
         dropped: [0; 2],
+        mr_cache: [0; 2],
     };
     for r in recs {
         for i in 0..4 {
@@ -342,6 +368,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         }
         for i in 0..2 {
             s.dropped[i] += r.dropped[i];
+            s.mr_cache[i] += r.mr_cache[i];
         }
         for (t, c) in &r.traffic {
             match s.traffic.iter_mut().find(|(u, _)| u == t) {
@@ -381,6 +408,7 @@ impl Summary {
         }
         write_datagrams_text(&mut s, self.datagrams);
         write_dropped_text(&mut s, self.dropped);
+        write_mr_cache_text(&mut s, self.mr_cache);
         let _ = write!(
             s,
             "; peak RSS max {} kB, avg {:.0} kB",
@@ -408,6 +436,8 @@ impl Summary {
         join_obj(&mut s, DATAGRAM_COUNTS.iter().copied().zip(self.datagrams));
         s.push_str("},\"dropped\":{");
         join_obj(&mut s, DROP_REASONS.iter().copied().zip(self.dropped));
+        s.push_str("},\"mr_cache\":{");
+        join_obj(&mut s, MR_CACHE_COUNTS.iter().copied().zip(self.mr_cache));
         let _ = write!(
             s,
             "}},\"peak_rss_max_kb\":{},\"peak_rss_avg_kb\":{:.0}}}",

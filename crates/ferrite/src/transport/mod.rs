@@ -3,6 +3,7 @@
 
 pub mod loopback;
 pub mod nodes;
+pub mod ofi;
 pub mod shm;
 pub mod tcp;
 pub mod udp;
@@ -140,6 +141,9 @@ pub struct TransportStats {
     pub acks_sent: u64,
     /// Datagrams received more than once and dropped (udp).
     pub duplicates: u64,
+    /// Rendezvous buffers found already registered, and registered anew (ofi).
+    pub mr_cache_hits: u64,
+    pub mr_cache_misses: u64,
 }
 
 /// Counters of the whole `Net`, per transport.
@@ -151,7 +155,7 @@ pub struct NetStats {
 }
 
 /// Transport names FERRITE_TRANSPORTS may list.
-pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp", "udp"];
+pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp", "udp", "ofi"];
 
 /// Parses a FERRITE_TRANSPORTS value (comma list; blanks ignored).
 pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
@@ -198,6 +202,10 @@ pub struct Net {
     shm_route: Option<usize>,
     tcp_route: Option<usize>,
     udp_route: Option<usize>,
+    ofi_route: Option<usize>,
+    /// `ofi` comes before `tcp` and `udp` in FERRITE_TRANSPORTS (then it carries remote
+    /// traffic).
+    ofi_first: bool,
     /// `udp` comes before `tcp` in FERRITE_TRANSPORTS (then it carries remote traffic).
     udp_first: bool,
     /// Set only when the job spans hosts: then `my_node` says which peers shm reaches.
@@ -253,6 +261,11 @@ impl Net {
             shm_route: None,
             tcp_route: None,
             udp_route: None,
+            ofi_route: None,
+            ofi_first: {
+                let at = |n| names.iter().position(|&x| x == n).unwrap_or(usize::MAX);
+                at("ofi") < at("tcp").min(at("udp"))
+            },
             udp_first: matches!(
                 (
                     names.iter().position(|&n| n == "udp"),
@@ -316,6 +329,13 @@ impl Net {
             net.transports
                 .push(Box::new(udp::Udp::new(rank, size, cfg, board)?));
         }
+        // The same rule for ofi (libfabric, loaded now: a clear error if it is missing).
+        if names.contains(&"ofi") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
+            let cfg = ofi::OfiConfig::from_knobs()?;
+            net.ofi_route = Some(net.transports.len());
+            net.transports
+                .push(Box::new(ofi::Ofi::new(rank, cfg, Box::new(ofi::PmiBoard))?));
+        }
         let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
         if !fds.is_empty() {
             // SAFETY: plain syscall; the fd is owned by `net` and closed in Drop.
@@ -345,13 +365,16 @@ impl Net {
         Ok(net)
     }
 
-    /// The transport for peers shm does not reach: tcp or udp, the first listed.
+    /// The transport for peers shm does not reach: tcp, udp or ofi, the first listed.
     fn remote_route(&self) -> Option<usize> {
-        if self.udp_first {
+        if self.ofi_first {
+            self.ofi_route.or(self.tcp_route).or(self.udp_route)
+        } else if self.udp_first {
             self.udp_route.or(self.tcp_route)
         } else {
             self.tcp_route.or(self.udp_route)
         }
+        .or(self.ofi_route)
     }
 
     fn route(&self, to: Proc) -> MpiResult<usize> {

@@ -1,0 +1,158 @@
+//! The ofi transport on libfabric's tcp provider over loopback, two endpoints in one test
+//! process (one per thread). Skipped, with a line saying so, where libfabric is missing.
+
+use super::test_board::TestBoard;
+use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn skip() -> bool {
+    if let Err(e) = ffi::available() {
+        eprintln!("SKIP ofi test: {e}");
+        return true;
+    }
+    false
+}
+
+fn pair(job: &str, cfg: OfiConfig) -> (Ofi, Ofi) {
+    let mut c = cfg;
+    c.iface = "lo".into();
+    let a = Ofi::new(0, c.clone(), Box::new(TestBoard(job.into()))).expect("rank 0");
+    let b = Ofi::new(1, c, Box::new(TestBoard(job.into()))).expect("rank 1");
+    (a, b)
+}
+
+/// Polls `t` until `n` packets arrived (or 20 s pass), returning them.
+fn collect(t: &mut Ofi, n: usize) -> Vec<(Proc, Vec<u8>)> {
+    let mut got = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while got.len() < n && std::time::Instant::now() < until {
+        t.poll(&mut |from, p| got.push((from, p.to_vec())));
+        if got.len() < n && t.arm() {
+            t.wait(50);
+        }
+        t.disarm();
+    }
+    got
+}
+
+#[test]
+fn opens_the_tcp_provider_on_loopback() {
+    if skip() {
+        return;
+    }
+    let t = Ofi::new(
+        0,
+        OfiConfig {
+            iface: "lo".into(),
+            ..OfiConfig::test_default()
+        },
+        Box::new(TestBoard("ofitest-open".into())),
+    )
+    .expect("tcp provider on lo");
+    assert_eq!(t.provider().provider, "tcp");
+    assert_eq!(t.provider().domain, "lo");
+    assert!(t.wake_fd().is_some());
+}
+
+#[test]
+fn packets_arrive_whole_in_order_with_credits() {
+    if skip() {
+        return;
+    }
+    let cfg = OfiConfig {
+        credits: 4,
+        ..OfiConfig::test_default()
+    };
+    let (mut a, mut b) = pair("ofitest-order", cfg);
+    // Many more packets than credits, sent before the receiver polls at all: they wait
+    // in order (first for the connection, then for credits) and none is dropped.
+    let n = 200;
+    let max = a.max_packet();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let sender = std::thread::spawn(move || {
+        for i in 0..n {
+            let len = [0, 1, 100, max][i % 4];
+            let body: Vec<u8> = (0..len).map(|k| (i * 7 + k) as u8).collect();
+            let idx = (i as u32).to_le_bytes();
+            while !a
+                .try_send(1, &[&idx, &body[..len.saturating_sub(4)]])
+                .unwrap()
+            {
+                a.poll(&mut |_, _| panic!("nothing comes back"));
+            }
+        }
+        while a.pending() && !stop2.load(Ordering::Relaxed) {
+            a.poll(&mut |_, _| {});
+            if a.arm() {
+                a.wait(50);
+            }
+        }
+        a
+    });
+    let got = collect(&mut b, n);
+    stop.store(true, Ordering::Relaxed);
+    let a = sender.join().unwrap();
+    assert_eq!(got.len(), n);
+    for (i, (from, p)) in got.iter().enumerate() {
+        assert_eq!(*from, 0);
+        assert_eq!(u32::from_le_bytes(p[..4].try_into().unwrap()) as usize, i);
+        let len = [0, 1, 100, max][i % 4];
+        assert_eq!(p.len(), 4 + len.saturating_sub(4));
+        assert!(p[4..]
+            .iter()
+            .enumerate()
+            .all(|(k, &x)| x == (i * 7 + k) as u8));
+    }
+    assert_eq!(a.stats().packets_sent, n as u64);
+    assert_eq!(a.stats().conns_opened_first_message, 1);
+    assert_eq!(b.stats().conns_accepted, 1);
+    assert_eq!(b.stats().packets_received, n as u64);
+}
+
+#[test]
+fn rendezvous_reads_the_senders_buffer_and_caches_its_registration() {
+    if skip() {
+        return;
+    }
+    let (mut a, mut b) = pair("ofitest-read", OfiConfig::test_default());
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    let addr = data.as_ptr() as u64;
+    // Rank 1 says hello first (the connection), then rank 0 serves keys until told.
+    b.try_send(0, &[b"hi"]).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..2000 {
+        b.poll(&mut |_, _| {});
+        a.poll(&mut |from, p| got.push((from, p.to_vec())));
+        if !got.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(got, vec![(1, b"hi".to_vec())]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || {
+        while !stop2.load(Ordering::Relaxed) {
+            a.poll(&mut |_, _| {});
+            if a.arm() {
+                a.wait(20);
+            }
+            a.disarm();
+        }
+        a
+    });
+    let mut dst = vec![0u8; data.len()];
+    assert!(b.read_remote(0, addr, &mut dst).unwrap(), "fi_read");
+    assert!(dst == data);
+    // A part of the same buffer: the registration is found in the cache.
+    let mut part = vec![0u8; 5000];
+    assert!(b.read_remote(0, addr + 12345, &mut part).unwrap());
+    assert_eq!(part[..], data[12345..12345 + 5000]);
+    stop.store(true, Ordering::Relaxed);
+    let a = server.join().unwrap();
+    assert_eq!(b.stats().remote_reads, 2);
+    assert_eq!(b.stats().remote_read_bytes, 1_005_000);
+    assert_eq!((a.stats().mr_cache_misses, a.stats().mr_cache_hits), (1, 1));
+}
