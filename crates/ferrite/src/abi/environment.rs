@@ -57,7 +57,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Alloc_mem(size: MPI_Aint, _info: c_int, baseptr: *mut c_void) on ErrObj::NoObject => {
+    fn MPI_Alloc_mem(size: MPI_Aint, _info: MPI_Info, baseptr: *mut c_void) on ErrObj::NoObject => {
         if size < 0 {
             return Err(crate::mpi_err!(MPI_ERR_ARG, "negative size {size}"));
         }
