@@ -388,7 +388,6 @@ impl Ferrite {
     pub fn shm_coll_forget(&mut self, context_id: u32) {
         self.coll.shm.comms.remove(&context_id);
     }
-
 }
 
 /// Blocking set-up (an allgather among the members) needs the lock as `Held`.
@@ -432,7 +431,6 @@ impl Held {
         self.coll.shm.comms.insert(ctx, Slot::On(seg));
         Ok(true)
     }
-
 }
 
 impl Ferrite {
@@ -468,7 +466,6 @@ impl Ferrite {
             }
         }
     }
-
 }
 
 impl Held {
@@ -560,7 +557,6 @@ impl Held {
         }
         Ok(seg)
     }
-
 }
 
 impl Ferrite {

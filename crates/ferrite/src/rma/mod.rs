@@ -753,7 +753,6 @@ impl Ferrite {
         }
         Ok(())
     }
-
 }
 
 /// Window operations that wait: they let the state lock go meanwhile (see
