@@ -11,9 +11,9 @@ use super::policy::{self, Policy, Via};
 use super::{wire, Micros, Proc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-pub use super::handshake::HELLO_LEN;
 /// An endpoint as the manager names it (the `cm` machine allocates the ids).
 pub use super::handshake::SockId as EpId;
+pub use super::handshake::HELLO_LEN;
 
 /// What the manager is set up with.
 #[derive(Clone, Debug)]
@@ -61,9 +61,16 @@ pub enum Action {
     /// `peer`'s queued packets go now, in order: on [`Manager::sendable`]'s endpoint, or over
     /// the datagram channel.
     Flush { peer: Proc, via: Via },
-    /// Move `peer`'s queue onto `ep`, then queue CLOSE_ACK (if `answer`) and CLOSE; write.
+    /// Move `peer`'s queue onto `ep` if `carry` (else the queue waits: adaptive, the
+    /// connection never carried packets because datagrams to the peer were still in flight,
+    /// and the queue follows them), then queue CLOSE_ACK (if `answer`) and CLOSE; write.
     /// Packets sent from now wait in the peer's queue for a new connection.
-    StartClose { peer: Proc, ep: EpId, answer: bool },
+    StartClose {
+        peer: Proc,
+        ep: EpId,
+        answer: bool,
+        carry: bool,
+    },
     /// Queue a CLOSE_ACK on the closing `ep` (both sides closed at once).
     CloseAck { ep: EpId },
     /// `ep` was held back behind an older connection's close: read what it buffered.
@@ -404,8 +411,7 @@ impl Manager {
         let Some(e) = self.eps.get(&ep) else {
             return;
         };
-        if e
-            .closing
+        if e.closing
             .is_some_and(|c| c.got_close && c.got_ack && c.flushed)
         {
             self.check_closed(ep, now);
@@ -601,6 +607,11 @@ impl Manager {
         &self.held
     }
 
+    /// Adaptive: some connection waits for its peer's datagrams to be acknowledged.
+    pub fn is_draining(&self) -> bool {
+        !self.draining.is_empty()
+    }
+
     /// Adaptive: peers whose connection waits for their datagrams to be acknowledged.
     pub fn draining(&self) -> Vec<Proc> {
         self.draining.iter().copied().collect()
@@ -674,6 +685,7 @@ impl Manager {
 
     /// The connection to `peer` is over for the ud machine too (closed or lost).
     fn ud_close(&mut self, peer: Proc) {
+        self.awaiting.remove(&peer);
         if let Some(ud) = self.ud.as_mut() {
             ud.close(peer);
         }
@@ -847,6 +859,8 @@ impl Manager {
         } else {
             self.stats.accepted += 1;
         }
+        // The dial we waited for (ud) came.
+        self.awaiting.remove(&peer);
         let p = self.peers.entry(peer).or_default();
         p.ep = Some(ep);
         // Up once is settled for MPI_Init: under a budget smaller than the peers (a low
@@ -927,8 +941,16 @@ impl Manager {
             got_ack: false,
             flushed: false,
         });
-        self.actions
-            .push_back(Action::StartClose { peer, ep, answer });
+        // Adaptive: a connection still waiting for the peer's datagrams must not carry the
+        // packets queued behind them (they would overtake them); they go the datagrams' way
+        // once the close is over (`Policy::closed`).
+        let carry = !self.draining.remove(&peer);
+        self.actions.push_back(Action::StartClose {
+            peer,
+            ep,
+            answer,
+            carry,
+        });
     }
 
     /// Finishes the close of `ep` once both sides are done with it.

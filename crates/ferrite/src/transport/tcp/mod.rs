@@ -24,11 +24,11 @@ pub mod conn;
 pub mod listener;
 
 use super::{Proc, Transport, TransportStats};
-use crate::abi::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::conn::handshake;
 use crate::conn::manager::{self, Action, EpId, FailKind, Failure, Manager, Phase, HELLO_LEN};
 use crate::conn::policy;
 use crate::conn::Micros;
+use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::error::{MpiError, MpiResult};
 use crate::mpi_err;
 use crate::runtime::config;
@@ -120,14 +120,14 @@ pub fn conn_max() -> usize {
 pub fn conn_policy() -> MpiResult<policy::Kind> {
     let v: String = config::get("FERRITE_CONN");
     v.parse()
-        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))
+        .map_err(|e: String| mpi_err!(crate::consts::MPI_ERR_ARG, "{e}"))
 }
 
 /// FERRITE_CONN_SETUP, checked (`ud` also embeds a udp `Channel`).
 pub fn conn_setup() -> MpiResult<policy::Mechanism> {
     let v: String = config::get("FERRITE_CONN_SETUP");
     v.parse()
-        .map_err(|e: String| mpi_err!(crate::abi::consts::MPI_ERR_ARG, "{e}"))
+        .map_err(|e: String| mpi_err!(crate::consts::MPI_ERR_ARG, "{e}"))
 }
 
 /// How long cm waits for a hello: 2 s, longer with many ranks per CPU (a rank among 128 per
@@ -341,6 +341,9 @@ impl Tcp {
             while let Some(a) = self.mgr.poll_action() {
                 self.do_action(a);
             }
+            if !self.mgr.is_draining() {
+                return;
+            }
             let drained: Vec<Proc> = self
                 .mgr
                 .draining()
@@ -398,8 +401,18 @@ impl Tcp {
                     self.flush_sock(ep);
                 }
             }
-            Action::StartClose { peer, ep, answer } => {
-                let q = std::mem::take(&mut self.peers.entry(peer).or_default().q);
+            Action::StartClose {
+                peer,
+                ep,
+                answer,
+                carry,
+            } => {
+                let p = self.peers.entry(peer).or_default();
+                let q = if carry {
+                    std::mem::take(&mut p.q)
+                } else {
+                    SendQueue::default()
+                };
                 if let Some(s) = self.socks.get_mut(&ep) {
                     s.cq = q;
                     if answer {
@@ -548,7 +561,8 @@ impl Tcp {
         if let Err(e) = self.epoll_ctl(libc::EPOLL_CTL_ADD, fd, ev, ep.0) {
             // Without epoll the socket would never make progress: treat it as broken.
             let now = self.now();
-            self.mgr.endpoint_closed(ep, &format!("epoll_ctl: {e}"), now);
+            self.mgr
+                .endpoint_closed(ep, &format!("epoll_ctl: {e}"), now);
         }
     }
 
@@ -571,7 +585,8 @@ impl Tcp {
         } else {
             let peer = v.peer.filter(|_| v.phase == Phase::Up && !v.blocked);
             peer.is_some_and(|p| {
-                self.mgr.sendable(p).is_some() && self.peers.get(&p).is_some_and(|q| !q.q.is_empty())
+                self.mgr.sendable(p).is_some()
+                    && self.peers.get(&p).is_some_and(|q| !q.q.is_empty())
             })
         };
         let want_out = v.phase == Phase::Connecting || !s.ctl.is_empty() || queued;
@@ -989,7 +1004,11 @@ impl Tcp {
                 continue;
             }
             let ep = EpId(token);
-            let Some(v) = self.mgr.endpoint(ep).filter(|_| self.socks.contains_key(&ep)) else {
+            let Some(v) = self
+                .mgr
+                .endpoint(ep)
+                .filter(|_| self.socks.contains_key(&ep))
+            else {
                 continue;
             };
             if v.phase == Phase::Connecting {
