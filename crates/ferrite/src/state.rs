@@ -69,7 +69,7 @@ fn not_running() -> MpiError {
     } else {
         "MPI has not been initialized (call MPI_Init or MPI_Init_thread first)"
     };
-    MpiError::new(crate::abi::consts::MPI_ERR_OTHER, msg)
+    MpiError::new(crate::consts::MPI_ERR_OTHER, msg)
 }
 
 /// Installs the state made by MPI_Init.
@@ -77,7 +77,7 @@ pub fn install(st: Box<Ferrite>) -> MpiResult<()> {
     let mut guard = lock();
     if guard.is_some() || is_initialized() {
         return Err(MpiError::new(
-            crate::abi::consts::MPI_ERR_OTHER,
+            crate::consts::MPI_ERR_OTHER,
             "MPI_Init called more than once",
         ));
     }
@@ -105,8 +105,8 @@ pub fn for_tests() -> MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     INSTALL.call_once(|| {
         let mut objects = Objects::new(0, 1);
-        objects.comms.world.errhandler = crate::abi::consts::MPI_ERRORS_RETURN;
-        objects.comms.self_.errhandler = crate::abi::consts::MPI_ERRORS_RETURN;
+        objects.comms.world.errhandler = crate::consts::MPI_ERRORS_RETURN;
+        objects.comms.self_.errhandler = crate::consts::MPI_ERRORS_RETURN;
         install(Box::new(Ferrite {
             world_rank: 0,
             world_size: 1,

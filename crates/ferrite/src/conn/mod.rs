@@ -24,8 +24,4 @@ pub mod wire;
 #[cfg(test)]
 mod sim;
 
-/// Virtual or real time in microseconds since an origin the driver chooses. The machines only
-/// compare and add times; they never read a clock.
-pub type Micros = u64;
-
-pub use crate::transport::Proc;
+pub use crate::types::{Micros, Proc};

@@ -4,7 +4,7 @@
 //! [`foreign_launcher`]): that one refuses to run, rather than become one of N independent
 //! singletons. Global, so abort paths can reach the launcher without the state lock.
 
-use crate::abi::consts::MPI_ERR_OTHER;
+use crate::consts::MPI_ERR_OTHER;
 use crate::error::{MpiError, MpiResult};
 use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;

@@ -725,7 +725,9 @@ fn a_new_connection_waits_until_the_old_one_has_drained() {
             break;
         }
     }
-    let new1 = eps[1].mgr.connection(0)
+    let new1 = eps[1]
+        .mgr
+        .connection(0)
         .expect("the new connection is accepted");
     assert_ne!(new1, old1);
     for _ in 0..200 {
@@ -1117,12 +1119,7 @@ fn out_of_resources_that_lasts_fails_the_peer_with_a_clear_message() {
         });
         inject::set(which, 0, 0);
         let e = failed.unwrap_or_else(|| panic!("errno {errno}: never gave up"));
-        assert_eq!(
-            e.class,
-            crate::abi::consts::MPI_ERR_PROC_ABORTED,
-            "{}",
-            e.msg
-        );
+        assert_eq!(e.class, crate::consts::MPI_ERR_PROC_ABORTED, "{}", e.msg);
         assert!(
             e.msg.contains("cannot connect to rank 0") && e.msg.contains(hint),
             "errno {errno}: {}",
