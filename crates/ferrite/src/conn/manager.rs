@@ -882,7 +882,7 @@ impl Manager {
         } else {
             self.policy.connected(peer, in_flight, now);
         }
-        if self.cfg.datagrams && !self.policy.is_open(peer) {
+        if self.adaptive() && !self.policy.is_open(peer) {
             self.draining.insert(peer);
         }
     }
@@ -944,7 +944,9 @@ impl Manager {
         // Adaptive: a connection still waiting for the peer's datagrams must not carry the
         // packets queued behind them (they would overtake them); they go the datagrams' way
         // once the close is over (`Policy::closed`).
-        let carry = !self.draining.remove(&peer);
+        // (Only adaptive's: elsewhere packets the policy routed to the connection wait in the
+        // driver's queue alone, and must go on it.)
+        let carry = !(self.draining.remove(&peer) && self.adaptive());
         self.actions.push_back(Action::StartClose {
             peer,
             ep,
