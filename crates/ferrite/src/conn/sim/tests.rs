@@ -483,13 +483,9 @@ fn the_manager_keeps_every_pair_in_order_across_opens_closes_and_evictions() {
     }
 }
 
-/// The same under ondemand, partial and static. Known failure (found when the simulator was
-/// switched to the shipped manager, not yet diagnosed): under ondemand with cm (seed 6),
-/// messages stay in the sender's queue (0 -> 3: 8 sent, 1 delivered) and the simulation goes
-/// quiet. Not yet known whether the simulator's driver misses a wake-up that tcp's
-/// level-triggered epoll gives, or the manager has a bug tcp's tests have not hit.
+/// The same under ondemand, partial and static. (It caught the manager keeping a closing
+/// connection's queue back outside adaptive: frames stuck in the driver's queue for ever.)
 #[test]
-#[ignore = "known failure: queued messages stuck under ondemand/cm (see the comment)"]
 fn the_manager_keeps_every_pair_in_order_under_ondemand_partial_and_static() {
     for (kind, seed) in [
         (PKind::OnDemand, 6),
@@ -505,10 +501,8 @@ fn the_manager_keeps_every_pair_in_order_under_ondemand_partial_and_static() {
 
 /// 1,024 processes under a budget of 2 connections each, ondemand and adaptive, random
 /// traffic on a lossy network: the shipped manager at scale (races between dials, held hellos,
-/// evictions while peers still send). Known failure as above (ondemand/cm: 64 -> 138, 1 sent,
-/// none delivered).
+/// evictions while peers still send).
 #[test]
-#[ignore = "known failure: queued messages stuck under ondemand/cm"]
 fn a_thousand_managed_processes_deliver_everything_under_a_budget() {
     let t = run_manager(PKind::OnDemand, 41, 1024, 2, Mechanism::Cm, 6);
     assert!(t.closed(CloseCause::Eviction) > 0 && t.opened(OpenCause::Peer) > 0);
@@ -517,11 +511,8 @@ fn a_thousand_managed_processes_deliver_everything_under_a_budget() {
 }
 
 /// A regression: a slot reserved for a peer's request that then proved stale was never given
-/// back to the connection we wanted to that peer, and its messages waited for ever. Known
-/// failure with the shipped manager as above (static/ud, seed 120: 0 -> 3, 1 sent, none
-/// delivered).
+/// back to the connection we wanted to that peer, and its messages waited for ever.
 #[test]
-#[ignore = "known failure: queued messages stuck under static/ud"]
 fn a_released_reservation_asks_again_for_the_connection_we_wanted() {
     run_manager(PKind::Static, 120, 32, 4, Mechanism::Ud, 150);
 }
