@@ -93,6 +93,8 @@ for conn in static partial adaptive; do
 done
 run_suite c-tcp-ud env FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud tests/c/run.sh
 
+# The library's layers: no `crate::` path goes up a layer (tests/layers/check.py's table).
+run_suite layers python3 tests/layers/check.py
 # Connection policies over tcp: counts from FERRITE_REPORT's JSON, static/partial conformance.
 run_suite conn tests/conn/run.sh
 # Connection set-up out of file descriptors, and a stranger flooding the listeners.

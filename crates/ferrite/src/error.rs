@@ -10,7 +10,7 @@
 //! - bits 7..29: 0 for a bare class, or (slot + 1) of the message ring below;
 //! - bit 29: set for user codes made by MPI_Add_error_code (owned by objects::errhandler).
 
-use crate::abi::consts::*;
+use crate::consts::*;
 use std::os::raw::c_int;
 use std::sync::Mutex;
 

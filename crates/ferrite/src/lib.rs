@@ -1,8 +1,10 @@
 //! Ferrite MPI: an MPI implementation behind MPICH's C ABI.
 //!
-//! Layers (top to bottom, see docs/architecture.md): `abi` (C entry points) -> `objects`
-//! (communicators, datatypes, ...) -> `p2p` (matching, protocols) -> `transport` (self, shm)
-//! -> `progress` (the one loop) -> `runtime` (PMI, configuration).
+//! Layers (top to bottom; docs/architecture.md, and tests/layers/check.py checks every
+//! `crate::` path against its table): `abi` (C entry points) and `io` -> `objects`, `coll`,
+//! `rma`, `p2p`, `state`, `progress`, `error` -> `transport` (self, shm, tcp, udp) -> `conn`
+//! (the connection manager, sans-IO) -> `runtime`'s configuration and PMI client -> the
+//! leaves `consts` (MPI constants), `types` (`Proc`, `Micros`, the status structs), `fxhash`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
@@ -10,9 +12,11 @@
 pub mod abi;
 pub mod coll;
 pub mod conn;
+pub mod consts;
 pub mod error;
 pub mod fxhash;
 pub mod io;
+pub mod lock_order;
 pub mod objects;
 pub mod p2p;
 pub mod progress;
@@ -20,3 +24,4 @@ pub mod rma;
 pub mod runtime;
 pub mod state;
 pub mod transport;
+pub mod types;

@@ -13,6 +13,7 @@
 //! is released.
 
 use crate::error::{MpiError, MpiResult};
+use crate::lock_order;
 use crate::objects::Objects;
 use crate::p2p::P2p;
 use crate::transport::Net;
@@ -296,7 +297,7 @@ fn not_running() -> MpiError {
     } else {
         "MPI has not been initialized (call MPI_Init or MPI_Init_thread first)"
     };
-    MpiError::new(crate::abi::consts::MPI_ERR_OTHER, msg)
+    MpiError::new(crate::consts::MPI_ERR_OTHER, msg)
 }
 
 /// Installs the state made by MPI_Init (with the wake eventfd added to its epoll set).
@@ -307,7 +308,7 @@ pub fn install(mut st: Box<Ferrite>) -> MpiResult<()> {
         fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
             return Err(crate::mpi_err!(
-                crate::abi::consts::MPI_ERR_OTHER,
+                crate::consts::MPI_ERR_OTHER,
                 "eventfd failed: {}",
                 std::io::Error::last_os_error()
             ));
@@ -319,7 +320,7 @@ pub fn install(mut st: Box<Ferrite>) -> MpiResult<()> {
     if guard.is_some() || is_initialized() {
         unlock(guard);
         return Err(MpiError::new(
-            crate::abi::consts::MPI_ERR_OTHER,
+            crate::consts::MPI_ERR_OTHER,
             "MPI_Init called more than once",
         ));
     }
@@ -341,93 +342,6 @@ pub fn take() -> Option<Box<Ferrite>> {
     st
 }
 
-/// The lock order, checked in debug builds: a thread takes locks only in increasing
-/// level (docs/architecture.md, "State and threads"). Each thread keeps the levels it holds.
-pub mod lock_order {
-    use std::sync::{Mutex, MutexGuard};
-
-    /// Who keeps the runtime up (abi/init.rs): held around MPI_Init's start-up.
-    pub const USERS: u8 = 0;
-    /// The state lock (`state::with`).
-    pub const STATE: u8 = 1;
-    /// Leaves, taken alone or inside the state lock, never around another lock: the info
-    /// table (`objects::info::with`), the Bsend buffers (abi/p2p.rs), the generalized
-    /// requests (abi/grequest.rs), the PMI client (runtime/pmi.rs).
-    pub const INFO: u8 = 2;
-    pub const BSEND: u8 = 3;
-    pub const GREQS: u8 = 4;
-    pub const PMI: u8 = 5;
-
-    /// A guard of a table lock whose level is checked and recorded.
-    pub struct Tracked<T: 'static> {
-        guard: MutexGuard<'static, T>,
-        level: u8,
-    }
-
-    /// Locks `m` (level `level`), checking the order; a poisoned lock is taken as it is.
-    pub fn lock<T>(m: &'static Mutex<T>, level: u8) -> Tracked<T> {
-        acquire(level);
-        Tracked {
-            guard: m.lock().unwrap_or_else(|e| e.into_inner()),
-            level,
-        }
-    }
-
-    impl<T> std::ops::Deref for Tracked<T> {
-        type Target = T;
-        fn deref(&self) -> &T {
-            &self.guard
-        }
-    }
-
-    impl<T> std::ops::DerefMut for Tracked<T> {
-        fn deref_mut(&mut self) -> &mut T {
-            &mut self.guard
-        }
-    }
-
-    impl<T> Drop for Tracked<T> {
-        fn drop(&mut self) {
-            release(self.level);
-        }
-    }
-
-    #[cfg(debug_assertions)]
-    thread_local! {
-        static HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
-
-    /// About to take the lock of `level`: no lock of the same or a higher level is held.
-    #[inline]
-    pub fn acquire(level: u8) {
-        #[cfg(debug_assertions)]
-        HELD.with(|h| {
-            let held = h.get();
-            // Leaves nest in nothing: any lock above STATE held forbids another.
-            let forbidden = if level > STATE {
-                held >> (STATE + 1)
-            } else {
-                held >> level
-            };
-            debug_assert!(
-                forbidden == 0,
-                "lock order: taking level {level} while holding levels {held:#b}"
-            );
-            h.set(held | 1 << level);
-        });
-        #[cfg(not(debug_assertions))]
-        let _ = level;
-    }
-
-    /// Released the lock of `level`.
-    #[inline]
-    pub fn release(level: u8) {
-        #[cfg(debug_assertions)]
-        HELD.with(|h| h.set(h.get() & !(1 << level)));
-        #[cfg(not(debug_assertions))]
-        let _ = level;
-    }
-}
 /// Tests that use the global state: a one-process state with the transport stub and
 /// MPI_ERRORS_RETURN on the builtin communicators, installed once per test binary. Hold the
 /// returned guard for the whole test (tests run in parallel threads).
@@ -438,8 +352,8 @@ pub fn for_tests() -> MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     INSTALL.call_once(|| {
         let mut objects = Objects::new(0, 1);
-        objects.comms.world.errhandler = crate::abi::consts::MPI_ERRORS_RETURN;
-        objects.comms.self_.errhandler = crate::abi::consts::MPI_ERRORS_RETURN;
+        objects.comms.world.errhandler = crate::consts::MPI_ERRORS_RETURN;
+        objects.comms.self_.errhandler = crate::consts::MPI_ERRORS_RETURN;
         install(Box::new(Ferrite {
             world_rank: 0,
             world_size: 1,

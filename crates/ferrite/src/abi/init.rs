@@ -3,10 +3,11 @@
 use super::consts::*;
 use super::out;
 use crate::error::{ErrObj, MpiError, MpiResult};
+use crate::lock_order;
 use crate::objects::Objects;
 use crate::p2p::P2p;
 use crate::runtime::{self, pmi};
-use crate::state::{self, lock_order, Ferrite};
+use crate::state::{self, Ferrite};
 use crate::transport::Net;
 use std::os::raw::{c_char, c_int};
 

@@ -1,30 +1,4 @@
 //! The C structures of `include/mpi.h` (the aliases for handles and callbacks are generated
 //! into `consts`).
-use std::os::raw::c_int;
 
-/// `MPI_Status`, MPICH's 20-byte layout: the received byte count is split over `count_lo`
-/// and the upper 31 bits of `count_hi_and_cancelled`, whose bit 0 is the cancelled flag.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MPI_Status {
-    pub count_lo: c_int,
-    pub count_hi_and_cancelled: c_int,
-    pub MPI_SOURCE: c_int,
-    pub MPI_TAG: c_int,
-    pub MPI_ERROR: c_int,
-}
-
-/// `MPI_F08_status`: the status as the Fortran 2008 bindings see it (same fields, `MPI_Fint`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MPI_F08_status {
-    pub count_lo: c_int,
-    pub count_hi_and_cancelled: c_int,
-    pub MPI_SOURCE: c_int,
-    pub MPI_TAG: c_int,
-    pub MPI_ERROR: c_int,
-}
-
-const _: () = assert!(std::mem::size_of::<MPI_Status>() == 20);
-const _: () = assert!(std::mem::align_of::<MPI_Status>() == 4);
-const _: () = assert!(std::mem::size_of::<MPI_F08_status>() == 20);
+pub use crate::types::{MPI_F08_status, MPI_Status};

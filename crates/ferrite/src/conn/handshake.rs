@@ -15,7 +15,7 @@
 
 use super::wire::{self, Drop, DropCounts, Kind};
 use super::Micros;
-use crate::transport::Proc;
+use super::Proc;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One attempt to connect a pair, ordered for the race rule (generation, then rank).

@@ -12,8 +12,11 @@
 //! - [`handshake`]: connection set-up, `ud` (request/reply/confirm over datagrams) and `cm`
 //!   (connect/accept with a hello on the new socket).
 //! - [`policy`]: when to open and close connections (static, ondemand, partial, adaptive).
+//! - [`manager`]: the composition of all of them that transports drive (sockets or fabric
+//!   endpoints in, dial/write/close/flush/fail out).
 
 pub mod handshake;
+pub mod manager;
 pub mod policy;
 pub mod reliable;
 pub mod wire;
@@ -21,6 +24,4 @@ pub mod wire;
 #[cfg(test)]
 mod sim;
 
-/// Virtual or real time in microseconds since an origin the driver chooses. The machines only
-/// compare and add times; they never read a clock.
-pub type Micros = u64;
+pub use crate::types::{Micros, Proc};

@@ -33,7 +33,7 @@
 //! `Wanted` peers, oldest first.
 
 use super::Micros;
-use crate::transport::Proc;
+use super::Proc;
 use std::collections::{BTreeMap, VecDeque};
 use std::str::FromStr;
 

@@ -28,7 +28,7 @@
 
 use super::wire::{self, Drop, DropCounts, Kind};
 use super::Micros;
-use crate::transport::Proc;
+use super::Proc;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub const HEADER_LEN: usize = 32;

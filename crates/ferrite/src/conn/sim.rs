@@ -7,7 +7,7 @@ use super::handshake::{self, Action, AttemptId, Cm, Event as HsEvent, PeerState,
 use super::reliable::{self, Reliable};
 use super::wire::{self, Kind};
 use super::Micros;
-use crate::transport::Proc;
+use super::Proc;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
@@ -722,154 +722,357 @@ impl CmWorld {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The whole manager: policy + reliable datagrams + ud handshakes + simulated connections
+// The shipped connection manager over reliable datagrams and simulated stream endpoints
 // ---------------------------------------------------------------------------------------------
 
-use super::policy::{self, Action as PAction, Policy, Route, Via};
+use super::manager::{self, Action as MAction, EpId, Failure, Manager, Phase};
+use super::policy::{self, Via};
 
-const PIPE_DATA: u8 = 0;
-/// "I will send nothing more on this connection" (after everything I sent on it).
-const PIPE_FIN: u8 = 1;
-/// "I have your FIN, so everything you sent before it."
-const PIPE_FINACK: u8 = 2;
+/// What travels on a simulated stream connection: `[PIPE, kind, from u32, conn u64, bytes]`,
+/// in order (the network gives pipes a fixed delay).
+const P_CONNECT: u8 = 0;
+const P_ACCEPTED: u8 = 1;
+const P_HELLO: u8 = 2;
+const P_DATA: u8 = 3;
+const P_CLOSE: u8 = 4;
+const P_CLOSE_ACK: u8 = 5;
+/// The end closed its endpoint: EOF at the other end.
+const P_FIN: u8 = 6;
+const PIPE_HEADER: usize = 14;
+/// How often a hello the manager held back for the budget is offered again.
+const HELD_RECHECK: Micros = 10_000;
 
-/// Close progress of a connection (the two FINs and their acknowledgements of TCP).
-#[derive(Default)]
-struct Closing {
-    fin_sent: bool,
-    got_fin: bool,
-    got_finack: bool,
+/// A simulated stream endpoint: the connection it belongs to, and what arrived on it that
+/// the manager has not taken yet (a hello held back for the budget, frames of a connection
+/// waiting for an old one's close).
+struct SimEp {
+    peer: Proc,
+    conn: u64,
+    inbox: VecDeque<(u8, Vec<u8>)>,
 }
 
-struct Link {
-    epoch: AttemptId,
-    closing: Option<Closing>,
-}
-
-/// A process running the connection manager as a transport would: messages go where the
-/// policy says (datagrams through `Reliable`, or a simulated connection), connections are set
-/// up with `ud` and closed with a FIN handshake so nothing is overtaken.
+/// A process driving the shipped [`Manager`] as a transport does: packets go where it says
+/// (datagrams through `Reliable`, or a simulated stream connection set up by its `cm` or
+/// `ud` machine, closed by its close protocol); the process keeps the packet queues, as a
+/// transport keeps them, and carries out the manager's actions.
 pub struct ManagedProc {
     pub rank: Proc,
-    pub policy: Policy<Vec<u8>>,
+    pub mgr: Manager,
     pub rel: Reliable,
-    pub ud: Ud,
-    /// Messages the policy routed to datagrams that the window has not taken yet.
+    /// Packets waiting for a connection (the manager holds none).
+    q: BTreeMap<Proc, VecDeque<Vec<u8>>>,
+    /// Packets for the datagram path that the window has not taken yet.
     backlog: BTreeMap<Proc, VecDeque<Vec<u8>>>,
-    links: BTreeMap<Proc, Link>,
-    /// Connected events that came while the old connection to that peer was still closing.
-    stashed: BTreeMap<Proc, AttemptId>,
+    eps: BTreeMap<EpId, SimEp>,
+    by_conn: BTreeMap<u64, EpId>,
+    next_conn: u64,
+    /// Endpoints whose inbox may be read now.
+    to_pump: BTreeSet<EpId>,
+    /// When held hellos are next offered again.
+    held_at: Option<Micros>,
     /// The workload: (time, order, destination) -> message.
     pub workload: BTreeMap<(Micros, u64, Proc), Vec<u8>>,
     pub received: BTreeMap<Proc, Vec<Vec<u8>>>,
-    pipe_out: Vec<(Proc, Vec<u8>)>,
-    /// Hold back requests for new connections while over budget ([`Policy::may_accept`]).
-    pub gate_incoming: bool,
-    /// Requests held back.
-    pub held: u64,
+    pub failures: Vec<(Proc, Failure)>,
+    out: Vec<(Proc, Vec<u8>)>,
 }
 
 impl ManagedProc {
-    pub fn new(rank: Proc, size: u32, pcfg: policy::Config) -> ManagedProc {
+    pub fn new(
+        rank: Proc,
+        size: u32,
+        pcfg: policy::Config,
+        setup: policy::Mechanism,
+    ) -> ManagedProc {
         let (rel, hs) = sim_configs(size);
-        let base = SimProc::new(rank, size, rel, hs);
+        let base = SimProc::new(rank, size, rel, hs.clone());
+        let mut mgr = Manager::new(
+            rank,
+            manager::Config {
+                policy: pcfg,
+                setup,
+                handshake: handshake::Config {
+                    job_size: size,
+                    ..hs
+                },
+                datagrams: true,
+            },
+        );
+        mgr.start(SECRET, format!("addr-of-{rank}").into_bytes());
         ManagedProc {
             rank,
-            policy: Policy::new(rank, size, pcfg),
+            mgr,
             rel: base.rel,
-            ud: base.ud,
+            q: BTreeMap::new(),
             backlog: BTreeMap::new(),
-            links: BTreeMap::new(),
-            stashed: BTreeMap::new(),
+            eps: BTreeMap::new(),
+            by_conn: BTreeMap::new(),
+            next_conn: 0,
+            to_pump: BTreeSet::new(),
+            held_at: None,
             workload: BTreeMap::new(),
             received: BTreeMap::new(),
-            pipe_out: Vec::new(),
-            gate_incoming: false,
-            held: 0,
+            failures: Vec::new(),
+            out: Vec::new(),
         }
     }
 
-    fn pipe(&mut self, to: Proc, kind: u8, epoch: AttemptId, payload: &[u8]) {
-        let mut b = vec![PIPE, kind];
-        b.extend_from_slice(&self.rank.to_le_bytes());
-        b.extend_from_slice(&epoch.gen.to_le_bytes());
-        b.extend_from_slice(&epoch.initiator.to_le_bytes());
-        b.extend_from_slice(payload);
-        self.pipe_out.push((to, b));
+    /// What this process holds for `peer` (for a failing test's message).
+    pub fn describe(&self, peer: Proc) -> String {
+        let eps: Vec<String> = self
+            .eps
+            .iter()
+            .filter(|(_, e)| e.peer == peer)
+            .map(|(ep, e)| {
+                format!(
+                    "{ep:?} {:?} inbox {}",
+                    self.mgr.endpoint(*ep),
+                    e.inbox.len()
+                )
+            })
+            .collect();
+        format!(
+            "{} about {peer}: queued {}, backlog {}, connection {:?}, closing {:?}, sendable {:?}, \
+             cm {:?}, held {:?}, endpoints {eps:?}",
+            self.rank,
+            self.q.get(&peer).map_or(0, VecDeque::len),
+            self.backlog.get(&peer).map_or(0, VecDeque::len),
+            self.mgr.connection(peer),
+            self.mgr.closing_of(peer),
+            self.mgr.sendable(peer),
+            self.mgr.cm_state(peer),
+            self.mgr.held(),
+        )
     }
 
-    fn send_on_connection(&mut self, to: Proc, msg: &[u8]) {
-        let link = self
-            .links
-            .get(&to)
-            .expect("a connection the policy says is open");
-        assert!(
-            link.closing.is_none(),
-            "{} -> {to}: sent on a closing link",
-            self.rank
-        );
-        let epoch = link.epoch;
-        self.pipe(to, PIPE_DATA, epoch, msg);
+    /// MPI_Init: the policy's initial connections.
+    pub fn init(&mut self, now: Micros) {
+        self.mgr.init(now);
+        self.settle(now);
+    }
+
+    fn pipe(&mut self, to: Proc, kind: u8, conn: u64, payload: &[u8]) {
+        let mut b = vec![PIPE, kind];
+        b.extend_from_slice(&self.rank.to_le_bytes());
+        b.extend_from_slice(&conn.to_le_bytes());
+        b.extend_from_slice(payload);
+        self.out.push((to, b));
+    }
+
+    fn pipe_ep(&mut self, ep: EpId, kind: u8, payload: &[u8]) {
+        let e = &self.eps[&ep];
+        let (to, conn) = (e.peer, e.conn);
+        self.pipe(to, kind, conn, payload);
+    }
+
+    /// Writes `peer`'s queue on `ep`.
+    fn write_queue(&mut self, peer: Proc, ep: EpId) {
+        let msgs: Vec<Vec<u8>> = self
+            .q
+            .get_mut(&peer)
+            .map_or(Vec::new(), |q| q.drain(..).collect());
+        for m in msgs {
+            self.pipe_ep(ep, P_DATA, &m);
+        }
     }
 
     fn app_send(&mut self, to: Proc, msg: Vec<u8>, now: Micros) {
-        let len = msg.len();
-        match self.policy.send(to, msg, len, now) {
-            Route::Datagram(m) => self.backlog.entry(to).or_default().push_back(m),
-            Route::Connection(m) => self.send_on_connection(to, &m),
-            Route::Queued => {}
+        let via = self.mgr.send(to, msg.len(), now);
+        self.settle(now);
+        assert!(
+            self.mgr.failure(to).is_none(),
+            "{} -> {to}: failed",
+            self.rank
+        );
+        if via == Via::Datagram {
+            self.backlog.entry(to).or_default().push_back(msg);
+        } else {
+            self.q.entry(to).or_default().push_back(msg);
+            match (
+                self.mgr.sendable(to),
+                self.mgr.connection(to),
+                self.mgr.closing_of(to),
+            ) {
+                (Some(ep), _, _) => self.write_queue(to, ep),
+                (None, None, None) => self.mgr.packets_waiting(to, now),
+                _ => {}
+            }
+        }
+        self.settle(now);
+    }
+
+    fn do_action(&mut self, a: MAction, now: Micros) {
+        match a {
+            MAction::Dial { ep, peer, .. } => {
+                let conn = (u64::from(self.rank) << 32) | self.next_conn;
+                self.next_conn += 1;
+                self.eps.insert(
+                    ep,
+                    SimEp {
+                        peer,
+                        conn,
+                        inbox: VecDeque::new(),
+                    },
+                );
+                self.by_conn.insert(conn, ep);
+                self.pipe(peer, P_CONNECT, conn, &[]);
+            }
+            MAction::Write { ep, bytes } => {
+                if self.eps.contains_key(&ep) {
+                    self.pipe_ep(ep, P_HELLO, &bytes);
+                }
+            }
+            MAction::Close { ep, .. } => {
+                if self.eps.contains_key(&ep) {
+                    self.pipe_ep(ep, P_FIN, &[]);
+                    let e = self.eps.remove(&ep).expect("present");
+                    self.by_conn.remove(&e.conn);
+                }
+            }
+            MAction::Datagram { to, bytes } => self.out.push((to, bytes)),
+            MAction::Flush {
+                peer,
+                via: Via::Datagram,
+            } => {
+                let msgs = self.q.remove(&peer).unwrap_or_default();
+                self.backlog.entry(peer).or_default().extend(msgs);
+            }
+            MAction::Flush {
+                peer,
+                via: Via::Connection,
+            } => {
+                if let Some(ep) = self.mgr.sendable(peer) {
+                    self.write_queue(peer, ep);
+                }
+            }
+            MAction::StartClose {
+                peer,
+                ep,
+                answer,
+                carry,
+            } => {
+                if carry {
+                    self.write_queue(peer, ep);
+                }
+                if answer {
+                    self.pipe_ep(ep, P_CLOSE_ACK, &[]);
+                }
+                self.pipe_ep(ep, P_CLOSE, &[]);
+                // A simulated pipe takes everything at once.
+                self.mgr.flushed(ep, now);
+            }
+            MAction::CloseAck { ep } => self.pipe_ep(ep, P_CLOSE_ACK, &[]),
+            MAction::Resume { ep } => {
+                self.to_pump.insert(ep);
+            }
+            MAction::Poke { ep } => {
+                let Some(v) = self.mgr.endpoint(ep) else {
+                    return;
+                };
+                if v.closing {
+                    self.mgr.flushed(ep, now);
+                } else if let Some(peer) = v.peer.filter(|&p| self.mgr.sendable(p) == Some(ep)) {
+                    self.write_queue(peer, ep);
+                }
+                self.to_pump.insert(ep);
+            }
+            MAction::Fail { peer, failure } => {
+                self.q.remove(&peer);
+                self.failures.push((peer, failure));
+            }
         }
     }
 
-    /// Carries out everything the machines asked for, until nothing changes.
-    fn settle(&mut self, now: Micros) {
-        for round in 0.. {
-            assert!(round < 10_000, "{}: the machines never settle", self.rank);
-            // Links whose datagrams are all acknowledged may take over (this may queue a Flush).
-            let drained: Vec<Proc> = self
-                .links
-                .keys()
-                .copied()
-                .filter(|&p| self.backlog.get(&p).is_none_or(VecDeque::is_empty))
-                .filter(|&p| self.rel.in_flight(p) == 0)
-                .collect();
-            for p in drained {
-                self.policy.datagrams_drained(p);
-            }
-            let mut busy = false;
-            while let Some(a) = self.policy.poll_action() {
-                busy = true;
-                match a {
-                    PAction::Open { peer, .. } => self.ud.connect(peer, now),
-                    PAction::Close { peer, .. } => self.start_close(peer),
-                    PAction::Flush { peer, via, msgs } => match via {
-                        Via::Datagram => self.backlog.entry(peer).or_default().extend(msgs),
-                        Via::Connection => {
-                            for m in msgs {
-                                self.send_on_connection(peer, &m);
-                            }
-                        }
-                    },
-                    PAction::Failed { peer, .. } => panic!("{}: {peer} failed", self.rank),
+    /// Hands the manager what arrived on `ep`, as far as it takes it now.
+    fn pump_ep(&mut self, ep: EpId, now: Micros) {
+        loop {
+            let (Some(v), Some(e)) = (self.mgr.endpoint(ep), self.eps.get_mut(&ep)) else {
+                return;
+            };
+            let Some((kind, bytes)) = e.inbox.front().cloned() else {
+                return;
+            };
+            match (v.phase, kind) {
+                (_, P_FIN) => {
+                    e.inbox.clear();
+                    self.mgr.endpoint_closed(ep, "closed by the peer", now);
+                    return;
                 }
-            }
-            while let Some(e) = self.ud.poll_event() {
-                busy = true;
-                match e {
-                    HsEvent::Connected { peer, attempt, .. } => self.connected(peer, attempt, now),
-                    // The peer finished closing the old connection before we did: our close
-                    // completes when its FIN and FINACK arrive.
-                    HsEvent::Superseded { peer, .. } => {
-                        assert!(self.links.get(&peer).is_some_and(|l| l.closing.is_some()))
+                (Phase::Connecting, _) => return,
+                (Phase::Hello, P_HELLO) => {
+                    if !self.mgr.hello(ep, &bytes, now) {
+                        return; // held back for the budget: offered again later
                     }
-                    e => panic!("{}: {e:?}", self.rank),
                 }
+                (Phase::Hello, k) => panic!("{}: frame {k} before the hello", self.rank),
+                (Phase::Up, _) if v.blocked => return,
+                (Phase::Up, P_DATA) => {
+                    let peer = v.peer.expect("up");
+                    self.mgr.received(peer, now);
+                    self.received.entry(peer).or_default().push(bytes);
+                }
+                (Phase::Up, P_CLOSE) => self.mgr.close_frame(ep, false, now),
+                (Phase::Up, P_CLOSE_ACK) => self.mgr.close_frame(ep, true, now),
+                (Phase::Up, k) => panic!("{}: unexpected frame {k}", self.rank),
+            }
+            if let Some(e) = self.eps.get_mut(&ep) {
+                e.inbox.pop_front();
+            }
+        }
+    }
+
+    fn on_pipe(&mut self, b: &[u8], now: Micros) {
+        let (kind, from) = (b[1], wire::u32_at(b, 2));
+        let conn = u64::from_le_bytes(b[6..PIPE_HEADER].try_into().expect("8 bytes"));
+        let payload = b[PIPE_HEADER..].to_vec();
+        match kind {
+            P_CONNECT => {
+                let ep = self.mgr.accepted(now).expect("started");
+                self.eps.insert(
+                    ep,
+                    SimEp {
+                        peer: from,
+                        conn,
+                        inbox: VecDeque::new(),
+                    },
+                );
+                self.by_conn.insert(conn, ep);
+                self.pipe(from, P_ACCEPTED, conn, &[]);
+            }
+            P_ACCEPTED => {
+                if let Some(&ep) = self.by_conn.get(&conn) {
+                    self.mgr.endpoint_connected(ep, now);
+                }
+            }
+            _ => {
+                // Nothing for an endpoint this side has closed already.
+                if let Some(&ep) = self.by_conn.get(&conn) {
+                    let e = self.eps.get_mut(&ep).expect("mapped");
+                    e.inbox.push_back((kind, payload));
+                    self.to_pump.insert(ep);
+                }
+            }
+        }
+    }
+
+    /// Carries out everything the manager asked for, until nothing changes.
+    pub fn settle(&mut self, now: Micros) {
+        for round in 0.. {
+            assert!(round < 100_000, "{}: the manager never settles", self.rank);
+            let mut busy = false;
+            while let Some(a) = self.mgr.poll_action() {
+                busy = true;
+                self.do_action(a, now);
+            }
+            for ep in std::mem::take(&mut self.to_pump) {
+                busy = true;
+                self.pump_ep(ep, now);
             }
             while let Some(e) = self.rel.poll_event() {
                 busy = true;
                 match e {
                     reliable::Event::Delivered { from, msg } => {
-                        self.policy.received(from, now);
+                        self.mgr.received(from, now);
                         self.received.entry(from).or_default().push(msg);
                     }
                     reliable::Event::Unreachable { peer } => panic!("{peer} unreachable"),
@@ -883,117 +1086,19 @@ impl ManagedProc {
                     q.pop_front();
                 }
             }
+            // Connections whose datagrams are all acknowledged take over.
+            for p in self.mgr.draining() {
+                let backlog = self.backlog.get(&p).map_or(0, VecDeque::len);
+                if backlog + self.rel.in_flight(p) == 0 {
+                    busy = true;
+                    self.mgr.datagrams_drained(p, now);
+                }
+            }
             if !busy {
                 break;
             }
         }
-    }
-
-    fn connected(&mut self, peer: Proc, epoch: AttemptId, now: Micros) {
-        if let Some(old) = self.links.get(&peer) {
-            assert!(
-                old.closing.is_some(),
-                "{}: second connection to {peer}",
-                self.rank
-            );
-            self.stashed.insert(peer, epoch);
-            return;
-        }
-        self.links.insert(
-            peer,
-            Link {
-                epoch,
-                closing: None,
-            },
-        );
-        let waiting = self.rel.in_flight(peer) + self.backlog.get(&peer).map_or(0, VecDeque::len);
-        self.policy.connected(peer, waiting, now);
-    }
-
-    fn start_close(&mut self, peer: Proc) {
-        let link = self.links.get_mut(&peer).expect("closing an open link");
-        let c = link.closing.get_or_insert_with(Closing::default);
-        if !c.fin_sent {
-            c.fin_sent = true;
-            let epoch = link.epoch;
-            self.pipe(peer, PIPE_FIN, epoch, &[]);
-        }
-    }
-
-    fn on_pipe(&mut self, b: &[u8], now: Micros) {
-        let (kind, from) = (b[1], wire::u32_at(b, 2));
-        let epoch = AttemptId {
-            gen: wire::u32_at(b, 6),
-            initiator: wire::u32_at(b, 10),
-        };
-        self.ud.confirm_by_traffic(from, epoch);
-        self.settle(now);
-        if kind == PIPE_DATA {
-            self.policy.received(from, now);
-            self.received
-                .entry(from)
-                .or_default()
-                .push(b[14..].to_vec());
-            return;
-        }
-        let Some(link) = self.links.get_mut(&from).filter(|l| l.epoch == epoch) else {
-            panic!(
-                "{}: close of an unknown connection {epoch:?} from {from}",
-                self.rank
-            );
-        };
-        let c = link.closing.get_or_insert_with(Closing::default);
-        if kind == PIPE_FIN {
-            c.got_fin = true;
-            self.policy.peer_closing(from);
-            self.pipe(from, PIPE_FINACK, epoch, &[]);
-            self.start_close(from);
-        } else {
-            c.got_finack = true;
-        }
-        let c = self.links[&from].closing.as_ref().unwrap();
-        if c.got_fin && c.got_finack {
-            // Everything either side sent on it has arrived: it is gone.
-            self.links.remove(&from);
-            if self.ud.state(from) == PeerState::Connected(epoch) {
-                self.ud.close(from);
-            }
-            match self.stashed.remove(&from) {
-                None => self.policy.closed(from, now),
-                Some(next) => {
-                    // The peer's new connection takes over the old one's slot.
-                    self.links.insert(
-                        from,
-                        Link {
-                            epoch: next,
-                            closing: None,
-                        },
-                    );
-                    let waiting =
-                        self.rel.in_flight(from) + self.backlog.get(&from).map_or(0, VecDeque::len);
-                    self.policy.replaced(from, waiting, now);
-                }
-            }
-        }
-    }
-}
-
-impl ManagedProc {
-    /// A request for a new connection while the policy has no room is dropped (the peer
-    /// repeats it) when the budget is enforced on incoming connections.
-    fn held_back(&mut self, b: &[u8], now: Micros) -> bool {
-        if !self.gate_incoming {
-            return false;
-        }
-        let Ok(p) = wire::decode_prefix(b, SECRET, self.rank, u32::MAX) else {
-            return false;
-        };
-        if p.kind != Kind::Req || self.ud.state(p.src) != PeerState::Idle {
-            return false;
-        }
-        let held = !self.policy.may_accept(p.src, now);
-        self.held += u64::from(held);
-        held
+        self.held_at = (!self.mgr.held().is_empty()).then_some(now + HELD_RECHECK);
     }
 }
 
@@ -1001,16 +1106,8 @@ impl Node for ManagedProc {
     fn on_datagram(&mut self, b: &[u8], now: Micros) {
         match wire::kind_of(b) {
             _ if b.first() == Some(&PIPE) => self.on_pipe(b, now),
-            Some(Kind::Req) if self.held_back(b, now) => {}
-            Some(Kind::Req) if self.gate_incoming => {
-                let src = wire::u32_at(b, 4);
-                self.ud.handle_datagram(b, now);
-                if self.ud.state(src) == PeerState::Idle {
-                    self.policy.release(src, now); // not a live request after all
-                }
-            }
             Some(Kind::Data | Kind::Ack) => self.rel.handle_datagram(b, now),
-            Some(Kind::Req | Kind::Reply | Kind::Confirm) => self.ud.handle_datagram(b, now),
+            Some(Kind::Req | Kind::Reply | Kind::Confirm) => self.mgr.datagram(b, now),
             _ => panic!("garbage in the simulation"),
         }
         self.settle(now);
@@ -1023,19 +1120,20 @@ impl Node for ManagedProc {
             }
             let ((_, _, to), msg) = entry.remove_entry();
             self.app_send(to, msg, now);
-            self.settle(now);
+        }
+        if self.held_at.is_some_and(|t| t <= now) {
+            self.to_pump.extend(self.mgr.held().iter().copied());
         }
         self.rel.handle_timeout(now);
-        self.ud.handle_timeout(now);
-        self.policy.handle_timeout(now);
+        self.mgr.handle_timeout(now);
         self.settle(now);
     }
 
     fn next_timeout(&self) -> Option<Micros> {
         [
             self.rel.poll_timeout(),
-            self.ud.poll_timeout(),
-            self.policy.poll_timeout(),
+            self.mgr.poll_timeout(),
+            self.held_at,
             self.workload.keys().next().map(|k| k.0),
         ]
         .into_iter()
@@ -1044,11 +1142,8 @@ impl Node for ManagedProc {
     }
 
     fn take_transmits(&mut self, out: &mut Vec<(Proc, Vec<u8>)>) {
-        out.append(&mut self.pipe_out);
+        out.append(&mut self.out);
         while let Some(t) = self.rel.poll_transmit() {
-            out.push((t.to, t.bytes));
-        }
-        while let Some(t) = self.ud.poll_transmit() {
             out.push((t.to, t.bytes));
         }
     }

@@ -18,7 +18,7 @@
 //! byte and secret; every rejected datagram is counted in [`DropCounts`] by reason, and no input
 //! (truncated, random, foreign) can make a decoder panic.
 
-use crate::transport::Proc;
+use super::Proc;
 
 pub const VERSION: u8 = 1;
 pub const PREFIX_LEN: usize = 16;

@@ -45,7 +45,7 @@ static INFOS: Mutex<Option<Infos>> = Mutex::new(None);
 
 /// Runs `f` on the process's info objects.
 pub fn with<R>(f: impl FnOnce(&mut Infos) -> MpiResult<R>) -> MpiResult<R> {
-    let mut g = crate::state::lock_order::lock(&INFOS, crate::state::lock_order::INFO);
+    let mut g = crate::lock_order::lock(&INFOS, crate::lock_order::INFO);
     f(g.get_or_insert_with(Infos::new))
 }
 

@@ -61,7 +61,7 @@ pub fn publish_secret(rank: u32) -> crate::error::MpiResult<()> {
             .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
             .map_err(|e| {
                 crate::mpi_err!(
-                    crate::abi::consts::MPI_ERR_OTHER,
+                    crate::consts::MPI_ERR_OTHER,
                     "cannot read /dev/urandom: {e}"
                 )
             })?;
@@ -78,7 +78,7 @@ pub fn job_secret() -> crate::error::MpiResult<&'static str> {
     }
     let s = pmi::get("ferrite.secret")?.ok_or_else(|| {
         crate::mpi_err!(
-            crate::abi::consts::MPI_ERR_OTHER,
+            crate::consts::MPI_ERR_OTHER,
             "the launcher holds no job secret"
         )
     })?;

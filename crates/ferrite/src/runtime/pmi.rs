@@ -4,7 +4,7 @@
 //! [`foreign_launcher`]): that one refuses to run, rather than become one of N independent
 //! singletons. Global, so abort paths can reach the launcher without the state lock.
 
-use crate::abi::consts::MPI_ERR_OTHER;
+use crate::consts::MPI_ERR_OTHER;
 use crate::error::{MpiError, MpiResult};
 use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;
@@ -30,8 +30,8 @@ static PMI: Mutex<Option<Pmi>> = Mutex::new(None);
 /// The launcher connection's descriptor, for [`abort`] when another thread holds [`PMI`].
 static ABORT_FD: AtomicI32 = AtomicI32::new(-1);
 
-fn lock() -> crate::state::lock_order::Tracked<Option<Pmi>> {
-    crate::state::lock_order::lock(&PMI, crate::state::lock_order::PMI)
+fn lock() -> crate::lock_order::Tracked<Option<Pmi>> {
+    crate::lock_order::lock(&PMI, crate::lock_order::PMI)
 }
 
 fn err(what: &str, e: PmiError) -> MpiError {

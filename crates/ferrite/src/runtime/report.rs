@@ -4,8 +4,8 @@
 //! a path). Every rank takes its snapshot after MPI_Finalize's barrier and only then sends
 //! it, so the report's own messages (and the connections they open) are in no snapshot.
 
-use crate::abi::consts::{MPI_COMM_WORLD, MPI_ERR_OTHER};
 use crate::conn::policy::Counters;
+use crate::consts::{MPI_COMM_WORLD, MPI_ERR_OTHER};
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::{config, pmi};

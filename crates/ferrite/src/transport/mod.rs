@@ -8,7 +8,7 @@ pub mod shm;
 pub mod tcp;
 pub mod udp;
 
-use crate::abi::consts::MPI_ERR_OTHER;
+use crate::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::{config, pmi};
@@ -16,7 +16,7 @@ use nodes::NodeMap;
 use std::os::unix::io::RawFd;
 
 /// A process of the job, by its rank in MPI_COMM_WORLD.
-pub type Proc = u32;
+pub use crate::types::Proc;
 
 /// One way of moving packets. A packet is what `try_send` got as `parts`, concatenated; it
 /// arrives whole, once, and in order with respect to other packets between the same two

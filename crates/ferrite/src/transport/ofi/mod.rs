@@ -26,8 +26,8 @@ pub mod ffi;
 pub mod regcache;
 
 use super::{Proc, Transport, TransportStats};
-use crate::abi::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::conn::policy::{CloseCause, OpenCause};
+use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};

@@ -7,7 +7,7 @@
 //! named `tcptest-*` or `udptest-*` the board is an in-process map keyed by job (test builds
 //! only).
 
-use crate::abi::consts::MPI_ERR_OTHER;
+use crate::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::{self, pmi};

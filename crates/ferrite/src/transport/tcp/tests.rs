@@ -377,13 +377,12 @@ fn clean_shutdown_is_not_a_failure_and_delivers_the_last_bytes() {
     assert_eq!(got.1.conns_closed, 1);
     assert_eq!(a.stats().conns_closed, 1);
     // Neither saw a loss; later sends would name the peer as finalized.
-    for p in a.peers.values() {
-        let (class, why) = p.failed.clone().unwrap_or_default();
-        assert!(
-            why.contains("MPI_Finalize") && class == MPI_ERR_OTHER,
-            "{why}"
-        );
-    }
+    let err = a.try_send(1, &[b"late"]).unwrap_err();
+    assert!(
+        err.msg.contains("MPI_Finalize") && err.class == MPI_ERR_OTHER,
+        "{}",
+        err.msg
+    );
 }
 
 #[test]
@@ -610,7 +609,7 @@ fn a_budget_of_two_evicts_and_reopens_without_losing_or_reordering() {
     // taken over budget), none half-closed.
     pump(&mut eps, &mut got, |_| false);
     for (r, ep) in eps.iter().enumerate() {
-        assert!(ep.peers.values().all(|p| p.closing.is_none()), "rank {r}");
+        assert!(!ep.mgr.closing(), "rank {r}");
         assert!(
             open_socks(ep) <= max + ep.stats().conn.over_budget as usize,
             "rank {r}"
@@ -685,26 +684,28 @@ fn a_new_connection_waits_until_the_old_one_has_drained() {
     pump(&mut eps, &mut got, |g| g[0].len() == 5 && g[1].len() == 5);
     // 0 closes (as the policy would for eviction); 1 reads the CLOSE and answers, sending
     // more on the old connection first; 0 reads everything and is done.
-    eps[0].start_close(1, false);
+    let now = eps[0].now();
+    eps[0].mgr.close(1, now);
+    eps[0].run_mgr();
     assert!(eps[1].try_send(0, &[&msg(1, 0, 5)]).unwrap());
-    let old1 = eps[1].peers[&0].sock.expect("1 is still connected");
+    let old1 = eps[1].mgr.connection(0).expect("1 is still connected");
     for _ in 0..100 {
         eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
-        if eps[1].peers[&0].closing.is_some() {
+        if eps[1].mgr.closing_of(0).is_some() {
             break;
         }
     }
-    assert_eq!(eps[1].peers[&0].closing, Some(old1));
+    assert_eq!(eps[1].mgr.closing_of(0), Some(old1));
     // 1 will not see 0's CLOSE_ACK before the new connection: hide the old socket from epoll.
     let fd1 = eps[1].socks[&old1].stream.as_raw_fd();
     eps[1].epoll_ctl(libc::EPOLL_CTL_DEL, fd1, 0, 0).unwrap();
     for _ in 0..100 {
         eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
-        if eps[0].peers[&1].closing.is_none() {
+        if eps[0].mgr.closing_of(1).is_none() {
             break;
         }
     }
-    assert!(eps[0].peers[&1].closing.is_none() && eps[0].peers[&1].sock.is_none());
+    assert!(eps[0].mgr.closing_of(1).is_none() && eps[0].mgr.connection(1).is_none());
     assert_eq!(
         got[0].len(),
         6,
@@ -720,12 +721,13 @@ fn a_new_connection_waits_until_the_old_one_has_drained() {
     for _ in 0..2000 {
         eps[0].poll(&mut |f, p| got[0].push((f, p.to_vec())));
         eps[1].poll(&mut |f, p| got[1].push((f, p.to_vec())));
-        if eps[1].peers[&0].sock.is_some() {
+        if eps[1].mgr.connection(0).is_some() {
             break;
         }
     }
-    let new1 = eps[1].peers[&0]
-        .sock
+    let new1 = eps[1]
+        .mgr
+        .connection(0)
         .expect("the new connection is accepted");
     assert_ne!(new1, old1);
     for _ in 0..200 {
@@ -994,13 +996,13 @@ fn ud_set_up_settles_the_attempt_over_datagrams_and_the_initiator_dials() {
             c.closed(CloseCause::Eviction) + c.closed(CloseCause::Peer) > 0,
             "rank {r}"
         );
-        let ud = ep.ud.as_ref().expect("ud runs").stats();
+        let ud = ep.mgr.ud_stats().expect("ud runs");
         assert!(
             ud.connected > 0,
             "rank {r}: no ud handshake completed: {ud:?}"
         );
         // No card lookups: every address came in a handshake.
-        assert!(!ep.ud_addrs.is_empty(), "rank {r}");
+        assert!(ep.mgr.addrs_learned() > 0, "rank {r}");
     }
 }
 
@@ -1117,12 +1119,7 @@ fn out_of_resources_that_lasts_fails_the_peer_with_a_clear_message() {
         });
         inject::set(which, 0, 0);
         let e = failed.unwrap_or_else(|| panic!("errno {errno}: never gave up"));
-        assert_eq!(
-            e.class,
-            crate::abi::consts::MPI_ERR_PROC_ABORTED,
-            "{}",
-            e.msg
-        );
+        assert_eq!(e.class, crate::consts::MPI_ERR_PROC_ABORTED, "{}", e.msg);
         assert!(
             e.msg.contains("cannot connect to rank 0") && e.msg.contains(hint),
             "errno {errno}: {}",

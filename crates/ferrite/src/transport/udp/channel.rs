@@ -22,10 +22,10 @@
 
 use super::super::tcp::card::Board;
 use super::super::Proc;
-use crate::abi::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::conn::reliable::{self, Event, Reliable};
 use crate::conn::wire::{self, Kind};
 use crate::conn::Micros;
+use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::error::{MpiError, MpiResult};
 use crate::mpi_err;
 use std::collections::{BTreeSet, HashMap, VecDeque};

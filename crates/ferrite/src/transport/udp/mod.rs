@@ -9,8 +9,8 @@ pub mod channel;
 pub use channel::{Channel, ChannelConfig, ChannelStats, Inject};
 
 use super::{Proc, Transport, TransportStats};
-use crate::abi::consts::MPI_ERR_OTHER;
 use crate::conn::reliable;
+use crate::consts::MPI_ERR_OTHER;
 use crate::error::MpiResult;
 use crate::mpi_err;
 use crate::runtime::config;

@@ -1,7 +1,7 @@
 use super::super::tcp::card::test_board::{secret_of, TestBoard};
 use super::*;
-use crate::abi::consts::MPI_ERR_PROC_ABORTED;
 use crate::conn::wire;
+use crate::consts::MPI_ERR_PROC_ABORTED;
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::sync::atomic::{AtomicU32, Ordering};
 
