@@ -89,18 +89,24 @@ unsafe fn nonblocking(
     } else {
         access::Kind::Independent
     };
-    let h = match access::access(&f, mem, dir, from, k)? {
-        Outcome::Request(h) => h,
-        // On MPI_COMM_SELF, not the file's communicator: the request may outlive the file.
+    let h = request_of(access::access(&f, mem, dir, from, k)?)?;
+    // SAFETY: checked non-null; the caller's MPI_Request*.
+    unsafe { out(request, h) }
+}
+
+/// The request of a started access: its own, or for one already over a completed request
+/// carrying its status, on MPI_COMM_SELF, not the file's communicator (the request may
+/// outlive the file).
+fn request_of(o: Outcome) -> MpiResult<MPI_Request> {
+    match o {
+        Outcome::Request(h) => Ok(h),
         Outcome::Done(s) => state::with(|st| {
             let mut r = Request::new(MPI_COMM_SELF, true);
             r.done = true;
             r.status = s;
             Ok(st.p2p.reqs.insert(r))
-        })?,
-    };
-    // SAFETY: checked non-null; the caller's MPI_Request*.
-    unsafe { out(request, h) }
+        }),
+    }
 }
 
 /// The _begin of a split collective: the access starts in the background (as a nonblocking
@@ -124,16 +130,13 @@ unsafe fn begin(
         ));
     }
     let mem = Mem::new(buf, count, datatype);
-    let h = match access::access(&f, mem, dir, from, access::Kind::Nonblocking)? {
-        Outcome::Request(h) => h,
-        // Not reached for collective accesses; an already complete request otherwise.
-        Outcome::Done(s) => state::with(|st| {
-            let mut r = Request::new(MPI_COMM_SELF, true);
-            r.done = true;
-            r.status = s;
-            Ok(st.p2p.reqs.insert(r))
-        })?,
-    };
+    let h = request_of(access::access(
+        &f,
+        mem,
+        dir,
+        from,
+        access::Kind::Nonblocking,
+    )?)?;
     lock(&f).split = Some(h);
     Ok(())
 }

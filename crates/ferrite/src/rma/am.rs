@@ -57,37 +57,30 @@ pub fn send(st: &mut Ferrite, r: &Route, dest: u32, parts: &[&[u8]]) -> MpiResul
     }
     // SAFETY: the parts' lengths add up to the slice's, so every byte was written.
     let msg = unsafe { msg.assume_init() };
-    let spec = Spec::Send {
-        mode: Mode::Standard,
-        ctx: r.ctx,
-        me: r.me,
-        dest: Some(r.peers[dest as usize]),
-        tag: 0,
-        src: Source::Owned(msg),
-    };
-    let h = st.start_new(r.comm, &spec)?;
-    if st.p2p.is_done(h) {
-        st.p2p.reqs.remove(h);
-    } else if let Some(req) = st.p2p.reqs.get_mut(h) {
-        req.background = true;
-    }
-    Ok(())
+    send_from(st, r, dest, Source::Owned(msg))
 }
 
 /// Sends the `msg.1` bytes at `msg.0` to window rank `dest` from where they are, without a
 /// copy: the caller keeps them there until the target has answered the message.
 pub fn send_kept(st: &mut Ferrite, r: &Route, dest: u32, msg: (*const u8, usize)) -> MpiResult<()> {
+    let src = Source::User {
+        buf: Ptr(msg.0 as *mut u8),
+        count: msg.1,
+        dt: st.comm_datatype(MPI_BYTE)?,
+    };
+    send_from(st, r, dest, src)
+}
+
+/// Starts a send of `src` to window rank `dest` that completes in the background (nobody
+/// waits for it: the target's answer is what the origin waits for).
+fn send_from(st: &mut Ferrite, r: &Route, dest: u32, src: Source) -> MpiResult<()> {
     let spec = Spec::Send {
         mode: Mode::Standard,
         ctx: r.ctx,
         me: r.me,
         dest: Some(r.peers[dest as usize]),
         tag: 0,
-        src: Source::User {
-            buf: Ptr(msg.0 as *mut u8),
-            count: msg.1,
-            dt: st.comm_datatype(MPI_BYTE)?,
-        },
+        src,
     };
     let h = st.start_new(r.comm, &spec)?;
     if st.p2p.is_done(h) {

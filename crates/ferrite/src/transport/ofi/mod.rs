@@ -547,23 +547,7 @@ impl Ofi {
 
     /// Takes events and completions; data for `deliver` (or, without one, into `arrived`).
     fn progress(&mut self, mut deliver: Option<Deliver<'_>>) -> usize {
-        let mut got = 0;
-        loop {
-            let mut ents = [CqEntry {
-                context: 0,
-                flags: 0,
-                len: 0,
-            }; 32];
-            match self.cq.read(&mut ents) {
-                Ok(0) => break,
-                Ok(n) => {
-                    for e in &ents[..n] {
-                        got += self.completion(e, &mut deliver);
-                    }
-                }
-                Err(e) => self.completion_error(e),
-            }
-        }
+        let got = self.take_completions(&mut deliver);
         while let Some(ev) = self.eq.read() {
             self.event(ev);
         }
@@ -745,7 +729,7 @@ impl Ofi {
             EqEvent::Shutdown(ctx) => {
                 let Some(id) = self.conn_of(ctx) else { return };
                 // Packets that came before the end are on the completion queue.
-                self.progress_cq_only();
+                self.take_completions(&mut None);
                 let c = self.conns[id].take().expect("conn_of");
                 self.stats.conns_closed += 1;
                 self.stats.conn.closed[CloseCause::Peer as usize] += 1;
@@ -790,7 +774,9 @@ impl Ofi {
         }
     }
 
-    fn progress_cq_only(&mut self) {
+    /// Takes every completion in the queue; data for `deliver` (or into `arrived`).
+    fn take_completions(&mut self, deliver: &mut Option<Deliver<'_>>) -> usize {
+        let mut got = 0;
         loop {
             let mut ents = [CqEntry {
                 context: 0,
@@ -801,12 +787,13 @@ impl Ofi {
                 Ok(0) => break,
                 Ok(n) => {
                     for e in &ents[..n] {
-                        self.completion(e, &mut None);
+                        got += self.completion(e, deliver);
                     }
                 }
                 Err(e) => self.completion_error(e),
             }
         }
+        got
     }
 
     /// A peer asks for a key to `len` bytes at `addr` of ours (its rendezvous read).
@@ -1030,7 +1017,7 @@ impl Transport for Ofi {
             let c = self.conns[id].as_ref().expect("send connection");
             if c.up && c.credits > 0 {
                 if self.tx_free.is_empty() {
-                    self.progress_cq_only();
+                    self.take_completions(&mut None);
                 }
                 if let Some(slot) = self.tx_free.pop() {
                     match self.send_slot(id, slot, DATA, parts) {
