@@ -197,17 +197,17 @@ impl TxRing {
         self.pos.wrapping_sub(self.head) <= self.mask
     }
 
-    /// Publishes a packet of `len` bytes written by `fill` into the slot's payload (at most
-    /// INLINE_MAX bytes); false if the ring is full. The caller then checks the receiver's
-    /// `sleeping` flag (`Queue::must_ring`, which fences).
+    /// Publishes a packet of `len` bytes written by `fill` into the slot's payload (`fill`
+    /// writes at most INLINE_MAX bytes); false if the ring is full. `len` is recorded as
+    /// given: the receiver checks it (the tests forge bad ones). The caller then checks the
+    /// receiver's `sleeping` flag (`Queue::must_ring`, which fences).
     pub fn push(&mut self, kind: u32, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
-        debug_assert!(len <= INLINE_MAX);
         if !self.has_room() {
             return false;
         }
         let slot = self.m.slot(self.pos, self.mask);
         // SAFETY: the slot is free (the consumer is past it) and ours until published; the
-        // payload area holds INLINE_MAX >= len bytes.
+        // payload area holds the INLINE_MAX bytes `fill` may write.
         unsafe {
             let h = slot as *mut SlotHeader;
             std::ptr::addr_of_mut!((*h).len).write(len as u16);
@@ -223,6 +223,7 @@ impl TxRing {
 
     /// Copies `parts` (at most INLINE_MAX bytes together) into the next slot.
     pub fn push_inline(&mut self, parts: &[&[u8]], len: usize) -> bool {
+        debug_assert!(len <= INLINE_MAX);
         self.push(KIND_INLINE, len, |dst| {
             let mut off = 0;
             for p in parts {
