@@ -2,9 +2,9 @@
 //!
 //! Layers (top to bottom; docs/architecture.md, and tests/layers/check.py checks every
 //! `crate::` path against its table): `abi` (C entry points) and `io` -> `objects`, `coll`,
-//! `rma`, `p2p`, `state`, `progress`, `error` -> `transport` (self, shm, tcp, udp) -> `conn`
+//! `rma`, `p2p`, `state`, `progress`, `error` -> `transport` (self, shm, tcp, udp, ofi) -> `conn`
 //! (the connection manager, sans-IO) -> `runtime`'s configuration and PMI client -> the
-//! leaves `consts` (MPI constants), `types` (`Proc`, `Micros`, the status structs), `fxhash`.
+//! leaves `consts` (MPI constants), `types` (`Proc`, `Micros`, the status structs), `fxhash`, `lock_order`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
