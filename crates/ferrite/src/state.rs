@@ -300,10 +300,12 @@ fn not_running() -> MpiError {
     MpiError::new(crate::consts::MPI_ERR_OTHER, msg)
 }
 
-/// Installs the state made by MPI_Init (with the wake eventfd added to its epoll set).
+/// Installs the state made by MPI_Init (under MPI_THREAD_MULTIPLE with the wake eventfd
+/// added to its epoll set: below it no thread calls MPI while another sleeps in it, and a
+/// job short of descriptors keeps the one it would cost).
 pub fn install(mut st: Box<Ferrite>) -> MpiResult<()> {
     let mut fd = WAKE_FD.load(Ordering::Relaxed);
-    if fd < 0 {
+    if fd < 0 && st.thread_level == crate::consts::MPI_THREAD_MULTIPLE {
         // SAFETY: plain syscall; the fd lives as long as the process (one per process).
         fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -315,7 +317,9 @@ pub fn install(mut st: Box<Ferrite>) -> MpiResult<()> {
         }
         WAKE_FD.store(fd, Ordering::Relaxed);
     }
-    st.net.wake_on(fd)?;
+    if fd >= 0 {
+        st.net.wake_on(fd)?;
+    }
     let mut guard = lock();
     if guard.is_some() || is_initialized() {
         unlock(guard);
