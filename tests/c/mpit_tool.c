@@ -81,8 +81,9 @@ static void walk(int ferrite)
     OK(MPI_T_cvar_get_num(&ncvar));
     OK(MPI_T_pvar_get_num(&npvar));
     OK(MPI_T_category_get_num(&ncat));
-    CHECK(ncvar > 0 && npvar > 0 && ncat > 0, "%d cvars, %d pvars, %d categories", ncvar, npvar,
-          ncat);
+    /* (Debian's MPICH has no pvars.) */
+    CHECK(ncvar > 0 && (npvar > 0 || !ferrite) && ncat > 0, "%d cvars, %d pvars, %d categories",
+          ncvar, npvar, ncat);
     for (int i = 0; i < ncvar; i++) {
         int nl = sizeof name, dl = sizeof desc, verb, bind, scope, idx = -1;
         MPI_Datatype dt;
@@ -159,7 +160,9 @@ static void walk(int ferrite)
     OK(MPI_T_category_changed(&upd));
     OK(MPI_T_category_changed(&upd2));
     CHECK(upd == upd2, "category update number changed without a change");
-    /* Bad indices and names. */
+    /* Bad indices and names (Ferrite only: Debian's MPICH 4.0.2 crashes in
+     * MPI_T_pvar_get_info with an invalid index). */
+    if (!ferrite) return;
     int x;
     T(MPI_T_cvar_get_info(ncvar, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
       MPI_T_ERR_INVALID_INDEX);
@@ -175,7 +178,7 @@ static void walk(int ferrite)
     T(MPI_T_pvar_get_index("no_such_pvar", MPI_T_PVAR_CLASS_COUNTER, &x), MPI_T_ERR_INVALID_NAME);
     T(MPI_T_category_get_index("no_such_category", &x), MPI_T_ERR_INVALID_NAME);
     /* Events and sources: none here, so every index is invalid. */
-    if (ferrite) {
+    {
         int nev = -1, nsrc = -1;
         OK(MPI_T_event_get_num(&nev));
         OK(MPI_T_source_get_num(&nsrc));
@@ -477,10 +480,11 @@ int main(int argc, char **argv)
     T(MPI_T_pvar_session_create(&(MPI_T_pvar_session){0}), MPI_T_ERR_NOT_INITIALIZED);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     MPI_CHECK(MPI_Finalize());
-    /* After MPI_Finalize: MPI_T still works. */
-    OK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
-    walk(ferrite);
+    /* After MPI_Finalize: MPI_T still works (MPI 4.1 15.3.4; Debian's MPICH 4.0.2 crashes
+     * there, so Ferrite only). */
     if (ferrite) {
+        OK(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+        walk(ferrite);
         MPI_T_pvar_session s;
         MPI_T_pvar_handle h;
         int count;
@@ -497,8 +501,8 @@ int main(int argc, char **argv)
         OK(MPI_T_cvar_handle_alloc(i, NULL, &c, &count));
         T(MPI_T_cvar_write(c, "1"), MPI_T_ERR_CVAR_SET_NOT_NOW);
         OK(MPI_T_cvar_handle_free(&c));
+        OK(MPI_T_finalize());
     }
-    OK(MPI_T_finalize());
     if (t_rank == 0) {
         printf("done: mpit_tool\n");
         fflush(stdout);
