@@ -414,7 +414,8 @@ static void pvars(void)
         MPI_CHECK(MPI_Send(&token, 1, MPI_INT, t_rank + 1, 4, MPI_COMM_WORLD));
 
     /* Between two ranks: rank 1 starts its counters, says go, and rank 0 sends N messages
-     * only then, so rank 1 sees exactly N arrive and rank 0 exactly N leave. */
+     * only then, so rank 1 sees exactly N arrive and rank 0 exactly N leave; rank 0 waits
+     * for rank 1 to stop before it sends anything else. */
     if (t_size >= 2 && t_rank < 2) {
         OK(MPI_T_pvar_reset(s, MPI_T_PVAR_ALL_HANDLES));
         OK(MPI_T_pvar_start(s, MPI_T_PVAR_ALL_HANDLES));
@@ -430,6 +431,11 @@ static void pvars(void)
                 MPI_CHECK(MPI_Send(out + m * SIZE, SIZE, MPI_CHAR, 1, 6, MPI_COMM_WORLD));
         }
         OK(MPI_T_pvar_stop(s, MPI_T_PVAR_ALL_HANDLES));
+        /* Rank 0 sends nothing more (a Barrier's message would count) until rank 1 stopped. */
+        if (t_rank == 1)
+            MPI_CHECK(MPI_Send(&go, 1, MPI_INT, 0, 7, MPI_COMM_WORLD));
+        else
+            MPI_CHECK(MPI_Recv(&go, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         if (t_rank == 1) {
             CHECK(memcmp(in, out, SIZE * N) == 0, "messages from rank 0 corrupted");
             CHECK(rd(s, h[RECV]) == N && rd(s, h[RBYTES]) == N * SIZE,
