@@ -23,5 +23,6 @@ pub mod progress;
 pub mod rma;
 pub mod runtime;
 pub mod state;
+pub mod tool;
 pub mod transport;
 pub mod types;

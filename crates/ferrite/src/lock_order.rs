@@ -9,11 +9,14 @@ pub const USERS: u8 = 0;
 pub const STATE: u8 = 1;
 /// Leaves, taken alone or inside the state lock, never around another lock: the info
 /// table (`objects::info::with`), the Bsend buffers (abi/p2p.rs), the generalized
-/// requests (abi/grequest.rs), the PMI client (runtime/pmi.rs).
+/// requests (abi/grequest.rs), the PMI client (runtime/pmi.rs), the tool interface's
+/// sessions and handles (tool/), the knobs set through it (runtime/config.rs).
 pub const INFO: u8 = 2;
 pub const BSEND: u8 = 3;
 pub const GREQS: u8 = 4;
 pub const PMI: u8 = 5;
+pub const TOOL: u8 = 6;
+pub const CONFIG: u8 = 7;
 
 /// A guard of a table lock whose level is checked and recorded.
 pub struct Tracked<T: 'static> {

@@ -30,6 +30,7 @@ mod sigcheck;
 pub mod status;
 pub mod stubs;
 pub mod symbols;
+pub mod tool;
 pub mod topo;
 pub mod types;
 pub mod version;

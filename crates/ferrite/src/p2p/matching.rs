@@ -58,6 +58,8 @@ pub struct Matching<P, U> {
     /// Of which ANY_SOURCE receives (in `posted_any`).
     n_posted_any: usize,
     n_unexpected: usize,
+    /// The most unexpected messages queued at once (the tool interface's high-water mark).
+    peak_unexpected: usize,
 }
 
 impl<P, U> Default for Matching<P, U> {
@@ -70,6 +72,7 @@ impl<P, U> Default for Matching<P, U> {
             n_posted: 0,
             n_posted_any: 0,
             n_unexpected: 0,
+            peak_unexpected: 0,
         }
     }
 }
@@ -86,6 +89,10 @@ impl<P, U> Matching<P, U> {
 
     pub fn unexpected_len(&self) -> usize {
         self.n_unexpected
+    }
+
+    pub fn unexpected_peak(&self) -> usize {
+        self.peak_unexpected
     }
 
     /// A message (ctx, src, tag) arrived: removes and returns the earliest posted receive that
@@ -141,6 +148,7 @@ impl<P, U> Matching<P, U> {
             .push_back(Entry { seq, tag, item: u });
         c.count += 1;
         self.n_unexpected += 1;
+        self.peak_unexpected = self.peak_unexpected.max(self.n_unexpected);
     }
 
     /// Posts a receive. The caller first tried [`Self::take_unexpected`] with the same pattern.

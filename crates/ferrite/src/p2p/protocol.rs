@@ -52,6 +52,18 @@ pub struct P2p {
     /// Places of the live partitioned requests per (context, peer, tag, is a send): the
     /// k-th on each side match each other (`partitioned::wire_tag`).
     pub part_inits: FxHashMap<(u32, i64, i32, bool), std::collections::BTreeSet<u32>>,
+    /// Messages (and their payload bytes) this process started sending and that arrived
+    /// here, collectives' and RMA's own included: the tool interface's counters.
+    pub counts: MessageCounts,
+}
+
+/// Plain counters kept under the state lock (one add per message; read by tool/pvars.rs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MessageCounts {
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    pub messages_received: u64,
+    pub bytes_received: u64,
 }
 
 impl Default for P2p {
@@ -102,6 +114,7 @@ impl P2p {
             dead: FxHashMap::default(),
             dead_news: false,
             part_inits: FxHashMap::default(),
+            counts: MessageCounts::default(),
         }
     }
 
@@ -191,7 +204,12 @@ impl P2p {
             rreq: 0,
             arg: 0,
         };
-        wire.try_send(to, &[&hdr.encode(), data])
+        let sent = wire.try_send(to, &[&hdr.encode(), data])?;
+        if sent {
+            self.counts.messages_sent += 1;
+            self.counts.bytes_sent += data.len() as u64;
+        }
+        Ok(sent)
     }
 
     /// A new request in the table.
@@ -396,6 +414,8 @@ impl P2p {
             hdr.arg = ptr.0 as u64;
         }
         self.send_now(wire, to, &hdr, payload)?;
+        self.counts.messages_sent += 1;
+        self.counts.bytes_sent += len as u64;
         if eager && !sync {
             self.complete(h);
             return Ok(());
@@ -665,6 +685,10 @@ impl P2p {
         let Some((h, payload)) = Header::decode(packet) else {
             return;
         };
+        if matches!(h.kind, Kind::Eager | Kind::EagerSync | Kind::Rts) {
+            self.counts.messages_received += 1;
+            self.counts.bytes_received += h.len;
+        }
         match h.kind {
             Kind::Eager | Kind::EagerSync => {
                 let ack = (h.kind == Kind::EagerSync).then_some(h.sreq);

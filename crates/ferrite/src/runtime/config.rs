@@ -2,7 +2,10 @@
 //! Each has a name `FERRITE_<AREA>_<NAME>`, a default and one line of documentation;
 //! `ferrite-info` prints them all.
 
+use crate::lock_order;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 pub struct Knob {
     pub name: &'static str,
@@ -292,11 +295,41 @@ pub fn knob(name: &str) -> &'static Knob {
         .unwrap_or_else(|| panic!("configuration knob {name} is not registered in KNOBS"))
 }
 
-/// The value of a registered knob: the environment's if set and valid, else the default.
-/// An invalid value is reported once on stderr and the default is used.
+/// Values set through the tool interface (MPI_T_cvar_write, tool/cvars.rs): they take the
+/// place of the environment's for every later read. A leaf lock (lock_order::CONFIG).
+static OVERRIDES: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+/// Whether OVERRIDES holds anything (reads skip the lock while it is empty).
+static OVERRIDDEN: AtomicBool = AtomicBool::new(false);
+
+/// Makes `value` the value of knob `name` for every later read (`get`, `text`).
+pub fn set(name: &str, value: &str) {
+    let k = knob(name);
+    let mut o = lock_order::lock(&OVERRIDES, lock_order::CONFIG);
+    match o.iter_mut().find(|(n, _)| *n == k.name) {
+        Some((_, v)) => *v = value.to_string(),
+        None => o.push((k.name, value.to_string())),
+    }
+    OVERRIDDEN.store(true, Ordering::Release);
+}
+
+/// The text of knob `name` in effect: the value set through the tool interface, else the
+/// environment's, else None (the default applies).
+pub fn text(name: &str) -> Option<String> {
+    if OVERRIDDEN.load(Ordering::Acquire) {
+        let o = lock_order::lock(&OVERRIDES, lock_order::CONFIG);
+        if let Some((_, v)) = o.iter().find(|(n, _)| *n == name) {
+            return Some(v.clone());
+        }
+    }
+    std::env::var(name).ok()
+}
+
+/// The value of a registered knob: the one set through the tool interface, else the
+/// environment's if set and valid, else the default. An invalid value is reported on stderr
+/// and the default is used.
 pub fn get<T: FromStr>(name: &str) -> T {
     let k = knob(name);
-    if let Ok(v) = std::env::var(name) {
+    if let Some(v) = text(name) {
         match v.trim().parse() {
             Ok(x) => return x,
             Err(_) => eprintln!(
