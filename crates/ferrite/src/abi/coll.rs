@@ -6,7 +6,7 @@
 use super::consts::*;
 use super::out;
 use crate::coll::plans::{self, Arr, Ngh, Side};
-use crate::coll::reduce::{UserFn, UserFnC, UserKind, UserOp};
+use crate::coll::reduce::{UserKind, UserOp};
 use crate::coll::{self, Kind, Mode, PlanKey};
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::state::{self, Ferrite};
@@ -417,18 +417,12 @@ fn op_create(f: UserKind, commute: c_int, op: *mut MPI_Op) -> MpiResult<()> {
 }
 
 mpi_fn! {
-    fn MPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut MPI_Op)
-        on ErrObj::NoObject => {
+    // MPI_User_function(_c): the length is an int* or an MPI_Count*.
+    fn MPI_Op_create, fn MPI_Op_create_c(
+        user_fn: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut Count, *mut MPI_Datatype)>,
+        commute: c_int, op: *mut MPI_Op) on ErrObj::NoObject => {
         let f = user_fn.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null user function"))?;
-        op_create(UserKind::Int(f), commute, op)
-    }
-}
-
-mpi_fn! {
-    fn MPI_Op_create_c(user_fn: Option<UserFnC>, commute: c_int, op: *mut MPI_Op)
-        on ErrObj::NoObject => {
-        let f = user_fn.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "null user function"))?;
-        op_create(UserKind::Big(f), commute, op)
+        op_create(UserKind::from(f), commute, op)
     }
 }
 

@@ -938,7 +938,7 @@ fn query<R>(h: MPI_Datatype, f: impl FnOnce(&Datatype) -> R) -> MpiResult<R> {
 }
 
 mpi_fn! {
-    fn MPI_Type_size, fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut Count)
+    fn MPI_Type_size, fn MPI_Type_size_c, fn MPI_Type_size_x(datatype: MPI_Datatype, size: *mut Count)
         on ErrObj::NoObject => {
         let s = query(datatype, |t| t.size)?;
         let v = Count::try_from(s).unwrap_or(MPI_UNDEFINED.into());
@@ -948,16 +948,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_size_x(datatype: MPI_Datatype, size: *mut MPI_Count) on ErrObj::NoObject => {
-        let s = query(datatype, |t| t.size)?;
-        // SAFETY: the caller passes an MPI_Count* output.
-        unsafe { out(size, s as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    // MPI_Aint* in the int form, MPI_Count* in the _c form (the same type).
-    fn MPI_Type_get_extent, fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Aint,
+    // MPI_Aint* in the int form, MPI_Count* in the _c and _x forms (the same type).
+    fn MPI_Type_get_extent, fn MPI_Type_get_extent_c, fn MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: *mut MPI_Aint,
         extent: *mut MPI_Aint) on ErrObj::NoObject => {
         let (l, e) = query(datatype, |t| (t.lb, t.extent))?;
         // SAFETY: the caller passes MPI_Aint* outputs.
@@ -966,30 +958,13 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    fn MPI_Type_get_extent_x(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let (l, e) = query(datatype, |t| (t.lb, t.extent))?;
-        // SAFETY: the caller passes MPI_Count* outputs.
-        unsafe { out(lb, l as MPI_Count)?; out(extent, e as MPI_Count) }
-    }
-}
-
-mpi_fn! {
-    // MPI_Aint* in the int form, MPI_Count* in the _c form (the same type).
-    fn MPI_Type_get_true_extent, fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype,
+    // MPI_Aint* in the int form, MPI_Count* in the _c and _x forms (the same type).
+    fn MPI_Type_get_true_extent, fn MPI_Type_get_true_extent_c, fn MPI_Type_get_true_extent_x(
+        datatype: MPI_Datatype,
         true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) on ErrObj::NoObject => {
         let (l, e) = query(datatype, |t| (t.true_lb, t.true_extent))?;
         // SAFETY: the caller passes MPI_Aint* outputs.
         unsafe { out(true_lb, l as MPI_Aint)?; out(true_extent, e as MPI_Aint) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count,
-        true_extent: *mut MPI_Count) on ErrObj::NoObject => {
-        let (l, e) = query(datatype, |t| (t.true_lb, t.true_extent))?;
-        // SAFETY: the caller passes MPI_Count* outputs.
-        unsafe { out(true_lb, l as MPI_Count)?; out(true_extent, e as MPI_Count) }
     }
 }
 

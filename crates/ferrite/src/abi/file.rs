@@ -571,25 +571,22 @@ unsafe fn register(
     datarep::register(&name, read, write, extent_fn, extra_state as usize)
 }
 
-mpi_fn! {
-    fn MPI_Register_datarep(datarep: *const c_char,
-        read_conversion_fn: Option<MPI_Datarep_conversion_function>,
-        write_conversion_fn: Option<MPI_Datarep_conversion_function>,
-        dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
-        on ErrObj::File(0) => {
-        let (r, w) = (read_conversion_fn.map(datarep::Conv::Int), write_conversion_fn.map(datarep::Conv::Int));
-        // SAFETY: the caller's NUL-terminated string.
-        unsafe { register(datarep, r, w, dtype_file_extent_fn, extra_state) }
-    }
-}
+/// MPI_Datarep_conversion_function(_c): the count is an int or an MPI_Count.
+type ConvFn<Count> = unsafe extern "C" fn(
+    *mut c_void,
+    MPI_Datatype,
+    Count,
+    *mut c_void,
+    MPI_Offset,
+    *mut c_void,
+) -> c_int;
 
 mpi_fn! {
-    fn MPI_Register_datarep_c(datarep: *const c_char,
-        read_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
-        write_conversion_fn: Option<MPI_Datarep_conversion_function_c>,
+    fn MPI_Register_datarep, fn MPI_Register_datarep_c(datarep: *const c_char,
+        read_conversion_fn: Option<ConvFn<Count>>, write_conversion_fn: Option<ConvFn<Count>>,
         dtype_file_extent_fn: Option<MPI_Datarep_extent_function>, extra_state: *mut c_void)
         on ErrObj::File(0) => {
-        let (r, w) = (read_conversion_fn.map(datarep::Conv::Count), write_conversion_fn.map(datarep::Conv::Count));
+        let (r, w) = (read_conversion_fn.map(datarep::Conv::from), write_conversion_fn.map(datarep::Conv::from));
         // SAFETY: the caller's NUL-terminated string.
         unsafe { register(datarep, r, w, dtype_file_extent_fn, extra_state) }
     }
@@ -619,292 +616,99 @@ pub extern "C" fn MPI_File_f2c(file: MPI_Fint) -> MPI_File {
     PMPI_File_f2c(file)
 }
 
-mpi_fn! {
-    fn MPI_File_read, fn MPI_File_read_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, status) }
-    }
+/// One access family's read and write entry points, int and large-count forms: they differ
+/// only in the buffer's constness and the direction. `blocking`, `nonblocking` and `begin`
+/// rows name the four functions, the extra leading parameters and where the access starts
+/// (and whether it is collective); `end` rows name the two _end functions.
+macro_rules! io_access {
+    (end fn $r:ident, fn $w:ident) => {
+        io_access! { @end $r, *mut c_void }
+        io_access! { @end $w, *const c_void }
+    };
+    ($how:ident fn $r:ident, fn $rc:ident, fn $w:ident, fn $wc:ident ($($a:ident: $t:ty),*)
+     $($arg:expr),*) => {
+        io_access! { @$how [$r, $rc] *mut c_void, Dir::Read, ($($a: $t),*) $($arg),* }
+        io_access! { @$how [$w, $wc] *const c_void, Dir::Write, ($($a: $t),*) $($arg),* }
+    };
+    (@blocking [$n:ident, $nc:ident] $buf:ty, $dir:expr, ($($a:ident: $t:ty),*)
+     $from:expr, $coll:expr) => {
+        mpi_fn! {
+            fn $n, fn $nc(fh: MPI_File, $($a: $t,)* buf: $buf, count: Count,
+                datatype: MPI_Datatype, status: *mut MPI_Status) on ErrObj::File(fh as usize) => {
+                // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
+                // is an MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe {
+                    blocking(fh, buf as *mut u8, i64::from(count), datatype, $dir, $from, $coll,
+                        status)
+                }
+            }
+        }
+    };
+    (@nonblocking [$n:ident, $nc:ident] $buf:ty, $dir:expr, ($($a:ident: $t:ty),*)
+     $from:expr, $coll:expr) => {
+        mpi_fn! {
+            fn $n, fn $nc(fh: MPI_File, $($a: $t,)* buf: $buf, count: Count,
+                datatype: MPI_Datatype, request: *mut MPI_Request)
+                on ErrObj::File(fh as usize) => {
+                // SAFETY: as for the blocking form; `request` is an MPI_Request*.
+                unsafe {
+                    nonblocking(fh, buf as *mut u8, i64::from(count), datatype, $dir, $from,
+                        $coll, request)
+                }
+            }
+        }
+    };
+    (@begin [$n:ident, $nc:ident] $buf:ty, $dir:expr, ($($a:ident: $t:ty),*) $from:expr) => {
+        mpi_fn! {
+            fn $n, fn $nc(fh: MPI_File, $($a: $t,)* buf: $buf, count: Count,
+                datatype: MPI_Datatype) on ErrObj::File(fh as usize) => {
+                // SAFETY: the caller's buffer, count and type follow MPI's contract.
+                unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, $dir, $from) }
+            }
+        }
+    };
+    (@end $n:ident, $buf:ty) => {
+        mpi_fn! {
+            fn $n(fh: MPI_File, buf: $buf, status: *mut MPI_Status)
+                on ErrObj::File(fh as usize) => {
+                let _ = buf;
+                // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
+                unsafe { end(fh, status) }
+            }
+        }
+    };
 }
 
-mpi_fn! {
-    fn MPI_File_iread, fn MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at, fn MPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_at, fn MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_all, fn MPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_all, fn MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual, true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_all_begin, fn MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Individual) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        let _ = buf;
-        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { end(fh, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at_all, fn MPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_at_all, fn MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset), true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at_all_begin, fn MPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::At(offset)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        let _ = buf;
-        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { end(fh, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_shared, fn MPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iread_shared, fn MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Shared, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_ordered, fn MPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_ordered_begin, fn MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Read, From::Ordered) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        let _ = buf;
-        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { end(fh, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write, fn MPI_File_write_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite, fn MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at, fn MPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_at, fn MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_all, fn MPI_File_write_all_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_all, fn MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual, true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_all_begin, fn MPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Individual) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        let _ = buf;
-        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { end(fh, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at_all, fn MPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_at_all, fn MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset), true, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at_all_begin, fn MPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::At(offset)) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        let _ = buf;
-        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { end(fh, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_shared, fn MPI_File_write_shared_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_iwrite_shared, fn MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, request: *mut MPI_Request)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: as for the blocking form; `request` is an MPI_Request*.
-        unsafe { nonblocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Shared, false, request) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_ordered, fn MPI_File_write_ordered_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract; `status`
-        // is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { blocking(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered, true, status) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_ordered_begin, fn MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: Count, datatype: MPI_Datatype)
-        on ErrObj::File(fh as usize) => {
-        // SAFETY: the caller's buffer, count and type follow MPI's contract.
-        unsafe { begin(fh, buf as *mut u8, i64::from(count), datatype, Dir::Write, From::Ordered) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status)
-        on ErrObj::File(fh as usize) => {
-        let _ = buf;
-        // SAFETY: `status` is an MPI_Status* or MPI_STATUS_IGNORE.
-        unsafe { end(fh, status) }
-    }
-}
+io_access! { blocking fn MPI_File_read, fn MPI_File_read_c, fn MPI_File_write,
+fn MPI_File_write_c () From::Individual, false }
+io_access! { nonblocking fn MPI_File_iread, fn MPI_File_iread_c, fn MPI_File_iwrite,
+fn MPI_File_iwrite_c () From::Individual, false }
+io_access! { blocking fn MPI_File_read_at, fn MPI_File_read_at_c, fn MPI_File_write_at,
+fn MPI_File_write_at_c (offset: MPI_Offset) From::At(offset), false }
+io_access! { nonblocking fn MPI_File_iread_at, fn MPI_File_iread_at_c, fn MPI_File_iwrite_at,
+fn MPI_File_iwrite_at_c (offset: MPI_Offset) From::At(offset), false }
+io_access! { blocking fn MPI_File_read_all, fn MPI_File_read_all_c, fn MPI_File_write_all,
+fn MPI_File_write_all_c () From::Individual, true }
+io_access! { nonblocking fn MPI_File_iread_all, fn MPI_File_iread_all_c, fn MPI_File_iwrite_all,
+fn MPI_File_iwrite_all_c () From::Individual, true }
+io_access! { begin fn MPI_File_read_all_begin, fn MPI_File_read_all_begin_c,
+fn MPI_File_write_all_begin, fn MPI_File_write_all_begin_c () From::Individual }
+io_access! { end fn MPI_File_read_all_end, fn MPI_File_write_all_end }
+io_access! { blocking fn MPI_File_read_at_all, fn MPI_File_read_at_all_c, fn MPI_File_write_at_all,
+fn MPI_File_write_at_all_c (offset: MPI_Offset) From::At(offset), true }
+io_access! { nonblocking fn MPI_File_iread_at_all, fn MPI_File_iread_at_all_c,
+fn MPI_File_iwrite_at_all, fn MPI_File_iwrite_at_all_c (offset: MPI_Offset)
+From::At(offset), true }
+io_access! { begin fn MPI_File_read_at_all_begin, fn MPI_File_read_at_all_begin_c,
+fn MPI_File_write_at_all_begin, fn MPI_File_write_at_all_begin_c (offset: MPI_Offset)
+From::At(offset) }
+io_access! { end fn MPI_File_read_at_all_end, fn MPI_File_write_at_all_end }
+io_access! { blocking fn MPI_File_read_shared, fn MPI_File_read_shared_c, fn MPI_File_write_shared,
+fn MPI_File_write_shared_c () From::Shared, false }
+io_access! { nonblocking fn MPI_File_iread_shared, fn MPI_File_iread_shared_c,
+fn MPI_File_iwrite_shared, fn MPI_File_iwrite_shared_c () From::Shared, false }
+io_access! { blocking fn MPI_File_read_ordered, fn MPI_File_read_ordered_c,
+fn MPI_File_write_ordered, fn MPI_File_write_ordered_c () From::Ordered, true }
+io_access! { begin fn MPI_File_read_ordered_begin, fn MPI_File_read_ordered_begin_c,
+fn MPI_File_write_ordered_begin, fn MPI_File_write_ordered_begin_c () From::Ordered }
+io_access! { end fn MPI_File_read_ordered_end, fn MPI_File_write_ordered_end }

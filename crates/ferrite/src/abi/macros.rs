@@ -17,9 +17,14 @@
 /// `fn MPI_` inside these blocks to know which functions are implemented.
 ///
 /// `fn MPI_X, fn MPI_X_c(...)` declares the int and large-count forms at once (see
-/// [`twins!`](crate::twins)): write the parameters that differ as `Count` or `Disp`.
+/// [`twins!`](crate::twins)): write the parameters that differ as `Count` or `Disp`;
+/// `fn MPI_X, fn MPI_X_c, fn MPI_X_x(...)` also gives the large-count form the MPI-3 `_x`
+/// name (its signature is the `_c` form's).
 #[macro_export]
 macro_rules! mpi_fn {
+    (fn $int:ident, fn $big:ident, fn $x:ident $($rest:tt)*) => {
+        $crate::twins! { mpi_fn_each [fn $int] [fn $big, fn $x] $($rest)* }
+    };
     (fn $int:ident, fn $big:ident $($rest:tt)*) => {
         $crate::twins! { mpi_fn [fn $int] [fn $big] $($rest)* }
     };
@@ -42,6 +47,16 @@ macro_rules! mpi_fn {
             }
         }
     };
+}
+
+/// `mpi_fn!` once per name, the same parameters and body each time.
+#[macro_export]
+macro_rules! mpi_fn_each {
+    (fn $name:ident $(, fn $more:ident)* ($($params:tt)*) on $obj:expr => $body:block) => {
+        $crate::mpi_fn! { fn $name($($params)*) on $obj => $body }
+        $crate::mpi_fn_each! { $(fn $more),* ($($params)*) on $obj => $body }
+    };
+    (($($params:tt)*) on $obj:expr => $body:block) => {};
 }
 
 /// Like `mpi_fn!`, for MPICH's internal entry points (`MPII_*`) that MPICH's own Fortran

@@ -683,20 +683,11 @@ fn elements(status: *const MPI_Status, dt: MPI_Datatype) -> MpiResult<i64> {
 }
 
 mpi_fn! {
-    fn MPI_Get_elements, fn MPI_Get_elements_c(status: *const MPI_Status,
+    fn MPI_Get_elements, fn MPI_Get_elements_c, fn MPI_Get_elements_x(status: *const MPI_Status,
         datatype: MPI_Datatype, count: *mut Count) on ErrObj::NoObject => {
         let n = Count::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED.into());
         // SAFETY: `count` is the caller's int*/MPI_Count*.
         unsafe { out(count, n) }
-    }
-}
-
-mpi_fn! {
-    fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count)
-        on ErrObj::NoObject => {
-        let n = elements(status, datatype)?;
-        // SAFETY: `count` is the caller's MPI_Count*.
-        unsafe { out(count, n as MPI_Count) }
     }
 }
 

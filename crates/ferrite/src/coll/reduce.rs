@@ -33,6 +33,18 @@ pub enum UserKind {
     Cxx(UserFn, CxxOpCall),
 }
 
+impl From<UserFn> for UserKind {
+    fn from(f: UserFn) -> Self {
+        UserKind::Int(f)
+    }
+}
+
+impl From<UserFnC> for UserKind {
+    fn from(f: UserFnC) -> Self {
+        UserKind::Big(f)
+    }
+}
+
 #[derive(Clone, Copy)]
 pub struct UserOp {
     pub f: UserKind,

@@ -31,6 +31,18 @@ pub enum Conv {
     Count(MPI_Datarep_conversion_function_c),
 }
 
+impl From<MPI_Datarep_conversion_function> for Conv {
+    fn from(f: MPI_Datarep_conversion_function) -> Self {
+        Conv::Int(f)
+    }
+}
+
+impl From<MPI_Datarep_conversion_function_c> for Conv {
+    fn from(f: MPI_Datarep_conversion_function_c) -> Self {
+        Conv::Count(f)
+    }
+}
+
 pub struct Datarep {
     pub name: String,
     pub read: Option<Conv>,

@@ -77,14 +77,21 @@ pub const WORLD_CONTEXT: u32 = 0;
 pub const SELF_CONTEXT: u32 = 2;
 const FIRST_USER_CONTEXT: u32 = 4;
 
+/// A seed for context-id agreements' random skips, different in every process.
+fn seed(k: u32) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (std::process::id() as u64) << 20 ^ (k as u64) << 44
+}
+
 pub struct Comms {
     pub world: Comm,
     pub self_: Comm,
     pub user: HandleTable<Comm>,
-    /// The lowest context id this process may give a new communicator. Creation agrees on
-    /// the maximum over the members, and every member moves past it, so an id is never
-    /// reused by a process while communicators are live (ids are not recycled at all).
-    pub next_context: u32,
+    /// The blocking constructors' context ids (agreed as in `context_ids`; ids are never
+    /// reused by a process, so live communicators never share one).
+    pub ids: super::context_ids::Ids,
     /// Nonblocking dups: their own range of ids and the pending agreements.
     pub nb: super::comm_idup::NbDups,
 }
@@ -106,8 +113,8 @@ impl Comms {
                 ..Comm::new(SELF_CONTEXT, 0, Arc::from([world_rank]), DEFAULT_ERRHANDLER)
             },
             user: HandleTable::new(kind::COMM),
-            next_context: FIRST_USER_CONTEXT,
-            nb: Default::default(),
+            ids: super::context_ids::Ids::new(FIRST_USER_CONTEXT, seed(world_rank)),
+            nb: super::comm_idup::NbDups::new(seed(world_rank + world_size)),
         }
     }
 

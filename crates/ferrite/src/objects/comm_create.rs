@@ -1,13 +1,13 @@
 //! Making communicators: split, create, create_group, split_type, intercommunicators,
 //! topologies. Every constructor is collective over its members and agrees on context ids
-//! the same way: each member proposes its `next_context`, the maximum wins, and every
-//! member moves past the ids taken. A process's live communicators therefore never share
-//! an id, however many are created and freed.
+//! through `Held::agree_context` (context_ids.rs), its first round carried by the
+//! constructor's own exchange, so a process below MPI_THREAD_MULTIPLE pays no extra round.
 //!
 //! Exchanges use the point-to-point layer's internal sends and receives on the parent's
 //! collective context (`coll_send`/`coll_recv`).
 
 use super::comm::{Comm, Inter};
+use super::context_ids::{max_words, Words};
 use super::group::rank_of;
 use super::topo::Topo;
 use crate::abi::consts::*;
@@ -98,11 +98,12 @@ impl Held {
             return self.inter_split(comm, &i, color, key);
         }
         let (parent, my_rank, errhandler) = self.comm_info(comm)?;
-        let mine = bytes(&[color as u32, key as u32, self.objects.comms.next_context]);
-        let all = u32s(&self.allgather_fixed(comm, &mine)?);
-        let records: Vec<&[u32]> = all.chunks_exact(3).collect();
-        let context = records.iter().map(|r| r[2]).max().unwrap_or(0);
-        self.objects.comms.next_context = context + 2;
+        let (context, all) = self.agree_context(2, |st, w| {
+            let mine = bytes(&[color as u32, key as u32, w[0], w[1]]);
+            let all = u32s(&st.allgather_fixed(comm, &mine)?);
+            Ok((max_words(&all, 4, 2), all))
+        })?;
+        let records: Vec<&[u32]> = all.chunks_exact(4).collect();
         if color == MPI_UNDEFINED {
             return Ok(MPI_COMM_NULL);
         }
@@ -123,11 +124,8 @@ impl Held {
     }
 
     /// MPI_Comm_dup: same group, new context; keeps the error handler, topology and hints
-    /// (attributes are copied by the caller, outside the state lock). It is MPI_Comm_idup's
-    /// agreement, waited for: unlike the other constructors' single round (the largest
-    /// `next_context` wins), it stays right when threads of a process dup overlapping
-    /// communicators at the same time (MPI_THREAD_MULTIPLE), and every process takes the
-    /// same path whatever thread level it asked for.
+    /// (attributes are copied by the caller, outside the state lock). It is MPI_Comm_idup,
+    /// waited for.
     pub fn comm_dup(&mut self, comm: MPI_Comm) -> MpiResult<MPI_Comm> {
         let (h, r) = self.comm_idup_start(comm)?;
         let waited = self.wait_until(|st| st.p2p.is_done(r));
@@ -207,10 +205,10 @@ impl Held {
             })
             .collect::<MpiResult<Vec<i32>>>()?;
         let tag = TAG_CREATE_GROUP | (tag & 0x3fff_ffff);
-        let mine = self.objects.comms.next_context.to_le_bytes();
-        let all = u32s(&self.allgather_among(comm, &members, tag, &mine)?);
-        let context = all.iter().copied().max().unwrap_or(0);
-        self.objects.comms.next_context = context + 2;
+        let (context, ()) = self.agree_context(2, |st, w| {
+            let all = u32s(&st.allgather_among(comm, &members, tag, &bytes(&w))?);
+            Ok((max_words(&all, 2, 0), ()))
+        })?;
         Ok(self.objects.comms.user.insert(Comm::new(
             context,
             rank as u32,
@@ -265,51 +263,63 @@ impl Held {
                 lgroup.len()
             ));
         }
-        let proposals = u32s(
-            &self.allgather_fixed(local_comm, &self.objects.comms.next_context.to_le_bytes())?,
-        );
-        let local_max = proposals.iter().copied().max().unwrap_or(0);
-        // [context, remote leader's world rank, remote group...]
-        let plan = if lrank == local_leader as usize {
-            let peer = self.objects.comms.get(peer_comm)?.peers().clone();
-            if remote_leader < 0 || remote_leader as usize >= peer.len() {
+        let leader = lrank == local_leader as usize;
+        if leader {
+            let n = self.objects.comms.get(peer_comm)?.peers().len();
+            if remote_leader < 0 || remote_leader as usize >= n {
                 return Err(crate::mpi_err!(
                     MPI_ERR_RANK,
-                    "remote_leader {remote_leader} not in peer_comm of size {}",
-                    peer.len()
+                    "remote_leader {remote_leader} not in peer_comm of size {n}"
                 ));
             }
-            let tag = TAG_INTERCOMM_LEADERS | (tag & 0x1fff_ffff);
-            let mut msg = vec![local_max, self.world_rank];
-            msg.extend(lgroup.iter());
-            let msg = bytes(&msg);
-            // The leader with the lower world rank sends first, so blocking sends of any
-            // size cannot wait on each other.
-            let theirs = if self.world_rank < peer[remote_leader as usize] {
-                self.coll_send(peer_comm, remote_leader, tag, &msg)?;
-                self.coll_recv(peer_comm, remote_leader, tag)?
-            } else {
-                let t = self.coll_recv(peer_comm, remote_leader, tag)?;
-                self.coll_send(peer_comm, remote_leader, tag, &msg)?;
-                t
-            };
-            let theirs = u32s(&theirs);
-            let mut plan = vec![local_max.max(theirs[0]), theirs[1]];
-            plan.extend(&theirs[2..]);
-            for r in 0..lgroup.len() as i32 {
-                if r != local_leader {
-                    self.coll_send(local_comm, r, TAG_BCAST, &bytes(&plan))?;
+        }
+        let tag = TAG_INTERCOMM_LEADERS | (tag & 0x1fff_ffff);
+        // Each round: an allgather in the local group, the leaders' exchange, the leader's
+        // broadcast of [words, remote leader's world rank, remote group...].
+        let (context, plan) = self.agree_context(INTER_IDS, |st, w| {
+            let local_max = max_words(&u32s(&st.allgather_fixed(local_comm, &bytes(&w))?), 2, 0);
+            let plan = if leader {
+                let mut msg = vec![local_max[0], local_max[1], st.world_rank];
+                msg.extend(lgroup.iter());
+                let theirs =
+                    u32s(&st.leaders_exchange(peer_comm, remote_leader, tag, &bytes(&msg))?);
+                let mut plan = vec![local_max[0].max(theirs[0]), local_max[1].max(theirs[1])];
+                plan.extend(&theirs[2..]);
+                for r in 0..lgroup.len() as i32 {
+                    if r != local_leader {
+                        st.coll_send(local_comm, r, TAG_BCAST, &bytes(&plan))?;
+                    }
                 }
-            }
-            plan
-        } else {
-            u32s(&self.coll_recv(local_comm, local_leader, TAG_BCAST)?)
-        };
-        let context = plan[0];
-        let remote: Arc<[u32]> = Arc::from(&plan[2..]);
-        let local_first = lgroup[local_leader as usize] < plan[1];
-        self.objects.comms.next_context = self.objects.comms.next_context.max(context + INTER_IDS);
+                plan
+            } else {
+                u32s(&st.coll_recv(local_comm, local_leader, TAG_BCAST)?)
+            };
+            Ok(([plan[0], plan[1]], plan))
+        })?;
+        let remote: Arc<[u32]> = Arc::from(&plan[3..]);
+        let local_first = lgroup[local_leader as usize] < plan[2];
         Ok(self.make_inter(context, lrank, lgroup, remote, local_first, errhandler))
+    }
+
+    /// Leaders of two groups swap `msg` on `comm` (where the other is rank `other`): the
+    /// one with the lower world rank sends first, so blocking sends of any size cannot
+    /// wait on each other.
+    fn leaders_exchange(
+        &mut self,
+        comm: MPI_Comm,
+        other: i32,
+        tag: i32,
+        msg: &[u8],
+    ) -> MpiResult<Vec<u8>> {
+        let theirs = self.objects.comms.get(comm)?.peers()[other as usize];
+        if self.world_rank < theirs {
+            self.coll_send(comm, other, tag, msg)?;
+            self.coll_recv(comm, other, tag)
+        } else {
+            let t = self.coll_recv(comm, other, tag)?;
+            self.coll_send(comm, other, tag, msg)?;
+            Ok(t)
+        }
     }
 
     /// Registers an intercommunicator with ids `context..context + INTER_IDS`.
@@ -355,11 +365,12 @@ impl Held {
         } else {
             i.remote.len()
         };
-        let mine = bytes(&[color as u32, key as u32, self.objects.comms.next_context]);
-        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
-        let records: Vec<&[u32]> = all.chunks_exact(3).collect();
-        let context = records.iter().map(|r| r[2]).max().unwrap_or(0);
-        self.objects.comms.next_context = context + INTER_IDS;
+        let (context, all) = self.agree_context(INTER_IDS, |st, w| {
+            let mine = bytes(&[color as u32, key as u32, w[0], w[1]]);
+            let all = u32s(&st.allgather_fixed(i.union_comm, &mine)?);
+            Ok((max_words(&all, 4, 2), all))
+        })?;
+        let records: Vec<&[u32]> = all.chunks_exact(4).collect();
         if color == MPI_UNDEFINED {
             return Ok(MPI_COMM_NULL);
         }
@@ -421,28 +432,27 @@ impl Held {
         let theirs = remote[remote_leader as usize];
         let mut members = vec![leader as i32];
         members.extend(local.iter().filter(|&&w| w != leader).map(|&w| w as i32));
-        let mine = self.objects.comms.next_context.to_le_bytes();
-        let all = u32s(&self.allgather_among(MPI_COMM_WORLD, &members, tag, &mine)?);
-        let local_max = all.iter().copied().max().unwrap_or(0);
-        let context = if self.world_rank == leader {
-            let msg = local_max.to_le_bytes();
-            let other = if leader < theirs {
-                self.coll_send(MPI_COMM_WORLD, theirs as i32, tag, &msg)?;
-                self.coll_recv(MPI_COMM_WORLD, theirs as i32, tag)?
+        let (context, ()) = self.agree_context(INTER_IDS, |st, w| {
+            let all = u32s(&st.allgather_among(MPI_COMM_WORLD, &members, tag, &bytes(&w))?);
+            let local_max = max_words(&all, 2, 0);
+            let got: Words = if st.world_rank == leader {
+                let other = u32s(&st.leaders_exchange(
+                    MPI_COMM_WORLD,
+                    theirs as i32,
+                    tag,
+                    &bytes(&local_max),
+                )?);
+                let got = [local_max[0].max(other[0]), local_max[1].max(other[1])];
+                for &m in &members[1..] {
+                    st.coll_send(MPI_COMM_WORLD, m, tag, &bytes(&got))?;
+                }
+                got
             } else {
-                let t = self.coll_recv(MPI_COMM_WORLD, theirs as i32, tag)?;
-                self.coll_send(MPI_COMM_WORLD, theirs as i32, tag, &msg)?;
-                t
+                let g = u32s(&st.coll_recv(MPI_COMM_WORLD, leader as i32, tag)?);
+                [g[0], g[1]]
             };
-            let context = local_max.max(u32s(&other)[0]);
-            for &m in &members[1..] {
-                self.coll_send(MPI_COMM_WORLD, m, tag, &context.to_le_bytes())?;
-            }
-            context
-        } else {
-            u32s(&self.coll_recv(MPI_COMM_WORLD, leader as i32, tag)?)[0]
-        };
-        self.objects.comms.next_context = self.objects.comms.next_context.max(context + INTER_IDS);
+            Ok((got, ()))
+        })?;
         Ok(self.make_inter(
             context,
             lrank,
@@ -476,11 +486,11 @@ impl Held {
         } else {
             i.remote.len()
         };
-        let mine = bytes(&[high as u32, self.objects.comms.next_context]);
-        let all = u32s(&self.allgather_fixed(i.union_comm, &mine)?);
-        let records: Vec<&[u32]> = all.chunks_exact(2).collect();
-        let context = records.iter().map(|r| r[1]).max().unwrap_or(0);
-        self.objects.comms.next_context = context + 2;
+        let (context, all) = self.agree_context(2, |st, w| {
+            let all = u32s(&st.allgather_fixed(i.union_comm, &bytes(&[high as u32, w[0], w[1]]))?);
+            Ok((max_words(&all, 3, 1), all))
+        })?;
+        let records: Vec<&[u32]> = all.chunks_exact(3).collect();
         let (high_first, high_second) = (records[0][0] != 0, records[first_len][0] != 0);
         let swap = high_first && !high_second;
         let order: Vec<usize> = if swap {

@@ -3,22 +3,15 @@
 //! 7.4.2; MPICH's comm_idup test has rank 0 start it last, after messages the others send
 //! once they have started theirs).
 //!
-//! Nonblocking dups of overlapping communicators may be pending together in one process
-//! (comm_idup_overlap), so the blocking constructors' rule (every member proposes its
-//! `next_context`, the maximum wins) would let two of them take the same id. They draw ids
-//! from a range of their own instead ([`NB_FIRST`] up; blocking constructors never overlap
-//! one another in a process, so theirs stay as they are), agreed in rounds of two
-//! allgathers on the parent's collective context:
-//! 1. propose: each member reserves the lowest block of ids above the round's floor that is
-//!    free here (not below `next`, not reserved by another pending dup); the largest
-//!    proposal is the candidate;
-//! 2. vote: each member says whether the candidate is free here, and reserves it if so.
-//!    All yes: it is the id. Otherwise everyone releases it and proposes again above it.
-//!
-//! A process reserves an id for at most one pending dup at a time, and a completed dup moves
-//! `next` past its id, so no two of a process's communicators ever share an id.
+//! Its context id is agreed with the protocol of every constructor (`context_ids`), always
+//! with the vote: nonblocking dups of overlapping communicators may be pending together in
+//! one process (comm_idup_overlap). They draw ids from a range of their own ([`NB_FIRST`]
+//! up), so blocking constructors below MULTIPLE, which skip the vote, need not know about
+//! them. Each round is an allgather on the parent's collective context, advanced by the
+//! progress engine.
 
 use super::comm::{Comm, Inter};
+use super::context_ids::{max_words, Agreement, Ids, Step, Words};
 use crate::abi::consts::*;
 use crate::coll::Gather;
 use crate::error::MpiResult;
@@ -33,56 +26,16 @@ pub const PENDING_CONTEXT: u32 = u32::MAX - BLOCK;
 
 /// The nonblocking dups of a process.
 pub struct NbDups {
-    /// Ids below this were taken by completed dups (or skipped).
-    next: u32,
-    /// (first id, request) of the block each pending dup holds here.
-    reserved: Vec<(u32, MPI_Request)>,
+    ids: Ids,
     pending: Vec<Pending>,
 }
 
-impl Default for NbDups {
-    fn default() -> Self {
+impl NbDups {
+    pub fn new(seed: u64) -> Self {
         NbDups {
-            next: NB_FIRST,
-            reserved: Vec::new(),
+            ids: Ids::new(NB_FIRST, seed),
             pending: Vec::new(),
         }
-    }
-}
-
-impl NbDups {
-    fn clashes(&self, id: u32, req: MPI_Request) -> bool {
-        self.reserved
-            .iter()
-            .any(|&(r, q)| q != req && id.abs_diff(r) < BLOCK)
-    }
-
-    /// The lowest block at or above `floor` that `req` may reserve here.
-    fn lowest_free(&self, floor: u32, req: MPI_Request) -> u32 {
-        let mut id = floor.max(self.next);
-        while let Some(&(r, _)) = self
-            .reserved
-            .iter()
-            .find(|&&(r, q)| q != req && id.abs_diff(r) < BLOCK)
-        {
-            id = r + BLOCK;
-        }
-        id
-    }
-
-    fn reserve(&mut self, id: u32, req: MPI_Request) {
-        self.release(req);
-        self.reserved.push((id, req));
-    }
-
-    fn release(&mut self, req: MPI_Request) {
-        self.reserved.retain(|&(_, q)| q != req);
-    }
-
-    /// True if `req` may take `id` here: free, or the block it holds already.
-    fn may_take(&self, id: u32, req: MPI_Request) -> bool {
-        let own = self.reserved.contains(&(id, req));
-        (own || id >= self.next) && !self.clashes(id, req)
     }
 }
 
@@ -99,16 +52,15 @@ struct Pending {
     /// the union.
     inter: Option<(std::sync::Arc<[u32]>, bool)>,
     tag: i32,
-    floor: u32,
-    /// The candidate being voted on, if the round is at its vote.
-    candidate: Option<u32>,
+    agreement: Agreement,
     gather: Gather,
 }
 
-fn word(all: &[u8], i: usize) -> u32 {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&all[4 * i..4 * i + 4]);
-    u32::from_le_bytes(b)
+fn bytes(w: Words) -> [u8; 8] {
+    let mut b = [0; 8];
+    b[..4].copy_from_slice(&w[0].to_le_bytes());
+    b[4..].copy_from_slice(&w[1].to_le_bytes());
+    b
 }
 
 impl Ferrite {
@@ -142,18 +94,21 @@ impl Ferrite {
         let newcomm = self.objects.comms.user.insert(placeholder);
         let req = self.p2p.new_request(comm, false);
         let tag = self.coll_tag_nonblocking(on)?;
-        let nb = &mut self.objects.comms.nb;
-        let mine = nb.lowest_free(NB_FIRST, req);
-        nb.reserve(mine, req);
-        let gather = self.start_gather(on, &mine.to_le_bytes(), tag)?;
+        let (agreement, words) = self.objects.comms.nb.ids.start(BLOCK, true);
+        let gather = match self.start_gather(on, &bytes(words), tag) {
+            Ok(g) => g,
+            Err(e) => {
+                self.objects.comms.nb.ids.abandon(&agreement);
+                return Err(e);
+            }
+        };
         self.objects.comms.nb.pending.push(Pending {
             req,
             newcomm,
             on,
             inter,
             tag,
-            floor: NB_FIRST,
-            candidate: None,
+            agreement,
             gather,
         });
         self.idup_progress();
@@ -181,7 +136,7 @@ impl Ferrite {
                 }
                 Err(e) => {
                     changed = true;
-                    self.objects.comms.nb.release(p.req);
+                    self.objects.comms.nb.ids.abandon(&p.agreement);
                     self.coll_complete(p.req, e.class);
                 }
             }
@@ -197,36 +152,26 @@ impl Ferrite {
         let Some(all) = p.gather.poll(self)? else {
             return Ok(None);
         };
-        let n = all.len() / 4;
-        let nb = &mut self.objects.comms.nb;
-        let msg = match p.candidate {
-            None => {
-                let c = (0..n).map(|i| word(&all, i)).max().unwrap_or(p.floor);
-                let ok = nb.may_take(c, p.req);
-                if ok {
-                    nb.reserve(c, p.req);
-                } else {
-                    nb.release(p.req);
-                }
-                p.candidate = Some(c);
-                ok as u32
+        let all: Vec<u32> = all
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        match self
+            .objects
+            .comms
+            .nb
+            .ids
+            .step(&mut p.agreement, max_words(&all, 2, 0))
+        {
+            Step::Done(id) => {
+                self.idup_finish(p, id)?;
+                Ok(Some(false))
             }
-            Some(c) if (0..n).all(|i| word(&all, i) == 1) => {
-                nb.release(p.req);
-                nb.next = nb.next.max(c + BLOCK);
-                self.idup_finish(p, c)?;
-                return Ok(Some(false));
+            Step::Send(w) => {
+                p.gather = self.start_gather(p.on, &bytes(w), p.tag)?;
+                Ok(Some(true))
             }
-            Some(c) => {
-                p.floor = c + BLOCK;
-                p.candidate = None;
-                let mine = nb.lowest_free(p.floor, p.req);
-                nb.reserve(mine, p.req);
-                mine
-            }
-        };
-        p.gather = self.start_gather(p.on, &msg.to_le_bytes(), p.tag)?;
-        Ok(Some(true))
+        }
     }
 
     /// Gives the new communicator its context id (and an intercommunicator its helpers).
@@ -249,31 +194,5 @@ impl Ferrite {
         c.context_id = context;
         c.inter = inter;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reservations_never_overlap_between_pending_dups() {
-        let mut nb = NbDups::default();
-        let a = nb.lowest_free(NB_FIRST, 1);
-        nb.reserve(a, 1);
-        let b = nb.lowest_free(NB_FIRST, 2);
-        nb.reserve(b, 2);
-        assert_eq!((a, b), (NB_FIRST, NB_FIRST + BLOCK));
-        // A candidate overlapping another dup's block is refused; its own is taken.
-        assert!(!nb.may_take(b, 1) && !nb.may_take(b + 1, 1));
-        assert!(nb.may_take(a, 1) && nb.may_take(b, 2));
-        // Free blocks above: fine; a floor inside another's block skips past it.
-        assert!(nb.may_take(b + BLOCK, 1));
-        assert_eq!(nb.lowest_free(b - 1, 1), b + BLOCK);
-        // Once dup 1 completes with `a`, ids up to it are gone for everyone else.
-        nb.release(1);
-        nb.next = a + BLOCK;
-        assert!(!nb.may_take(a, 2) && nb.may_take(b, 2));
-        assert_eq!(nb.lowest_free(NB_FIRST, 3), b + BLOCK);
     }
 }

@@ -4,6 +4,7 @@ pub mod attr;
 pub mod comm;
 pub mod comm_create;
 pub mod comm_idup;
+pub mod context_ids;
 pub mod datatype;
 pub mod datatype_names;
 pub mod errhandler;
