@@ -171,20 +171,20 @@ pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) ->
 }
 
 /// Element atomicity of accumulates (MPI 4.1 12.7.1: accumulate operations on one location
-/// with the same predefined type are atomic per element). Two mechanisms, chosen per element
-/// by a rule every process applies alike:
-/// - an element of a predefined type of 1, 2, 4 or 8 bytes at an address aligned to its size
-///   is updated by one hardware atomic read-modify-write (swap, load, or a compare-exchange
-///   loop around the operation), whichever path applies it (an origin's direct access, the
-///   target serving a message, the origin's fast path) and whether or not it holds the lock
-///   word: hardware atomics are atomic with respect to each other;
-/// - every other element (long double, 16-byte pairs and complex numbers, unaligned ones) is
-///   read and written only under the target's accumulate lock word (direct.rs), which every
-///   path that can update it takes.
+/// with the same predefined type are atomic per element). Every accumulate, whatever path
+/// runs it (an origin's fast or general direct path, the target serving a message), holds
+/// the target's accumulate lock word (direct.rs), in one of two modes:
+/// - shared, when [`use_atomics`] says so: every element is of a predefined type of 1, 2, 4
+///   or 8 bytes at an address aligned to its size, and there are few of them; each element
+///   is then updated by one hardware atomic read-modify-write (fetch_add/and/or/xor, swap,
+///   load, or a compare-exchange loop around the operation). Shared holders run together
+///   and are atomic with respect to each other because each element's update is one atomic.
+/// - exclusive, otherwise (long double, 16-byte pairs, unaligned elements, or many
+///   elements): the elements are read and written plainly, vectorized, with no other holder.
 ///
-/// The rule depends on the type and on the address modulo the element size only; mappings of
-/// a window's file are page-aligned in every process, so all processes decide alike for the
-/// same element. Types that differ on one location are not atomic in MPI either.
+/// So any two accumulates on one element either exclude each other or both update it
+/// atomically. Large accumulates stay a plain loop (per-element atomics cost ~40x that);
+/// small ones on different elements do not serialize on the word beyond its cache line.
 pub fn native_size(basic: MPI_Datatype) -> Option<usize> {
     let h = basic as u32;
     if h & 0xffff_0000 != 0x4c00_0000 {
@@ -194,9 +194,22 @@ pub fn native_size(basic: MPI_Datatype) -> Option<usize> {
     matches!(s, 1 | 2 | 4 | 8).then_some(s)
 }
 
-/// Whether every element of the runs at `addr` is updated natively (see [`native_size`]):
-/// then an accumulate needs no lock word.
-pub fn all_native(addr: usize, runs: &[(isize, usize)], basic: MPI_Datatype) -> bool {
+/// At most this many elements take the shared mode (see [`native_size`]).
+const ATOMIC_MAX: usize = 16;
+
+/// Whether an accumulate on the runs at `addr` updates its elements with hardware atomics
+/// under the shared lock (else plainly under the exclusive one): see [`native_size`].
+pub fn use_atomics(addr: usize, runs: &[(isize, usize)], basic: MPI_Datatype) -> bool {
+    native_size(basic).is_some_and(|s| {
+        bytes(runs) <= ATOMIC_MAX * s
+            && runs.iter().all(|&(off, len)| {
+                addr.wrapping_add_signed(off).is_multiple_of(s) && len.is_multiple_of(s)
+            })
+    })
+}
+
+/// Whether every element of the runs at `addr` could be updated by a hardware atomic.
+fn all_native(addr: usize, runs: &[(isize, usize)], basic: MPI_Datatype) -> bool {
     native_size(basic).is_some_and(|s| {
         runs.iter().all(|&(off, len)| {
             addr.wrapping_add_signed(off).is_multiple_of(s) && len.is_multiple_of(s)
@@ -317,9 +330,9 @@ unsafe fn atomic_elem(
     Ok(())
 }
 
-/// Accumulate at `addr`: returns the bytes from before when `fetch`. Elements that
-/// [`native_size`] names are updated by hardware atomics; the caller holds the accumulate
-/// lock word for the others.
+/// Accumulate at `addr`: returns the bytes from before when `fetch`. With `atomic` (the
+/// caller checked [`use_atomics`] and holds the lock word shared) each element is updated
+/// by a hardware atomic; else plainly (the caller holds it exclusively).
 ///
 /// # Safety
 /// As [`gather`] and [`scatter`].
@@ -330,6 +343,7 @@ pub unsafe fn accumulate(
     basic: MPI_Datatype,
     input: &[u8],
     fetch: bool,
+    atomic: bool,
 ) -> MpiResult<Vec<u8>> {
     let mut old = Vec::new();
     if op == MPI_NO_OP && !fetch {
@@ -339,7 +353,7 @@ pub unsafe fn accumulate(
     if total > 0 && op != MPI_NO_OP {
         check_op(op, basic)?;
     }
-    let native = native_size(basic);
+    let native = native_size(basic).filter(|_| atomic && all_native(addr, runs, basic));
     if fetch {
         old.resize(total, 0);
     }
@@ -382,8 +396,7 @@ pub unsafe fn accumulate(
 }
 
 /// Compare-and-swap of one element of type `basic`: `data` is (new value, compare value);
-/// returns the old. A native element (see [`native_size`]) is swapped by one hardware
-/// compare-exchange; the caller holds the lock word for others.
+/// returns the old. With `atomic` (see [`accumulate`]) by one hardware compare-exchange.
 ///
 /// # Safety
 /// As [`gather`] and [`scatter`].
@@ -392,6 +405,7 @@ pub unsafe fn compare_and_swap(
     runs: &[(isize, usize)],
     basic: MPI_Datatype,
     data: &[u8],
+    atomic: bool,
 ) -> MpiResult<Vec<u8>> {
     use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst};
     let n = bytes(runs);
@@ -401,7 +415,7 @@ pub unsafe fn compare_and_swap(
             "compare-and-swap needs one element of the same type on both sides",
         ));
     }
-    if let (Some(s), [(off, len)]) = (native_size(basic), runs) {
+    if let (Some(s), [(off, len)], true) = (native_size(basic), runs, atomic) {
         let at = addr.wrapping_add_signed(*off);
         if *len == s && at.is_multiple_of(s) {
             macro_rules! cas {
@@ -497,32 +511,34 @@ mod tests {
         assert_eq!(unsafe { gather(addr, &runs) }, vals);
         let ones: Vec<u8> = [1i32, 2, 3].iter().flat_map(|v| v.to_ne_bytes()).collect();
         // SAFETY: as above.
-        let old = unsafe { accumulate(addr, &runs, MPI_SUM, MPI_INT, &ones, true) }.unwrap();
+        let old = unsafe { accumulate(addr, &runs, MPI_SUM, MPI_INT, &ones, true, false) }.unwrap();
         assert_eq!(old, vals);
         assert_eq!(mem, [0, 11, 0, 22, 0, 33, 0, 0]);
         // SAFETY: as above.
-        unsafe { accumulate(addr, &runs, MPI_NO_OP, MPI_INT, &[], false) }.unwrap();
+        unsafe { accumulate(addr, &runs, MPI_NO_OP, MPI_INT, &[], false, true) }.unwrap();
         assert_eq!(mem, [0, 11, 0, 22, 0, 33, 0, 0]);
         // SAFETY: as above.
-        unsafe { accumulate(addr, &runs, MPI_REPLACE, MPI_INT, &ones, false) }.unwrap();
+        unsafe { accumulate(addr, &runs, MPI_REPLACE, MPI_INT, &ones, false, true) }.unwrap();
         assert_eq!(mem, [0, 1, 0, 2, 0, 3, 0, 0]);
         // SAFETY: as above.
-        let e = unsafe { accumulate(addr, &runs, MPI_BAND, MPI_FLOAT, &ones, false) };
+        let e = unsafe { accumulate(addr, &runs, MPI_BAND, MPI_FLOAT, &ones, false, false) };
         assert!(e.is_err());
     }
 
-    /// Threads add to the same native elements by every path at once: accumulate without
-    /// the lock, accumulate and get-accumulate while holding a lock word, compare-and-swap
-    /// loops; and to long double elements (not native) under the lock word. Sums are exact.
+    /// Threads add to the same elements by every mode at once, each holding the lock word
+    /// as the paths do: hardware atomics under the shared lock (accumulate, per-element
+    /// runs, compare-and-swap loops) against plain combines under the exclusive lock; and
+    /// long doubles (never atomic) under the exclusive lock. Sums are exact.
     #[test]
-    fn native_and_locked_accumulates_are_atomic_together() {
+    fn atomic_and_plain_accumulates_are_atomic_together() {
         use super::super::direct;
         let mem = Box::leak(Box::new([0i64; 4])).as_mut_ptr() as usize;
         let ld = Box::leak(Box::new([0u8; 32])).as_mut_ptr() as usize;
         let word = Box::leak(Box::new(0u64)) as *mut u64 as usize;
-        assert!(all_native(mem, &[(0, 16)], MPI_LONG));
-        assert!(!all_native(mem + 4, &[(0, 8)], MPI_LONG));
-        assert!(!all_native(ld, &[(0, 16)], MPI_LONG_DOUBLE));
+        assert!(use_atomics(mem, &[(0, 16)], MPI_LONG));
+        assert!(!use_atomics(mem + 4, &[(0, 8)], MPI_LONG));
+        assert!(!use_atomics(mem, &[(0, 8 * 17)], MPI_LONG));
+        assert!(!use_atomics(ld, &[(0, 16)], MPI_LONG_DOUBLE));
         const N: i64 = 2000;
         let ts: Vec<_> = (0..4)
             .map(|i| {
@@ -537,46 +553,45 @@ mod tests {
                         b[9] = 0x3f;
                         b
                     };
+                    let run = [(0isize, 16usize)];
                     for _ in 0..N {
                         // SAFETY: the leaked arrays live forever; aligned.
                         unsafe {
                             match i {
                                 0 => {
-                                    accumulate(mem, &[(0, 16)], MPI_SUM, MPI_LONG, &ones, false)
+                                    let _g = direct::lock(word, true);
+                                    accumulate(mem, &run, MPI_SUM, MPI_LONG, &ones, false, true)
                                         .unwrap();
                                 }
                                 1 => {
-                                    let _g = direct::lock(word);
-                                    accumulate(mem, &[(0, 16)], MPI_SUM, MPI_LONG, &ones, true)
+                                    let _g = direct::lock(word, false);
+                                    accumulate(mem, &run, MPI_SUM, MPI_LONG, &ones, true, false)
                                         .unwrap();
                                 }
                                 2 => {
+                                    let _g = direct::lock(word, true);
                                     atomic_run(mem, 8, 8, MPI_SUM, MPI_LONG, &one, None).unwrap();
                                     atomic_run(mem + 8, 8, 8, MPI_SUM, MPI_LONG, &one, None)
                                         .unwrap();
                                 }
                                 _ => loop {
+                                    let _g = direct::lock(word, true);
                                     let cur = (*(mem as *const std::sync::atomic::AtomicI64))
                                         .load(std::sync::atomic::Ordering::SeqCst);
                                     let msg = [(cur + 1).to_ne_bytes(), cur.to_ne_bytes()].concat();
                                     let old =
-                                        compare_and_swap(mem, &[(0, 8)], MPI_LONG, &msg).unwrap();
+                                        compare_and_swap(mem, &[(0, 8)], MPI_LONG, &msg, true)
+                                            .unwrap();
                                     if old == cur.to_ne_bytes() {
-                                        accumulate(
-                                            mem + 8,
-                                            &[(0, 8)],
-                                            MPI_SUM,
-                                            MPI_LONG,
-                                            &one,
-                                            false,
-                                        )
-                                        .unwrap();
+                                        let r = [(8isize, 8usize)];
+                                        accumulate(mem, &r, MPI_SUM, MPI_LONG, &one, false, true)
+                                            .unwrap();
                                         break;
                                     }
                                 },
                             }
-                            let _g = direct::lock(word);
-                            accumulate(ld, &[(0, 16)], MPI_SUM, MPI_LONG_DOUBLE, &ld_one, false)
+                            let _g = direct::lock(word, false);
+                            accumulate(ld, &run, MPI_SUM, MPI_LONG_DOUBLE, &ld_one, false, false)
                                 .unwrap();
                         }
                     }
@@ -613,10 +628,10 @@ mod tests {
         let runs = [(0isize, 8usize)];
         let msg = |new: i64, cmp: i64| [new.to_ne_bytes(), cmp.to_ne_bytes()].concat();
         // SAFETY: the run is `x`.
-        let old = unsafe { compare_and_swap(addr, &runs, MPI_INT64_T, &msg(9, 4)) }.unwrap();
+        let old = unsafe { compare_and_swap(addr, &runs, MPI_INT64_T, &msg(9, 4), true) }.unwrap();
         assert_eq!((old, x), (5i64.to_ne_bytes().to_vec(), 5));
         // SAFETY: as above.
-        let old = unsafe { compare_and_swap(addr, &runs, MPI_INT64_T, &msg(9, 5)) }.unwrap();
+        let old = unsafe { compare_and_swap(addr, &runs, MPI_INT64_T, &msg(9, 5), false) }.unwrap();
         assert_eq!((old, x), (5i64.to_ne_bytes().to_vec(), 9));
     }
 }

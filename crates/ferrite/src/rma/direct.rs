@@ -44,15 +44,26 @@ pub enum Reach {
     Cma { pid: i32, base: usize },
 }
 
-/// Holds an accumulate lock; releases it when dropped.
-pub struct Guard<'a>(Option<&'a AtomicU32>);
+/// The accumulate lock word: bit 31 = held exclusively, bit 30 = an exclusive taker waits
+/// (new shared takers then wait too, so it cannot starve), low bits = shared holders.
+const EXCL: u32 = 1 << 31;
+const WANT: u32 = 1 << 30;
+
+/// Holds an accumulate lock (shared or exclusive); releases it when dropped.
+pub struct Guard<'a>(Option<(&'a AtomicU32, bool)>);
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        if let Some(w) = self.0 {
-            if w.swap(0, Ordering::Release) == 2 {
-                futex(w, libc::FUTEX_WAKE, 1, None);
-            }
+        let Some((w, shared)) = self.0 else { return };
+        let after = if shared {
+            w.fetch_sub(1, Ordering::Release) - 1
+        } else {
+            w.fetch_and(!EXCL, Ordering::Release) & !EXCL
+        };
+        // Sleepers wait only while something is held or wanted; wake them when what they
+        // wait for may have gone (the last shared holder, or the exclusive one).
+        if after & !WANT == 0 && (after & WANT != 0 || !shared) {
+            futex(w, libc::FUTEX_WAKE, i32::MAX as u32, None);
         }
     }
 }
@@ -71,29 +82,51 @@ fn futex(w: &AtomicU32, op: i32, val: u32, timeout: Option<&libc::timespec>) {
     };
 }
 
-/// Takes the lock word at `addr` (0: no lock needed, nothing taken). 0 = free, 1 = held,
-/// 2 = held with possible sleepers (Drepper, "Futexes are tricky", mutex 2).
+/// Takes the accumulate lock word at `addr` (0: no lock needed, nothing taken): `shared`
+/// by operations that update every element with hardware atomics (they may run together),
+/// exclusive by those that read and write elements plainly (`apply::use_atomics` decides).
+/// A short spin, then FUTEX_WAIT on the word.
 ///
 /// # Safety
 /// `addr` is 0 or a 4-byte aligned lock word in shared memory mapped while the guard lives.
-pub unsafe fn lock<'a>(addr: usize) -> Guard<'a> {
+pub unsafe fn lock<'a>(addr: usize, shared: bool) -> Guard<'a> {
     if addr == 0 {
         return Guard(None);
     }
     // SAFETY: per the contract.
     let w = unsafe { &*(addr as *const AtomicU32) };
-    for _ in 0..100 {
-        if w.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            return Guard(Some(w));
+    let mut spins = 0;
+    loop {
+        let v = w.load(Ordering::Relaxed);
+        let free = if shared {
+            v & (EXCL | WANT) == 0
+        } else {
+            v & !WANT == 0
+        };
+        if free {
+            let next = if shared { v + 1 } else { EXCL };
+            if w.compare_exchange_weak(v, next, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Guard(Some((w, shared)));
+            }
+            continue;
         }
-        std::hint::spin_loop();
+        if spins < 100 {
+            spins += 1;
+            std::hint::spin_loop();
+            continue;
+        }
+        // Announce an exclusive taker, then sleep while the word is what we saw.
+        let seen = if shared { v } else { v | WANT };
+        if seen != v
+            && w.compare_exchange(v, seen, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        futex(w, libc::FUTEX_WAIT, seen, None);
     }
-    while w.swap(2, Ordering::Acquire) != 0 {
-        futex(w, libc::FUTEX_WAIT, 2, None);
-    }
-    Guard(Some(w))
 }
 
 /// The passive-target lock of a same-host target (MPI_Win_lock granted without the target):
@@ -293,7 +326,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
                         // SAFETY: a leaked, aligned word.
-                        let _g = unsafe { lock(addr) };
+                        let _g = unsafe { lock(addr, false) };
                         // SAFETY: the leaked counter is touched only under the lock.
                         unsafe { *(shared as *mut u64) += 1 };
                     }

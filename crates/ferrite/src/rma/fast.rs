@@ -89,24 +89,25 @@ impl Ferrite {
                     },
                     None => &[],
                 };
-                if let Some(s) = apply::native_size(c.tdt).filter(|&s| addr.is_multiple_of(s)) {
-                    // Every element by hardware atomics, no lock word (apply::native_size
-                    // says why that is atomic with every other path), and the old values
-                    // straight into the result buffer.
-                    let old = result.map(|(buf, ..)| {
+                let runs = [(0isize, bytes)];
+                let atomic = apply::use_atomics(addr, &runs, c.tdt);
+                // SAFETY: the accumulate lock word lives in the same mapping; held shared when
+                // every element is updated by a hardware atomic (see apply::native_size).
+                let _g = unsafe { direct::lock(lock, atomic) };
+                if let (true, Some(s)) = (atomic, apply::native_size(c.tdt)) {
+                    // Old values straight into the result buffer.
+                    let out = result.map(|(buf, ..)| {
                         // SAFETY: the result buffer holds `bytes` bytes (checked above).
                         unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bytes) }
                     });
-                    // SAFETY: as for Put; the elements are aligned (checked).
-                    let done = unsafe { apply::atomic_run(addr, bytes, s, op, c.tdt, input, old) };
+                    // SAFETY: as for Put; aligned elements (use_atomics), lock held shared.
+                    let done = unsafe { apply::atomic_run(addr, bytes, s, op, c.tdt, input, out) };
+                    // Cannot fail (the operation was checked above).
                     return done.is_ok();
                 }
-                let runs = [(0isize, bytes)];
-                // SAFETY: as for Put; the accumulate lock word is held; `lock` lives in the
-                // same mapping.
+                // SAFETY: as for Put; the lock is held exclusively.
                 let old = unsafe {
-                    let _g = direct::lock(lock);
-                    apply::accumulate(addr, &runs, op, c.tdt, input, result.is_some())
+                    apply::accumulate(addr, &runs, op, c.tdt, input, result.is_some(), false)
                 };
                 let Ok(old) = old else {
                     // Cannot happen (the operation was checked); nothing was changed then.

@@ -373,11 +373,10 @@ impl Ferrite {
         // during an epoch; the message buffer is ours and overlaps nothing. Accumulates
         // take the lock word other processes' direct accumulates take (direct.rs).
         unsafe {
+            let atomic = apply::use_atomics(addr, runs, h.basic);
             let _g = match h.kind {
-                Kind::Acc | Kind::GetAcc | Kind::Cas if !apply::all_native(addr, runs, h.basic) => {
-                    direct::lock(own_lock)
-                }
-                _ => direct::lock(0),
+                Kind::Acc | Kind::GetAcc | Kind::Cas => direct::lock(own_lock, atomic),
+                _ => direct::lock(0, false),
             };
             match h.kind {
                 Kind::Put => {
@@ -385,9 +384,9 @@ impl Ferrite {
                     Ok(Vec::new())
                 }
                 Kind::Get => Ok(apply::gather(addr, runs)),
-                Kind::Acc => apply::accumulate(addr, runs, h.op, h.basic, data, false),
-                Kind::GetAcc => apply::accumulate(addr, runs, h.op, h.basic, data, true),
-                Kind::Cas => apply::compare_and_swap(addr, runs, h.basic, data),
+                Kind::Acc => apply::accumulate(addr, runs, h.op, h.basic, data, false, atomic),
+                Kind::GetAcc => apply::accumulate(addr, runs, h.op, h.basic, data, true, atomic),
+                Kind::Cas => apply::compare_and_swap(addr, runs, h.basic, data, atomic),
                 _ => Ok(Vec::new()),
             }
         }
@@ -708,16 +707,17 @@ impl Ferrite {
                             apply::gather(addr, runs)
                         }
                         Kind::Acc | Kind::GetAcc => {
-                            let native = apply::all_native(addr, runs, d.basic);
-                            let _g = direct::lock(if native { 0 } else { lock });
-                            apply::accumulate(addr, runs, d.op, d.basic, src, d.into.is_some())?
+                            let atomic = apply::use_atomics(addr, runs, d.basic);
+                            let _g = direct::lock(lock, atomic);
+                            let fetch = d.into.is_some();
+                            apply::accumulate(addr, runs, d.op, d.basic, src, fetch, atomic)?
                         }
                         Kind::Cas => {
                             let mut both = src.to_vec();
                             both.extend_from_slice(d.compare.unwrap_or_default());
-                            let native = apply::all_native(addr, runs, d.basic);
-                            let _g = direct::lock(if native { 0 } else { lock });
-                            apply::compare_and_swap(addr, runs, d.basic, &both)?
+                            let atomic = apply::use_atomics(addr, runs, d.basic);
+                            let _g = direct::lock(lock, atomic);
+                            apply::compare_and_swap(addr, runs, d.basic, &both, atomic)?
                         }
                         _ => return Ok(false),
                     };
