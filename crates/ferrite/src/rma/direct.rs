@@ -4,12 +4,12 @@
 //! memory of MPI_Win_create is reached by cross-memory attach (`process_vm_readv/writev`)
 //! for Put and Get. The shared-memory counterpart of RDMA read/write.
 //!
-//! Accumulates on mapped memory update aligned 1-8 byte elements with hardware atomics and
-//! take the target's accumulate lock for the others (`apply::native_size` has the rule and
-//! why it is atomic across paths): a word in the same shared file, which the target itself
-//! also takes when it applies an accumulate that came as a message (from a rank on another
-//! host). The lock is a futex mutex: a waiter sleeps in the kernel (many ranks share few
-//! cores), and critical sections never wait for anything else. The same slot holds the
+//! Accumulates on mapped memory hold the target's accumulate lock word (shared for a few
+//! aligned 1-8 byte elements updated by hardware atomics, exclusive otherwise:
+//! `apply::native_size` has the rule and why it is atomic across paths), a word in the same
+//! shared file, which the target itself also takes when it applies an accumulate that came
+//! as a message (from a rank on another host). A waiter sleeps in the kernel (many ranks
+//! share few cores), and critical sections never wait for anything else. The same slot holds the
 //! target's passive-target lock (`epoch`), so same-host MPI_Win_lock needs no target.
 
 use std::sync::atomic::{AtomicU32, Ordering};
