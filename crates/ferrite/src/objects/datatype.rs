@@ -920,6 +920,17 @@ impl Datatypes {
         })
     }
 
+    /// The size of a predefined contiguous type already resolved once, without taking a
+    /// reference (RMA's fast path); None: resolve it with [`Datatypes::get`].
+    pub fn builtin_size(&self, h: MPI_Datatype) -> Option<usize> {
+        let u = h as u32;
+        if u & 0xffff_0000 != 0x4c00_0000 {
+            return None;
+        }
+        let t = self.builtin[(u & 0xff) as usize].as_ref()?;
+        (t.committed && t.contiguous).then_some(t.size)
+    }
+
     /// Resolves a handle for communication: it must be committed.
     pub fn get(&mut self, h: MPI_Datatype) -> MpiResult<Arc<Datatype>> {
         let t = self.lookup(h)?;

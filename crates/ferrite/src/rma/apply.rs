@@ -127,6 +127,15 @@ pub fn check_op(op: MPI_Op, basic: MPI_Datatype) -> MpiResult<()> {
     if op == MPI_NO_OP || op == MPI_REPLACE {
         return Ok(());
     }
+    // The common cases without trying the kernel.
+    if matches!(op, MPI_SUM | MPI_MAX | MPI_MIN | MPI_PROD)
+        && op::elem_of(basic).is_some_and(|e| {
+            use op::Elem::*;
+            matches!(e, I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64 | F32 | F64)
+        })
+    {
+        return Ok(());
+    }
     let undefined = || {
         crate::mpi_err!(
             MPI_ERR_OP,
@@ -161,7 +170,169 @@ pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) ->
     }
 }
 
-/// Accumulate at `addr`: returns the bytes from before when `fetch`.
+/// Element atomicity of accumulates (MPI 4.1 12.7.1: accumulate operations on one location
+/// with the same predefined type are atomic per element). Every accumulate, whatever path
+/// runs it (an origin's fast or general direct path, the target serving a message), holds
+/// the target's accumulate lock word (direct.rs), in one of two modes:
+/// - shared, when [`use_atomics`] says so: every element is of a predefined type of 1, 2, 4
+///   or 8 bytes at an address aligned to its size, and there are few of them; each element
+///   is then updated by one hardware atomic read-modify-write (fetch_add/and/or/xor, swap,
+///   load, or a compare-exchange loop around the operation). Shared holders run together
+///   and are atomic with respect to each other because each element's update is one atomic.
+/// - exclusive, otherwise (long double, 16-byte pairs, unaligned elements, or many
+///   elements): the elements are read and written plainly, vectorized, with no other holder.
+///
+/// So any two accumulates on one element either exclude each other or both update it
+/// atomically. Large accumulates stay a plain loop (per-element atomics cost ~40x that);
+/// small ones on different elements do not serialize on the word beyond its cache line.
+pub fn native_size(basic: MPI_Datatype) -> Option<usize> {
+    let h = basic as u32;
+    if h & 0xffff_0000 != 0x4c00_0000 {
+        return None;
+    }
+    let s = ((h >> 8) & 0xff) as usize;
+    matches!(s, 1 | 2 | 4 | 8).then_some(s)
+}
+
+/// At most this many elements take the shared mode (see [`native_size`]).
+const ATOMIC_MAX: usize = 16;
+
+/// Whether an accumulate on the runs at `addr` updates its elements with hardware atomics
+/// under the shared lock (else plainly under the exclusive one): see [`native_size`].
+pub fn use_atomics(addr: usize, runs: &[(isize, usize)], basic: MPI_Datatype) -> bool {
+    native_size(basic).is_some_and(|s| {
+        bytes(runs) <= ATOMIC_MAX * s
+            && runs.iter().all(|&(off, len)| {
+                addr.wrapping_add_signed(off).is_multiple_of(s) && len.is_multiple_of(s)
+            })
+    })
+}
+
+/// Whether every element of the runs at `addr` could be updated by a hardware atomic.
+fn all_native(addr: usize, runs: &[(isize, usize)], basic: MPI_Datatype) -> bool {
+    native_size(basic).is_some_and(|s| {
+        runs.iter().all(|&(off, len)| {
+            addr.wrapping_add_signed(off).is_multiple_of(s) && len.is_multiple_of(s)
+        })
+    })
+}
+
+/// `n` bytes of elements of `s` bytes at `at` (aligned), each updated by [`atomic_elem`]
+/// with its element of `input` (unused for MPI_NO_OP); old values to `old` when given.
+///
+/// # Safety
+/// As [`atomic_elem`] for each element.
+pub unsafe fn atomic_run(
+    at: usize,
+    n: usize,
+    s: usize,
+    op: MPI_Op,
+    basic: MPI_Datatype,
+    input: &[u8],
+    mut old: Option<&mut [u8]>,
+) -> MpiResult<()> {
+    let elem = op::elem_of(basic);
+    let mut scratch = [0u8; 8];
+    for e in (0..n).step_by(s) {
+        let inp: &[u8] = if op == MPI_NO_OP {
+            &[]
+        } else {
+            &input[e..e + s]
+        };
+        let dst = match old.as_deref_mut() {
+            Some(o) => &mut o[e..e + s],
+            None => &mut scratch[..s],
+        };
+        // SAFETY: per the contract.
+        unsafe { atomic_elem(at + e, s, op, elem, inp, dst)? };
+    }
+    Ok(())
+}
+
+/// One element at `at` (`s` bytes, aligned): `*at = input op *at` as one atomic
+/// read-modify-write; the value from before goes to `old`.
+///
+/// # Safety
+/// `at` is valid, writable memory of `s` bytes aligned to `s`, accessed concurrently only by
+/// atomics (see [`native_size`]).
+#[inline]
+unsafe fn atomic_elem(
+    at: usize,
+    s: usize,
+    op: MPI_Op,
+    elem: Option<op::Elem>,
+    input: &[u8],
+    old: &mut [u8],
+) -> MpiResult<()> {
+    use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+    macro_rules! rmw {
+        ($a:ty, $u:ty) => {{
+            // SAFETY: per the contract.
+            let a = unsafe { &*(at as *const $a) };
+            let int = elem.is_some_and(|e| {
+                use op::Elem::*;
+                matches!(e, I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64)
+            });
+            let prev = match op {
+                MPI_NO_OP => a.load(SeqCst),
+                MPI_REPLACE => a.swap(<$u>::from_ne_bytes(input.try_into().expect("s")), SeqCst),
+                // Two's complement: the same bits for signed and unsigned elements.
+                MPI_SUM if int => {
+                    a.fetch_add(<$u>::from_ne_bytes(input.try_into().expect("s")), SeqCst)
+                }
+                MPI_BAND if int => {
+                    a.fetch_and(<$u>::from_ne_bytes(input.try_into().expect("s")), SeqCst)
+                }
+                MPI_BOR if int => {
+                    a.fetch_or(<$u>::from_ne_bytes(input.try_into().expect("s")), SeqCst)
+                }
+                MPI_BXOR if int => {
+                    a.fetch_xor(<$u>::from_ne_bytes(input.try_into().expect("s")), SeqCst)
+                }
+                MPI_SUM if elem == Some(op::Elem::F64) && s == 8 => {
+                    let add = f64::from_ne_bytes(input.try_into().expect("s"));
+                    let mut cur = a.load(Relaxed);
+                    loop {
+                        let new = (f64::from_bits(cur as u64) + add).to_bits() as $u;
+                        match a.compare_exchange_weak(cur, new, SeqCst, Relaxed) {
+                            Ok(_) => break cur,
+                            Err(now) => cur = now,
+                        }
+                    }
+                }
+                _ => {
+                    let elem = elem.ok_or_else(|| {
+                        MpiError::new(MPI_ERR_OP, "operation not defined on this datatype")
+                    })?;
+                    let mut cur = a.load(Relaxed);
+                    loop {
+                        let mut b = cur.to_ne_bytes();
+                        op::apply(op, elem, &mut b, input).map_err(|_| {
+                            MpiError::new(MPI_ERR_OP, "operation not defined on this datatype")
+                        })?;
+                        match a.compare_exchange_weak(cur, <$u>::from_ne_bytes(b), SeqCst, Relaxed)
+                        {
+                            Ok(_) => break cur,
+                            Err(now) => cur = now,
+                        }
+                    }
+                }
+            };
+            old.copy_from_slice(&prev.to_ne_bytes());
+        }};
+    }
+    match s {
+        1 => rmw!(AtomicU8, u8),
+        2 => rmw!(AtomicU16, u16),
+        4 => rmw!(AtomicU32, u32),
+        _ => rmw!(AtomicU64, u64),
+    }
+    Ok(())
+}
+
+/// Accumulate at `addr`: returns the bytes from before when `fetch`. With `atomic` (the
+/// caller checked [`use_atomics`] and holds the lock word shared) each element is updated
+/// by a hardware atomic; else plainly (the caller holds it exclusively).
 ///
 /// # Safety
 /// As [`gather`] and [`scatter`].
@@ -172,48 +343,104 @@ pub unsafe fn accumulate(
     basic: MPI_Datatype,
     input: &[u8],
     fetch: bool,
+    atomic: bool,
 ) -> MpiResult<Vec<u8>> {
-    let old = if fetch {
-        // SAFETY: per the contract.
-        unsafe { gather(addr, runs) }
-    } else {
-        Vec::new()
-    };
-    if op == MPI_NO_OP {
+    let mut old = Vec::new();
+    if op == MPI_NO_OP && !fetch {
         return Ok(old);
+    }
+    let total = bytes(runs);
+    if total > 0 && op != MPI_NO_OP {
+        check_op(op, basic)?;
+    }
+    let native = native_size(basic).filter(|_| atomic && all_native(addr, runs, basic));
+    if fetch {
+        old.resize(total, 0);
     }
     // In place, run by run (runs hold whole elements: the target type has one basic type).
     let mut at = 0;
     for &(off, len) in runs {
-        let n = len.min(input.len().saturating_sub(at));
-        // SAFETY: per the contract the run is writable memory of ours that `input` does not
-        // overlap.
-        let cur =
-            unsafe { std::slice::from_raw_parts_mut((addr as *mut u8).wrapping_offset(off), n) };
-        combine(op, basic, cur, &input[at..at + n])?;
+        let run = addr.wrapping_add_signed(off);
+        let n = if op == MPI_NO_OP {
+            len
+        } else {
+            len.min(input.len().saturating_sub(at))
+        };
+        match native {
+            Some(s) if run.is_multiple_of(s) && n.is_multiple_of(s) => {
+                let inp = if op == MPI_NO_OP {
+                    &[][..]
+                } else {
+                    &input[at..at + n]
+                };
+                let dst = fetch.then(|| &mut old[at..at + n]);
+                // SAFETY: per the contract the elements are our writable memory, aligned
+                // (checked), and other processes touch them only with atomics.
+                unsafe { atomic_run(run, n, s, op, basic, inp, dst)? };
+            }
+            _ => {
+                // SAFETY: per the contract the run is writable memory of ours that `input`
+                // does not overlap; the caller holds the lock word.
+                let cur = unsafe { std::slice::from_raw_parts_mut(run as *mut u8, n) };
+                if fetch {
+                    old[at..at + n].copy_from_slice(cur);
+                }
+                if op != MPI_NO_OP {
+                    combine(op, basic, cur, &input[at..at + n])?;
+                }
+            }
+        }
         at += n;
     }
     Ok(old)
 }
 
-/// Compare-and-swap of one element: `data` is (new value, compare value); returns the old.
+/// Compare-and-swap of one element of type `basic`: `data` is (new value, compare value);
+/// returns the old. With `atomic` (see [`accumulate`]) by one hardware compare-exchange.
 ///
 /// # Safety
 /// As [`gather`] and [`scatter`].
 pub unsafe fn compare_and_swap(
     addr: usize,
     runs: &[(isize, usize)],
+    basic: MPI_Datatype,
     data: &[u8],
+    atomic: bool,
 ) -> MpiResult<Vec<u8>> {
-    // SAFETY: per the contract.
-    let old = unsafe { gather(addr, runs) };
-    let n = old.len();
+    use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst};
+    let n = bytes(runs);
     if data.len() != 2 * n {
         return Err(MpiError::new(
             MPI_ERR_TYPE,
             "compare-and-swap needs one element of the same type on both sides",
         ));
     }
+    if let (Some(s), [(off, len)], true) = (native_size(basic), runs, atomic) {
+        let at = addr.wrapping_add_signed(*off);
+        if *len == s && at.is_multiple_of(s) {
+            macro_rules! cas {
+                ($a:ty, $u:ty) => {{
+                    let new = <$u>::from_ne_bytes(data[..s].try_into().expect("s"));
+                    let cmp = <$u>::from_ne_bytes(data[s..].try_into().expect("s"));
+                    // SAFETY: per the contract; aligned (checked); touched concurrently only
+                    // by atomics (see `native_size`).
+                    let a = unsafe { &*(at as *const $a) };
+                    let prev = a
+                        .compare_exchange(cmp, new, SeqCst, SeqCst)
+                        .unwrap_or_else(|v| v);
+                    return Ok(prev.to_ne_bytes().to_vec());
+                }};
+            }
+            match s {
+                1 => cas!(AtomicU8, u8),
+                2 => cas!(AtomicU16, u16),
+                4 => cas!(AtomicU32, u32),
+                _ => cas!(AtomicU64, u64),
+            }
+        }
+    }
+    // SAFETY: per the contract.
+    let old = unsafe { gather(addr, runs) };
     if old[..] == data[n..] {
         // SAFETY: per the contract.
         unsafe { scatter(addr, runs, &data[..n]) };
@@ -284,18 +511,114 @@ mod tests {
         assert_eq!(unsafe { gather(addr, &runs) }, vals);
         let ones: Vec<u8> = [1i32, 2, 3].iter().flat_map(|v| v.to_ne_bytes()).collect();
         // SAFETY: as above.
-        let old = unsafe { accumulate(addr, &runs, MPI_SUM, MPI_INT, &ones, true) }.unwrap();
+        let old = unsafe { accumulate(addr, &runs, MPI_SUM, MPI_INT, &ones, true, false) }.unwrap();
         assert_eq!(old, vals);
         assert_eq!(mem, [0, 11, 0, 22, 0, 33, 0, 0]);
         // SAFETY: as above.
-        unsafe { accumulate(addr, &runs, MPI_NO_OP, MPI_INT, &[], false) }.unwrap();
+        unsafe { accumulate(addr, &runs, MPI_NO_OP, MPI_INT, &[], false, true) }.unwrap();
         assert_eq!(mem, [0, 11, 0, 22, 0, 33, 0, 0]);
         // SAFETY: as above.
-        unsafe { accumulate(addr, &runs, MPI_REPLACE, MPI_INT, &ones, false) }.unwrap();
+        unsafe { accumulate(addr, &runs, MPI_REPLACE, MPI_INT, &ones, false, true) }.unwrap();
         assert_eq!(mem, [0, 1, 0, 2, 0, 3, 0, 0]);
         // SAFETY: as above.
-        let e = unsafe { accumulate(addr, &runs, MPI_BAND, MPI_FLOAT, &ones, false) };
+        let e = unsafe { accumulate(addr, &runs, MPI_BAND, MPI_FLOAT, &ones, false, false) };
         assert!(e.is_err());
+    }
+
+    /// Threads add to the same elements by every mode at once, each holding the lock word
+    /// as the paths do: hardware atomics under the shared lock (accumulate, per-element
+    /// runs, compare-and-swap loops) against plain combines under the exclusive lock; and
+    /// long doubles (never atomic) under the exclusive lock. Sums are exact.
+    #[test]
+    fn atomic_and_plain_accumulates_are_atomic_together() {
+        use super::super::direct;
+        let mem = Box::leak(Box::new([0i64; 4])).as_mut_ptr() as usize;
+        let ld = Box::leak(Box::new([0u8; 32])).as_mut_ptr() as usize;
+        let word = Box::leak(Box::new(0u64)) as *mut u64 as usize;
+        assert!(use_atomics(mem, &[(0, 16)], MPI_LONG));
+        assert!(!use_atomics(mem + 4, &[(0, 8)], MPI_LONG));
+        assert!(!use_atomics(mem, &[(0, 8 * 17)], MPI_LONG));
+        assert!(!use_atomics(ld, &[(0, 16)], MPI_LONG_DOUBLE));
+        const N: i64 = 2000;
+        let ts: Vec<_> = (0..4)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let one = 1i64.to_ne_bytes();
+                    let ones = [one, one].concat();
+                    let ld_one = {
+                        // 1.0 as an x87 long double: exponent 0x3fff, explicit integer bit.
+                        let mut b = [0u8; 16];
+                        b[7] = 0x80;
+                        b[8] = 0xff;
+                        b[9] = 0x3f;
+                        b
+                    };
+                    let run = [(0isize, 16usize)];
+                    for _ in 0..N {
+                        // SAFETY: the leaked arrays live forever; aligned.
+                        unsafe {
+                            match i {
+                                0 => {
+                                    let _g = direct::lock(word, true);
+                                    accumulate(mem, &run, MPI_SUM, MPI_LONG, &ones, false, true)
+                                        .unwrap();
+                                }
+                                1 => {
+                                    let _g = direct::lock(word, false);
+                                    accumulate(mem, &run, MPI_SUM, MPI_LONG, &ones, true, false)
+                                        .unwrap();
+                                }
+                                2 => {
+                                    let _g = direct::lock(word, true);
+                                    atomic_run(mem, 8, 8, MPI_SUM, MPI_LONG, &one, None).unwrap();
+                                    atomic_run(mem + 8, 8, 8, MPI_SUM, MPI_LONG, &one, None)
+                                        .unwrap();
+                                }
+                                _ => loop {
+                                    let _g = direct::lock(word, true);
+                                    let cur = (*(mem as *const std::sync::atomic::AtomicI64))
+                                        .load(std::sync::atomic::Ordering::SeqCst);
+                                    let msg = [(cur + 1).to_ne_bytes(), cur.to_ne_bytes()].concat();
+                                    let old =
+                                        compare_and_swap(mem, &[(0, 8)], MPI_LONG, &msg, true)
+                                            .unwrap();
+                                    if old == cur.to_ne_bytes() {
+                                        let r = [(8isize, 8usize)];
+                                        accumulate(mem, &r, MPI_SUM, MPI_LONG, &one, false, true)
+                                            .unwrap();
+                                        break;
+                                    }
+                                },
+                            }
+                            let _g = direct::lock(word, false);
+                            accumulate(ld, &run, MPI_SUM, MPI_LONG_DOUBLE, &ld_one, false, false)
+                                .unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        // SAFETY: every thread has ended.
+        let m = unsafe { std::slice::from_raw_parts(mem as *const i64, 2) };
+        assert_eq!(m, [4 * N, 4 * N]);
+        // The long double sum, compared as the bytes of 4N accumulated the same way.
+        let mut want = [0u8; 16];
+        let one = {
+            let mut b = [0u8; 16];
+            b[7] = 0x80;
+            b[8] = 0xff;
+            b[9] = 0x3f;
+            b
+        };
+        for _ in 0..4 * N {
+            combine(MPI_SUM, MPI_LONG_DOUBLE, &mut want, &one).unwrap();
+        }
+        // SAFETY: as above.
+        let got = unsafe { std::slice::from_raw_parts(ld as *const u8, 10) };
+        assert_eq!(got, &want[..10]);
     }
 
     #[test]
@@ -305,10 +628,10 @@ mod tests {
         let runs = [(0isize, 8usize)];
         let msg = |new: i64, cmp: i64| [new.to_ne_bytes(), cmp.to_ne_bytes()].concat();
         // SAFETY: the run is `x`.
-        let old = unsafe { compare_and_swap(addr, &runs, &msg(9, 4)) }.unwrap();
+        let old = unsafe { compare_and_swap(addr, &runs, MPI_INT64_T, &msg(9, 4), true) }.unwrap();
         assert_eq!((old, x), (5i64.to_ne_bytes().to_vec(), 5));
         // SAFETY: as above.
-        let old = unsafe { compare_and_swap(addr, &runs, &msg(9, 5)) }.unwrap();
+        let old = unsafe { compare_and_swap(addr, &runs, MPI_INT64_T, &msg(9, 5), false) }.unwrap();
         assert_eq!((old, x), (5i64.to_ne_bytes().to_vec(), 9));
     }
 }

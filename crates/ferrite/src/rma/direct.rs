@@ -4,11 +4,13 @@
 //! memory of MPI_Win_create is reached by cross-memory attach (`process_vm_readv/writev`)
 //! for Put and Get. The shared-memory counterpart of RDMA read/write.
 //!
-//! Accumulates on mapped memory take the target's accumulate lock: a word in the same
+//! Accumulates on mapped memory hold the target's accumulate lock word (shared for a few
+//! aligned 1-8 byte elements updated by hardware atomics, exclusive otherwise:
+//! `apply::native_size` has the rule and why it is atomic across paths), a word in the same
 //! shared file, which the target itself also takes when it applies an accumulate that came
-//! as a message (from a rank on another host), so every accumulate on that memory is atomic
-//! with respect to every other. The lock is a futex mutex: a waiter sleeps in the kernel
-//! (many ranks share few cores), and critical sections never wait for anything else.
+//! as a message (from a rank on another host). A waiter sleeps in the kernel (many ranks
+//! share few cores), and critical sections never wait for anything else. The same slot holds the
+//! target's passive-target lock (`epoch`), so same-host MPI_Win_lock needs no target.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -42,20 +44,31 @@ pub enum Reach {
     Cma { pid: i32, base: usize },
 }
 
-/// Holds an accumulate lock; releases it when dropped.
-pub struct Guard<'a>(Option<&'a AtomicU32>);
+/// The accumulate lock word: bit 31 = held exclusively, bit 30 = an exclusive taker waits
+/// (new shared takers then wait too, so it cannot starve), low bits = shared holders.
+const EXCL: u32 = 1 << 31;
+const WANT: u32 = 1 << 30;
+
+/// Holds an accumulate lock (shared or exclusive); releases it when dropped.
+pub struct Guard<'a>(Option<(&'a AtomicU32, bool)>);
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        if let Some(w) = self.0 {
-            if w.swap(0, Ordering::Release) == 2 {
-                futex(w, libc::FUTEX_WAKE, 1);
-            }
+        let Some((w, shared)) = self.0 else { return };
+        let after = if shared {
+            w.fetch_sub(1, Ordering::Release) - 1
+        } else {
+            w.fetch_and(!EXCL, Ordering::Release) & !EXCL
+        };
+        // Sleepers wait only while something is held or wanted; wake them when what they
+        // wait for may have gone (the last shared holder, or the exclusive one).
+        if after & !WANT == 0 && (after & WANT != 0 || !shared) {
+            futex(w, libc::FUTEX_WAKE, i32::MAX as u32, None);
         }
     }
 }
 
-fn futex(w: &AtomicU32, op: i32, val: u32) {
+fn futex(w: &AtomicU32, op: i32, val: u32, timeout: Option<&libc::timespec>) {
     // SAFETY: the futex syscall on a valid, aligned word of memory we have mapped; not
     // FUTEX_PRIVATE, since other processes wait on and wake the same word.
     unsafe {
@@ -64,37 +77,134 @@ fn futex(w: &AtomicU32, op: i32, val: u32) {
             w.as_ptr(),
             op,
             val,
-            std::ptr::null::<libc::timespec>(),
+            timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec),
         )
     };
 }
 
-/// Takes the lock word at `addr` (0: no lock needed, nothing taken). 0 = free, 1 = held,
-/// 2 = held with possible sleepers (Drepper, "Futexes are tricky", mutex 2).
+/// Takes the accumulate lock word at `addr` (0: no lock needed, nothing taken): `shared`
+/// by operations that update every element with hardware atomics (they may run together),
+/// exclusive by those that read and write elements plainly (`apply::use_atomics` decides).
+/// A short spin, then FUTEX_WAIT on the word.
 ///
 /// # Safety
 /// `addr` is 0 or a 4-byte aligned lock word in shared memory mapped while the guard lives.
-pub unsafe fn lock<'a>(addr: usize) -> Guard<'a> {
+pub unsafe fn lock<'a>(addr: usize, shared: bool) -> Guard<'a> {
     if addr == 0 {
         return Guard(None);
     }
     // SAFETY: per the contract.
     let w = unsafe { &*(addr as *const AtomicU32) };
-    for _ in 0..100 {
-        if w.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            return Guard(Some(w));
+    let mut spins = 0;
+    loop {
+        let v = w.load(Ordering::Relaxed);
+        let free = if shared {
+            v & (EXCL | WANT) == 0
+        } else {
+            v & !WANT == 0
+        };
+        if free {
+            let next = if shared { v + 1 } else { EXCL };
+            if w.compare_exchange_weak(v, next, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Guard(Some((w, shared)));
+            }
+            continue;
         }
-        std::hint::spin_loop();
+        if spins < 100 {
+            spins += 1;
+            std::hint::spin_loop();
+            continue;
+        }
+        // Announce an exclusive taker, then sleep while the word is what we saw.
+        let seen = if shared { v } else { v | WANT };
+        if seen != v
+            && w.compare_exchange(v, seen, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        futex(w, libc::FUTEX_WAIT, seen, None);
     }
-    while w.swap(2, Ordering::Acquire) != 0 {
-        futex(w, libc::FUTEX_WAIT, 2);
-    }
-    Guard(Some(w))
 }
 
-/// Copies the runs at `addr` into `dst` (which holds exactly their bytes), in order.
+/// The passive-target lock of a same-host target (MPI_Win_lock granted without the target):
+/// a reader-writer ticket lock (Mellor-Crummey and Scott) in the target's lock slot, after
+/// its accumulate lock word. Origins are served in arrival order, so neither readers nor
+/// writers starve, and consecutive readers hold it together. Words (u32) at `slot + 4`:
+/// tickets handed out; `slot + 8`: tickets served (low 16 bits: the next writer's, high
+/// 16 bits: the next reader's); `slot + 12`: processes asleep on the served word. A waiter
+/// sleeps on the served word (FUTEX_WAIT); a release wakes all sleepers when there are any.
+pub mod epoch {
+    use super::futex;
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
+    fn word(slot: usize, i: usize) -> &'static AtomicU32 {
+        // SAFETY: callers pass the lock slot of a mapping that lives as long as the window,
+        // which outlives every lock epoch on it; the slot has room for these words.
+        unsafe { &*((slot + 4 * i) as *const AtomicU32) }
+    }
+
+    /// Takes a place in the queue of the lock at `slot`.
+    pub fn ticket(slot: usize) -> u16 {
+        word(slot, 1).fetch_add(1, SeqCst) as u16
+    }
+
+    /// Whether ticket `me` holds the lock now (exclusive: alone; else with other readers);
+    /// Err: not yet, with the served word seen (to sleep on).
+    pub fn try_take(slot: usize, me: u16, excl: bool) -> Result<(), u32> {
+        let served = word(slot, 2);
+        let s = served.load(SeqCst);
+        if excl {
+            return if s as u16 == me { Ok(()) } else { Err(s) };
+        }
+        if (s >> 16) as u16 != me {
+            return Err(s);
+        }
+        // Our turn as a reader: let the next reader in (only we move the reader half now;
+        // releases move the writer half meanwhile).
+        bump(slot, 1 << 16);
+        Ok(())
+    }
+
+    /// Adds `by` to the served word's halves, each modulo 2^16.
+    fn bump(slot: usize, by: u32) {
+        let served = word(slot, 2);
+        let mut s = served.load(SeqCst);
+        loop {
+            let lo = (s as u16).wrapping_add(by as u16);
+            let hi = ((s >> 16) as u16).wrapping_add((by >> 16) as u16);
+            let n = (u32::from(hi) << 16) | u32::from(lo);
+            match served.compare_exchange_weak(s, n, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if word(slot, 3).load(SeqCst) > 0 {
+            futex(served, libc::FUTEX_WAKE, i32::MAX as u32, None);
+        }
+    }
+
+    /// Sleeps until the served word changes from `seen` or `ms` milliseconds pass.
+    pub fn sleep(slot: usize, seen: u32, ms: u64) {
+        let sleepers = word(slot, 3);
+        sleepers.fetch_add(1, SeqCst);
+        let ts = libc::timespec {
+            tv_sec: (ms / 1000) as libc::time_t,
+            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        };
+        futex(word(slot, 2), libc::FUTEX_WAIT, seen, Some(&ts));
+        sleepers.fetch_sub(1, SeqCst);
+    }
+
+    /// Ends the holder's epoch: a writer passes on both halves, a reader the writer half.
+    pub fn release(slot: usize, excl: bool) {
+        bump(slot, if excl { 0x1_0001 } else { 1 });
+    }
+}
+
+/// Copies the runs at `addr` into `dst`/// Copies the runs at `addr` into `dst` (which holds exactly their bytes), in order.
 ///
 /// # Safety
 /// Every run at `addr` is readable; `dst` does not overlap them.
@@ -216,7 +326,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
                         // SAFETY: a leaked, aligned word.
-                        let _g = unsafe { lock(addr) };
+                        let _g = unsafe { lock(addr, false) };
                         // SAFETY: the leaked counter is touched only under the lock.
                         unsafe { *(shared as *mut u64) += 1 };
                     }
@@ -230,6 +340,64 @@ mod tests {
         // SAFETY: every thread has ended.
         assert_eq!(unsafe { *(shared as *const u64) }, 40_000);
         assert_eq!(word.load(Ordering::Relaxed), 0);
+    }
+
+    /// A leaked, zeroed lock slot.
+    fn slot() -> usize {
+        Box::leak(Box::new([0u64; LOCK_SLOT / 8])).as_ptr() as usize
+    }
+
+    fn take(slot: usize, excl: bool) {
+        let me = epoch::ticket(slot);
+        while let Err(seen) = epoch::try_take(slot, me, excl) {
+            epoch::sleep(slot, seen, 5);
+        }
+    }
+
+    #[test]
+    fn epoch_lock_excludes_writers_and_shares_readers() {
+        let s = slot();
+        let inside = Box::leak(Box::new(AtomicU32::new(0))) as *const AtomicU32 as usize;
+        let ts: Vec<_> = (0..4)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    // SAFETY: the leaked counter lives forever.
+                    let inside = unsafe { &*(inside as *const AtomicU32) };
+                    for k in 0..300 {
+                        let excl = (i + k) % 3 == 0;
+                        take(s, excl);
+                        let before =
+                            inside.fetch_add(if excl { 1000 } else { 1 }, Ordering::SeqCst);
+                        // A writer is alone; a reader never meets a writer.
+                        assert!(if excl { before == 0 } else { before < 1000 });
+                        std::thread::yield_now();
+                        inside.fetch_sub(if excl { 1000 } else { 1 }, Ordering::SeqCst);
+                        epoch::release(s, excl);
+                    }
+                })
+            })
+            .collect();
+        for t in ts {
+            t.join().unwrap();
+        }
+        // Readers hold it together: two shared holders at once.
+        take(s, false);
+        take(s, false);
+        epoch::release(s, false);
+        epoch::release(s, false);
+        // Served in order: a writer queued behind a reader waits; a later reader waits
+        // behind the writer (no writer starvation).
+        take(s, false);
+        let w = epoch::ticket(s);
+        assert!(epoch::try_take(s, w, true).is_err());
+        let r = epoch::ticket(s);
+        assert!(epoch::try_take(s, r, false).is_err());
+        epoch::release(s, false);
+        assert!(epoch::try_take(s, w, true).is_ok());
+        assert!(epoch::try_take(s, r, false).is_err());
+        epoch::release(s, true);
+        assert!(epoch::try_take(s, r, false).is_ok());
+        epoch::release(s, false);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 pub mod am;
 pub mod apply;
 pub mod direct;
+mod fast;
 pub mod shared;
 pub mod wire;
 
@@ -52,6 +53,43 @@ struct Pending {
 struct Held {
     /// MPI_MODE_NOCHECK: no lock was requested, so none is released.
     nocheck: bool,
+    /// MPI_LOCK_EXCLUSIVE (a same-host lock's release depends on it).
+    excl: bool,
+}
+
+/// The locks this process holds, by target (a vector: the fast path asks per operation).
+#[derive(Default)]
+struct Locks {
+    by: Vec<Option<Held>>,
+    count: usize,
+}
+
+impl Locks {
+    fn contains_key(&self, t: &u32) -> bool {
+        self.by.get(*t as usize).is_some_and(Option::is_some)
+    }
+    fn get(&self, t: &u32) -> Option<&Held> {
+        self.by.get(*t as usize)?.as_ref()
+    }
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    fn insert(&mut self, t: u32, h: Held) {
+        let t = t as usize;
+        if self.by.len() <= t {
+            self.by.resize(t + 1, None);
+        }
+        if self.by[t].replace(h).is_none() {
+            self.count += 1;
+        }
+    }
+    fn remove(&mut self, t: &u32) {
+        if let Some(slot) = self.by.get_mut(*t as usize) {
+            if slot.take().is_some() {
+                self.count -= 1;
+            }
+        }
+    }
 }
 
 /// The RMA state of one window in this process.
@@ -69,7 +107,7 @@ pub struct WinRma {
     failed: Option<MpiError>,
     // Access epochs (origin side).
     fence: bool,
-    locks: HashMap<u32, Held>,
+    locks: Locks,
     lock_all: Option<Held>,
     started: Option<Vec<u32>>,
     /// Post notices received from each target and not yet used by a start.
@@ -89,7 +127,17 @@ pub struct WinRma {
     own_lock: usize,
     /// Mappings of other processes' window memory: (address, length), unmapped on free.
     maps: Vec<(usize, usize)>,
+    /// Per target, the lock slot of its same-host passive-target lock (`direct::epoch`), or
+    /// 0: MPI_Win_lock on it goes by messages. The same in every process of the window.
+    lock_slot: Vec<usize>,
+    /// Flushes that found nothing outstanding (every `IDLE_FLUSH_PROGRESS`th makes progress).
+    idle_flushes: u32,
 }
+
+/// A flush with nothing outstanding makes one progress pass every this many calls: a
+/// process polling window memory in a flush loop must still serve what others wait for
+/// (mpi4py.util.sync's spin lock), but a pass per flush costs more than a direct operation.
+const IDLE_FLUSH_PROGRESS: u32 = 16;
 
 /// One operation, checked, as the direct path takes it.
 struct Direct<'a> {
@@ -325,9 +373,10 @@ impl Ferrite {
         // during an epoch; the message buffer is ours and overlaps nothing. Accumulates
         // take the lock word other processes' direct accumulates take (direct.rs).
         unsafe {
+            let atomic = apply::use_atomics(addr, runs, h.basic);
             let _g = match h.kind {
-                Kind::Acc | Kind::GetAcc | Kind::Cas => direct::lock(own_lock),
-                _ => direct::lock(0),
+                Kind::Acc | Kind::GetAcc | Kind::Cas => direct::lock(own_lock, atomic),
+                _ => direct::lock(0, false),
             };
             match h.kind {
                 Kind::Put => {
@@ -335,9 +384,9 @@ impl Ferrite {
                     Ok(Vec::new())
                 }
                 Kind::Get => Ok(apply::gather(addr, runs)),
-                Kind::Acc => apply::accumulate(addr, runs, h.op, h.basic, data, false),
-                Kind::GetAcc => apply::accumulate(addr, runs, h.op, h.basic, data, true),
-                Kind::Cas => apply::compare_and_swap(addr, runs, data),
+                Kind::Acc => apply::accumulate(addr, runs, h.op, h.basic, data, false, atomic),
+                Kind::GetAcc => apply::accumulate(addr, runs, h.op, h.basic, data, true, atomic),
+                Kind::Cas => apply::compare_and_swap(addr, runs, h.basic, data, atomic),
                 _ => Ok(Vec::new()),
             }
         }
@@ -468,6 +517,9 @@ impl Ferrite {
     /// One RMA operation; with `request`, a request completed by its Reply (MPI_Rput &
     /// co), else MPI_REQUEST_NULL.
     pub fn rma_call(&mut self, w: MPI_Win, c: Call, request: bool) -> MpiResult<MPI_Request> {
+        if !request && self.rma_fast(w, &c) {
+            return Ok(MPI_REQUEST_NULL);
+        }
         let comm = self.objects.wins.get(w)?.comm;
         let Some(t) = self.rank_check(w, c.target)? else {
             return Ok(if request {
@@ -655,14 +707,17 @@ impl Ferrite {
                             apply::gather(addr, runs)
                         }
                         Kind::Acc | Kind::GetAcc => {
-                            let _g = direct::lock(lock);
-                            apply::accumulate(addr, runs, d.op, d.basic, src, d.into.is_some())?
+                            let atomic = apply::use_atomics(addr, runs, d.basic);
+                            let _g = direct::lock(lock, atomic);
+                            let fetch = d.into.is_some();
+                            apply::accumulate(addr, runs, d.op, d.basic, src, fetch, atomic)?
                         }
                         Kind::Cas => {
                             let mut both = src.to_vec();
                             both.extend_from_slice(d.compare.unwrap_or_default());
-                            let _g = direct::lock(lock);
-                            apply::compare_and_swap(addr, runs, &both)?
+                            let atomic = apply::use_atomics(addr, runs, d.basic);
+                            let _g = direct::lock(lock, atomic);
+                            apply::compare_and_swap(addr, runs, d.basic, &both, atomic)?
                         }
                         _ => return Ok(false),
                     };
@@ -867,7 +922,7 @@ impl state::Held {
             outstanding: vec![0; n],
             failed: None,
             fence: false,
-            locks: HashMap::new(),
+            locks: Locks::default(),
             lock_all: None,
             started: None,
             posts: vec![0; n],
@@ -879,8 +934,40 @@ impl state::Held {
             reach,
             own_lock,
             maps: Vec::new(),
+            lock_slot: vec![0; n],
+            idle_flushes: 0,
         });
         self.objects.wins.active.push(w);
+        self.rma_lock_slots(w)
+    }
+
+    /// Decides (collectively) which targets' passive-target locks live in shared memory:
+    /// those that every process of the window maps with a lock slot. Same-host origins then
+    /// lock by `direct::epoch` without the target; a target with any origin that cannot
+    /// reach its memory (another host, a namespace without shm, a refused mapping) keeps
+    /// the target-granted lock by messages for every origin, so the two kinds never meet
+    /// on one target. Maps peers' files now (not on first access) so the answer is known.
+    fn rma_lock_slots(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let n = self.rma(w)?.sizes.len();
+        let comm = self.objects.wins.get(w)?.comm;
+        let mut bits = vec![0u8; n.div_ceil(8)];
+        for t in 0..n {
+            if let Reach::Mapped { lock, .. } = self.reach(w, t as u32)? {
+                if lock != 0 {
+                    bits[t / 8] |= 1 << (t % 8);
+                }
+            }
+        }
+        let all = self.allgather_fixed(comm, &bits)?;
+        let r = self.rma(w)?;
+        for t in 0..n {
+            let everyone = all
+                .chunks_exact(bits.len())
+                .all(|b| b[t / 8] & (1 << (t % 8)) != 0);
+            if let (true, Reach::Mapped { lock, .. }) = (everyone, r.reach[t]) {
+                r.lock_slot[t] = lock;
+            }
+        }
         Ok(())
     }
 
@@ -961,12 +1048,42 @@ impl state::Held {
             return Err(sync_err("MPI_Win_lock inside a PSCW access epoch"));
         }
         let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        let excl = ty == MPI_LOCK_EXCLUSIVE;
         if !nocheck {
-            let id = self.lock_request(w, t, Kind::Lock, ty)?;
-            self.wait_ids(w, &[id])?;
+            let slot = self.rma(w)?.lock_slot[t as usize];
+            if slot != 0 {
+                self.epoch_lock(slot, excl)?;
+            } else {
+                let id = self.lock_request(w, t, Kind::Lock, ty)?;
+                self.wait_ids(w, &[id])?;
+            }
         }
-        self.rma(w)?.locks.insert(t, Held { nocheck });
+        self.rma(w)?.locks.insert(t, Held { nocheck, excl });
         Ok(())
+    }
+
+    /// Takes the same-host passive-target lock at `slot`: a place in its queue, then sleeps
+    /// in the kernel until served, without the state lock; between naps (growing to 16 ms)
+    /// one progress pass, so requests others sent this process meanwhile (it may be a
+    /// target, or hold what they wait for) are still served.
+    fn epoch_lock(&mut self, slot: usize, excl: bool) -> MpiResult<()> {
+        let me = direct::epoch::ticket(slot);
+        let mut nap = 1;
+        let mut spins = 0;
+        loop {
+            let seen = match direct::epoch::try_take(slot, me, excl) {
+                Ok(()) => return Ok(()),
+                Err(seen) => seen,
+            };
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            self.pause(|| direct::epoch::sleep(slot, seen, nap))?;
+            self.progress();
+            nap = (nap * 2).min(16);
+        }
     }
 
     pub fn rma_unlock(&mut self, w: MPI_Win, rank: i32) -> MpiResult<()> {
@@ -980,8 +1097,13 @@ impl state::Held {
         };
         let done = self.rma_wait(w, Some(t));
         if !held.nocheck {
-            let id = self.lock_request(w, t, Kind::Unlock, 0)?;
-            self.wait_ids(w, &[id])?;
+            let slot = self.rma(w)?.lock_slot[t as usize];
+            if slot != 0 {
+                direct::epoch::release(slot, held.excl);
+            } else {
+                let id = self.lock_request(w, t, Kind::Unlock, 0)?;
+                self.wait_ids(w, &[id])?;
+            }
         }
         self.rma(w)?.locks.remove(&t);
         done
@@ -995,13 +1117,23 @@ impl state::Held {
         let n = r.sizes.len() as u32;
         let nocheck = assert & MPI_MODE_NOCHECK != 0;
         if !nocheck {
+            let slots = self.rma(w)?.lock_slot.clone();
             let mut ids = Vec::with_capacity(n as usize);
             for t in 0..n {
-                ids.push(self.lock_request(w, t, Kind::Lock, MPI_LOCK_SHARED)?);
+                if slots[t as usize] == 0 {
+                    ids.push(self.lock_request(w, t, Kind::Lock, MPI_LOCK_SHARED)?);
+                }
+            }
+            // Same-host locks in rank order (as every lock_all takes them).
+            for &slot in slots.iter().filter(|&&s| s != 0) {
+                self.epoch_lock(slot, false)?;
             }
             self.wait_ids(w, &ids)?;
         }
-        self.rma(w)?.lock_all = Some(Held { nocheck });
+        self.rma(w)?.lock_all = Some(Held {
+            nocheck,
+            excl: false,
+        });
         Ok(())
     }
 
@@ -1013,9 +1145,13 @@ impl state::Held {
         let n = r.sizes.len() as u32;
         let done = self.rma_wait(w, None);
         if !held.nocheck {
+            let slots = self.rma(w)?.lock_slot.clone();
             let mut ids = Vec::with_capacity(n as usize);
             for t in 0..n {
-                ids.push(self.lock_request(w, t, Kind::Unlock, 0)?);
+                match slots[t as usize] {
+                    0 => ids.push(self.lock_request(w, t, Kind::Unlock, 0)?),
+                    slot => direct::epoch::release(slot, false),
+                }
             }
             self.wait_ids(w, &ids)?;
         }
@@ -1026,6 +1162,30 @@ impl state::Held {
     /// MPI_Win_flush(_local)(_all): remote completion of the operations to `rank` (all
     /// if None); only inside a passive-target epoch.
     pub fn rma_flush(&mut self, w: MPI_Win, rank: Option<i32>) -> MpiResult<()> {
+        // The common case in one look at the window: a passive epoch on a valid target with
+        // nothing sent by message; direct operations are complete already.
+        if let Ok(r) = self.rma(w) {
+            let epoch = |t: u32| r.lock_all.is_some() || r.locks.contains_key(&t);
+            let quiet = match rank {
+                Some(t) => usize::try_from(t).is_ok_and(|t| {
+                    t < r.outstanding.len() && r.outstanding[t] == 0 && epoch(t as u32)
+                }),
+                None => {
+                    (r.lock_all.is_some() || !r.locks.is_empty())
+                        && r.outstanding.iter().all(|&n| n == 0)
+                }
+            };
+            if quiet {
+                // Now and then one pass of the progress engine (see IDLE_FLUSH_PROGRESS).
+                r.idle_flushes = r.idle_flushes.wrapping_add(1);
+                if !r.idle_flushes.is_multiple_of(IDLE_FLUSH_PROGRESS) {
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                    return r.failed.take().map_or(Ok(()), Err);
+                }
+                self.progress();
+                return self.rma_wait(w, rank.map(|t| t as u32));
+            }
+        }
         let target = match rank {
             Some(r) => match self.rank_check(w, r)? {
                 Some(t) => Some(t),
@@ -1044,11 +1204,15 @@ impl state::Held {
                 "MPI_Win_flush outside a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)",
             ));
         }
-        // One pass of the progress engine even when nothing is outstanding (a flush of
-        // direct operations, or to itself): a process polling its window memory in a
-        // flush loop (mpi4py.util.sync's spin loop) must still serve the lock and
-        // accumulate requests others wait on.
-        self.progress();
+        let idle = match target {
+            Some(t) => r.outstanding[t as usize] == 0,
+            None => r.outstanding.iter().all(|&n| n == 0),
+        };
+        if idle {
+            // A flush to itself or of direct operations (passive epoch checked above): one
+            // pass of the progress engine (see IDLE_FLUSH_PROGRESS).
+            self.progress();
+        }
         self.rma_wait(w, target)
     }
 
