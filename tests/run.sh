@@ -56,6 +56,11 @@ for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/chec
     fi
 done
 
+# OpenCoarrays' test programs from Debian's libcoarrays-mpich-dev (MPICH-built Fortran
+# coarrays: RMA underneath) on Ferrite: a quick subset (the full list and counts:
+# tests/coarrays/run.sh, docs/conformance.md).
+run_suite coarrays env SUBSET=quick tests/coarrays/run.sh
+
 # Ferrite programs launched by MPICH's Hydra (mpirun.mpich speaks PMI-1 over PMI_FD too).
 if command -v mpirun.mpich >/dev/null; then
     run_suite c-hydra env MPIRUN=mpirun.mpich MPICC="$PREFIX/bin/mpicc" FERRITE_TESTS_EXPECT=ferrite \
