@@ -119,7 +119,7 @@ issue-511-incorrect-shape 1 issue-511-incorrect-shape
 issue-515-mimic-mpi-gatherv 2 issue-515-mimic-mpi-gatherv
 issue-700-allow-multiple-scalar-dim-array-gets 2 issue-700-allow-multiple-scalar-dim-array-gets
 issue-762-mpi-crashing-on-exit 2 issue-762-mpi-crashing-on-exit
-!image_status_test_1 4 image_status_test_1
+image_status_test_1 4 image_status_test_1
 !image_fail_test_1 4 image_fail_test_1
 !image_fail_and_sync_test_1 4 image_fail_and_sync_test_1
 !image_fail_and_sync_test_2 4 image_fail_and_sync_test_2
