@@ -17,7 +17,7 @@
 # Usage: tests/coarrays/run.sh [NAME...]        (names as in the list below; default all)
 # Yardstick: MPIRUN=mpirun.mpich MPI_LIBDIR= tests/coarrays/run.sh   (MPICH itself)
 # Knobs: PREFIX, MPIRUN (default $PREFIX/bin/mpirun), MPI_LIBDIR (default $PREFIX/lib; empty:
-# the system's libmpich), TEST_TIMEOUT (default 60 s per run), CAF_TESTS (the programs' dir),
+# the system's libmpich), TEST_TIMEOUT (default 180 s per run: alloc_comp_multidim_shape takes minutes on a loaded machine), CAF_TESTS (the programs' dir),
 # SUBSET=quick (the runs make test uses), MPIRUN_FLAGS.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +26,7 @@ PREFIX=${PREFIX:-$root/build}
 if [ -z "${MPIRUN:-}" ]; then export FERRITE_TESTS_EXPECT=${FERRITE_TESTS_EXPECT:-ferrite}; fi
 MPIRUN=${MPIRUN:-$PREFIX/bin/mpirun}
 MPI_LIBDIR=${MPI_LIBDIR-$PREFIX/lib}
-TEST_TIMEOUT=${TEST_TIMEOUT:-60}
+TEST_TIMEOUT=${TEST_TIMEOUT:-180}
 MPIRUN_FLAGS=${MPIRUN_FLAGS:-}
 CAF_TESTS=${CAF_TESTS:-/usr/lib/x86_64-linux-gnu/open-coarrays/mpich/bin/OpenCoarrays-2.10.1-tests}
 SUBSET=${SUBSET:-all}
