@@ -44,6 +44,8 @@ int main(int argc, char **argv)
     t_init(&argc, &argv);
     int n = t_size, r = t_rank;
     int ferrite = t_expect_ferrite();
+    /* Our mpirun (and Hydra) give every rank PMI_RANK: without it no rank would run the thread. */
+    CHECK(!ferrite || pr, "PMI_RANK is not set: cannot choose the ranks that run the progress thread");
     int level = -1;
     MPI_CHECK(MPI_Query_thread(&level));
     CHECK(level == MPI_THREAD_SINGLE, "MPI_Query_thread says %d after MPI_Init, not MPI_THREAD_SINGLE", level);
