@@ -57,10 +57,14 @@ pub fn stop() {
     };
     // Under the lock: the thread is either in a pass (it sees STOP before sleeping) or
     // counted as a sleeper, which `with`'s way out wakes.
-    let _ = state::with(|_| {
+    let set = state::with(|_| {
         STOP.store(true, Ordering::Relaxed);
         Ok(())
     });
+    if set.is_err() {
+        // No state: the thread's next relock fails and it ends anyway.
+        STOP.store(true, Ordering::Relaxed);
+    }
     let _ = h.join();
 }
 
