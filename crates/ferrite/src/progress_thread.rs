@@ -56,7 +56,7 @@ pub fn stop() {
         return;
     };
     // Under the lock: the thread is either in a pass (it sees STOP before sleeping) or
-    // counted as a sleeper, which `with`'s way out wakes.
+    // asleep, in epoll or on the condvar, where `wake_poller` reaches it.
     let set = state::with(|_| {
         STOP.store(true, Ordering::Relaxed);
         Ok(())
@@ -65,6 +65,7 @@ pub fn stop() {
         // No state: the thread's next relock fails and it ends anyway.
         STOP.store(true, Ordering::Relaxed);
     }
+    state::wake_poller();
     let _ = h.join();
 }
 
@@ -80,7 +81,7 @@ fn run() {
                 continue;
             }
             let timeout = if h.p2p.has_backlog() { 1 } else { 100 };
-            h.sleep(timeout)?;
+            h.sleep_background(timeout)?;
         }
         Ok(())
     });
