@@ -5,13 +5,14 @@
 # tests/mpich-langs), the tools the test scripts use (bc, pgrep, nm, g++, ip for
 # tests/hosts; cmake, meson, ninja and pkg-config for tests/buildsys; Slurm, munge and
 # libpmix-dev, whose daemons tests/slurm starts and stops itself), libhdf5-mpich-dev
-# (parallel HDF5 built against MPICH, for tests/hdf5), and libfabric1 (the ofi transport's
+# (parallel HDF5 built against MPICH, for tests/hdf5), libcoarrays-mpich-dev (OpenCoarrays'
+# test programs built against MPICH, for tests/coarrays), and libfabric1 (the ofi transport's
 # library, loaded at run time; tests/run.sh runs the C suite over its tcp provider). Open MPI is only needed for
 # benchmarks (bench/run.sh installs it itself).
 set -e
 need=""
 for pkg in mpich libmpich-dev gfortran bc procps binutils g++ iproute2 \
-    cmake meson ninja-build pkg-config slurm-wlm munge libpmix-dev libhdf5-mpich-dev libfabric1; do
+    cmake meson ninja-build pkg-config slurm-wlm munge libpmix-dev libhdf5-mpich-dev libcoarrays-mpich-dev libfabric1; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
 done
 [ -z "$need" ] && exit 0

@@ -56,6 +56,11 @@ for suite in tests/abi/check-header.sh tests/abi/check-symbols.sh tests/abi/chec
     fi
 done
 
+# OpenCoarrays' test programs from Debian's libcoarrays-mpich-dev (MPICH-built Fortran
+# coarrays: RMA underneath) on Ferrite: a quick subset (the full list and counts:
+# tests/coarrays/run.sh, docs/conformance.md).
+run_suite coarrays env SUBSET=quick tests/coarrays/run.sh
+
 # Ferrite programs launched by MPICH's Hydra (mpirun.mpich speaks PMI-1 over PMI_FD too).
 if command -v mpirun.mpich >/dev/null; then
     run_suite c-hydra env MPIRUN=mpirun.mpich MPICC="$PREFIX/bin/mpicc" FERRITE_TESTS_EXPECT=ferrite \
@@ -66,6 +71,13 @@ fi
 
 # The C suite again over tcp only (on loopback).
 run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
+
+# The progress thread (FERRITE_ASYNC_PROGRESS=1) on in every rank, making progress beside the
+# application's own waits: RMA and point-to-point programs over shm and over tcp.
+run_suite c-async env FERRITE_ASYNC_PROGRESS=1 TEST_NP="2 4" tests/c/run.sh \
+    rma_ops rma_passive rma_direct rma_many ring anysource coll_basic threads_multiple
+run_suite c-async-tcp env FERRITE_ASYNC_PROGRESS=1 FERRITE_TRANSPORTS=tcp,self TEST_NP="2 4" \
+    tests/c/run.sh rma_ops rma_passive ring anysource
 
 # The C suite over udp only (on loopback), then the point-to-point programs with 2% of the
 # datagrams dropped at the sender (FERRITE_UDP_DROP_PERMILLE, a test-only knob): the

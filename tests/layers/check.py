@@ -10,7 +10,7 @@ LAYERS = [  # (path prefix under src/, layer): higher is nearer the user
     ("lib.rs", 6), ("bin/", 6), ("abi/", 6),
     ("io/", 6),  # MPI-IO calls the entry points like a user (ROMIO's way)
     ("objects/", 5), ("coll/", 5), ("rma/", 5), ("p2p/", 5), ("state.rs", 5),
-    ("progress.rs", 5), ("error.rs", 5),
+    ("progress.rs", 5), ("progress_thread.rs", 5), ("error.rs", 5),
     ("tool/", 5),  # MPI_T's registry: reads the state's counters, sets knobs
     ("runtime/mod.rs", 5), ("runtime/report.rs", 5),  # the runtime's glue to the state
     ("transport/", 3),

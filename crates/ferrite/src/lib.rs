@@ -20,6 +20,7 @@ pub mod lock_order;
 pub mod objects;
 pub mod p2p;
 pub mod progress;
+pub mod progress_thread;
 pub mod rma;
 pub mod runtime;
 pub mod state;

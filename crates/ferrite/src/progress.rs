@@ -1,5 +1,5 @@
-//! The one progress engine, driven from MPI calls by whichever thread waits (no progress
-//! thread).
+//! The one progress engine, driven from MPI calls by whichever thread waits (and by the
+//! opt-in progress thread, progress_thread.rs).
 //!
 //! `wait_until` polls every transport and lets the protocols act. An idle wait goes
 //! through three phases:

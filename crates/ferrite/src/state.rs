@@ -162,14 +162,25 @@ impl Held {
     /// thread's call returned, or `timeout_ms` passed. The first sleeper polls (epoll on
     /// the transports and the wake eventfd), the others wait on the condvar.
     pub fn sleep(&mut self, timeout_ms: i32) -> MpiResult<()> {
+        self.sleep_as(timeout_ms, 1)
+    }
+
+    /// `sleep` for the progress thread (progress_thread.rs): not counted as a sleeper, so
+    /// calls returning do not wake it (it waits for no call's result; doorbells, its
+    /// timeout and `wake_poller` do).
+    pub fn sleep_background(&mut self, timeout_ms: i32) -> MpiResult<()> {
+        self.sleep_as(timeout_ms, 0)
+    }
+
+    fn sleep_as(&mut self, timeout_ms: i32, counted: u32) -> MpiResult<()> {
         let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
         if POLLER.load(Ordering::Relaxed) {
-            SLEEPERS.fetch_add(1, Ordering::SeqCst);
+            SLEEPERS.fetch_add(counted, Ordering::SeqCst);
             let g = self.guard.take().expect("state lock held");
             let (g, _) = SLEEP
                 .wait_timeout(g, timeout)
                 .unwrap_or_else(|e| e.into_inner());
-            SLEEPERS.fetch_sub(1, Ordering::SeqCst);
+            SLEEPERS.fetch_sub(counted, Ordering::SeqCst);
             return self.relock(g);
         }
         let Some(epoll) = self.net.arm() else {
@@ -178,7 +189,7 @@ impl Held {
             return Ok(());
         };
         POLLER.store(true, Ordering::Relaxed);
-        SLEEPERS.fetch_add(1, Ordering::SeqCst);
+        SLEEPERS.fetch_add(counted, Ordering::SeqCst);
         POLLING.store(true, Ordering::SeqCst);
         let g = self.guard.take().expect("state lock held");
         unlock(g);
@@ -186,7 +197,7 @@ impl Held {
         POLLING.store(false, Ordering::SeqCst);
         drain_wake_fd();
         let g = lock();
-        SLEEPERS.fetch_sub(1, Ordering::SeqCst);
+        SLEEPERS.fetch_sub(counted, Ordering::SeqCst);
         POLLER.store(false, Ordering::Relaxed);
         let r = self.relock(g);
         if r.is_ok() {
@@ -219,6 +230,12 @@ fn wake_all() {
             unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
         }
     }
+}
+
+/// Wakes whichever thread sleeps in epoll, counted as a sleeper or not (the progress
+/// thread's stop).
+pub fn wake_poller() {
+    wake_all();
 }
 
 fn drain_wake_fd() {

@@ -15,6 +15,16 @@ use std::os::raw::{c_char, c_int};
 /// MPI_THREAD_SERIALIZED other threads call MPI too.
 static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
 
+/// The thread level provided to the application (what MPI_Query_thread reports). The state's
+/// `thread_level` is the level the library locks for: MPI_THREAD_MULTIPLE when the progress
+/// thread runs (progress_thread.rs), whatever was asked.
+static PROVIDED: std::sync::atomic::AtomicI32 =
+    std::sync::atomic::AtomicI32::new(MPI_THREAD_SINGLE);
+
+fn provided_level() -> c_int {
+    PROVIDED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Who keeps the runtime up: the world model (MPI_Init to MPI_Finalize) and open sessions.
 /// The runtime starts with the first of them and ends with the last (MPI 4.1 section 11.2).
 struct Users {
@@ -55,6 +65,8 @@ fn start(required: c_int) -> MpiResult<c_int> {
     runtime::publish_secret(rank)?;
     pmi::barrier()?;
     let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
+    PROVIDED.store(provided, std::sync::atomic::Ordering::Relaxed);
+    let async_progress = crate::progress_thread::wanted();
     crate::objects::info::with(|i| {
         i.env.set("maxprocs", &size.to_string());
         Ok(())
@@ -62,7 +74,11 @@ fn start(required: c_int) -> MpiResult<c_int> {
     state::install(Box::new(Ferrite {
         world_rank: rank,
         world_size: size,
-        thread_level: provided,
+        thread_level: if async_progress {
+            MPI_THREAD_MULTIPLE
+        } else {
+            provided
+        },
         objects: Objects::new(rank, size),
         p2p: P2p::new(rank, size),
         net,
@@ -73,12 +89,16 @@ fn start(required: c_int) -> MpiResult<c_int> {
         st.net.connect_init()?;
         st.wait_until(|st| !st.net.init_connecting())
     })?;
+    if async_progress {
+        crate::progress_thread::start()?;
+    }
     Ok(provided)
 }
 
 /// Takes the runtime down: everything this process sent reaches its peers and theirs
 /// reaches us, the report, PMI's finalize.
 fn stop() -> MpiResult<()> {
+    crate::progress_thread::stop();
     state::with_held(|st| {
         runtime::quiesce(st)?;
         runtime::report::at_finalize(st)?;
@@ -99,7 +119,7 @@ fn init(required: c_int) -> MpiResult<c_int> {
     }
     let provided = if state::is_initialized() {
         // A session started the runtime: the world model joins it.
-        state::with(|st| Ok(st.thread_level))?
+        state::with(|_| Ok(provided_level()))?
     } else {
         start(required)?
     };
@@ -114,7 +134,7 @@ fn init(required: c_int) -> MpiResult<c_int> {
 pub(crate) fn session_started(required: c_int) -> MpiResult<c_int> {
     let mut u = users();
     let provided = if state::is_initialized() {
-        state::with(|st| Ok(st.thread_level))?
+        state::with(|_| Ok(provided_level()))?
     } else {
         start(required)?
     };
@@ -191,7 +211,7 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Query_thread(provided: *mut c_int) on ErrObj::NoObject => {
-        let level = state::with(|st| Ok(st.thread_level))?;
+        let level = state::with(|_| Ok(provided_level()))?;
         // SAFETY: `provided` comes from the C caller as an int* output argument.
         unsafe { out(provided, level) }
     }

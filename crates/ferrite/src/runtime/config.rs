@@ -30,6 +30,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "Shorten the spin when waits end only after yielding (ranks sharing a CPU): yes, no, or auto (no when bound to one CPU with no more ranks on the node than CPUs).",
     },
     Knob {
+        name: "FERRITE_ASYNC_PROGRESS",
+        default: "0",
+        doc: "1: a progress thread serves RMA requests and advances messages while the application computes outside MPI (passive targets that never call MPI); the library then locks as under MPI_THREAD_MULTIPLE.",
+    },
+    Knob {
         name: "FERRITE_SHM_CELL_SIZE",
         default: "16448",
         doc: "Bytes per shared-memory receive cell (rounded up to 64; a packet gets 16 less): the default sends 16 KiB messages eagerly.",
