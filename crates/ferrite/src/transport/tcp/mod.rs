@@ -188,11 +188,27 @@ pub struct Tcp {
     /// blocked in the progress engine redials and gives up on time.
     timer: RawFd,
     /// The deadline `timer` is set for.
+    /// A connection refused for want of descriptors, held (on the listener's spare one) until
+    /// its hello names the dialer for the manager (`Manager::refused`), then closed.
+    refusing: Option<Refusing>,
     timer_at: Option<Micros>,
     /// Accepting failed (out of resources): the listener is out of the epoll set until then.
     accept_paused: Option<Micros>,
     t0: Instant,
     stats: TransportStats,
+/// The epoll token of the connection being refused (`Tcp::refusing`).
+const REFUSING: u64 = u64::MAX - 3;
+/// How long a refused connection may take to show its hello (its dialer writes it as soon as
+/// its connect completed, before we could accept).
+const REFUSE_WAIT: Micros = 200_000;
+
+struct Refusing {
+    stream: TcpStream,
+    until: Micros,
+    /// Why it is refused (the accept's error).
+    why: String,
+    got: Vec<u8>,
+}
 }
 
 const LISTENER: u64 = u64::MAX;
@@ -267,6 +283,7 @@ impl Tcp {
             resume: Vec::new(),
             dead: Vec::new(),
             chan: None,
+            refusing: None,
             timer: -1,
             timer_at: None,
             accept_paused: None,
@@ -674,25 +691,76 @@ impl Tcp {
                 }
                 Ok(None) => return,
                 // Out of descriptors or socket memory: refuse what waits (its dialer
-                // retries later).
-                Err(e)
-                    if listener::out_of_resources(&e).is_some() && self.listener.refuse_one() =>
-                {
-                    self.stats.refused_no_fd += 1;
-                }
-                // Otherwise (not even the refusal's accept worked, or another error): the
-                // connection stays in the backlog, its dialer's hello unanswered (it retries,
-                // then gives up). The listener leaves the epoll set for a while (it would
-                // stay readable: a busy loop) and comes back when a socket of ours closes or
-                // after ACCEPT_PAUSE.
-                Err(_) => {
-                    let fd = self.listener.sock.as_raw_fd();
-                    if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
-                        self.accept_paused = Some(self.now() + ACCEPT_PAUSE);
+                // retries later), one at a time on the spare descriptor, reading its hello
+                // first so the manager knows who could not reach us.
+                Err(e) if self.refusing.is_none() && listener::out_of_resources(&e).is_some() => {
+                    let hint = listener::out_of_resources(&e).unwrap_or_default();
+                    if let Some(stream) = self.listener.refuse_one() {
+                        self.stats.refused_no_fd += 1;
+                        self.start_refusing(stream, format!("accept: {e} ({hint})"));
+                        continue; // the next accept fails too: the pause below
                     }
+                    self.pause_accepting();
+                    return;
+                }
+                Err(_) => {
+                    self.pause_accepting();
                     return;
                 }
             }
+    /// Takes the listener out of the epoll set for ACCEPT_PAUSE (it would stay readable: a
+    /// busy loop); it comes back when a socket of ours closes or after the pause.
+    fn pause_accepting(&mut self) {
+        let fd = self.listener.sock.as_raw_fd();
+        if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
+            self.accept_paused = Some(self.now() + ACCEPT_PAUSE);
+        }
+    }
+
+    /// Holds a refused connection until its hello arrives (`read_refused`).
+    fn start_refusing(&mut self, stream: TcpStream, why: String) {
+        let fd = stream.as_raw_fd();
+        let _ = self.epoll_ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, REFUSING);
+        self.refusing = Some(Refusing {
+            stream,
+            until: self.now() + REFUSE_WAIT,
+            why,
+            got: Vec::new(),
+        });
+        self.read_refused();
+    }
+
+    /// Reads the refused connection's hello; once it is whole (or the connection ended, or
+    /// REFUSE_WAIT passed) tells the manager and closes the connection.
+    fn read_refused(&mut self) {
+        let now = self.now();
+        let Some(r) = self.refusing.as_mut() else {
+            return;
+        };
+        let mut buf = [0u8; HELLO_LEN];
+        let want = HELLO_LEN - r.got.len();
+        let ended = match std::io::Read::read(&mut r.stream, &mut buf[..want]) {
+            Ok(0) => true,
+            Ok(k) => {
+                r.got.extend_from_slice(&buf[..k]);
+                false
+            }
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        };
+        if !(ended || r.got.len() == HELLO_LEN || now >= r.until) {
+            return;
+        }
+        let r = self.refusing.take().expect("checked");
+        let _ = self.epoll_ctl(libc::EPOLL_CTL_DEL, r.stream.as_raw_fd(), 0, REFUSING);
+        drop(r.stream);
+        self.listener.restore_spare();
+        // (The manager checks the hello against the job secret.)
+        if self.start().is_ok() {
+            self.mgr.refused(&r.got, &r.why, now);
+            self.run_mgr();
+        }
+    }
+
         }
     }
 
@@ -841,6 +909,9 @@ impl Tcp {
     /// Fires the manager's timers that are due (and the listener's pause).
     fn timers(&mut self) {
         let now = self.now();
+        if self.refusing.as_ref().is_some_and(|r| r.until <= now) {
+            self.read_refused();
+        }
         if self.accept_paused.is_some_and(|t| t <= now) {
             self.resume_accepting();
         }
@@ -857,6 +928,7 @@ impl Tcp {
         let next = self
             .mgr
             .poll_timeout()
+            .chain(self.refusing.as_ref().map(|r| r.until))
             .into_iter()
             .chain(held)
             .chain(self.accept_paused)
@@ -992,6 +1064,10 @@ impl Tcp {
                 continue;
             }
             if token == CHANNEL {
+            if token == REFUSING {
+                self.read_refused();
+                continue;
+            }
                 n += self.poll_channel(deliver);
                 continue;
             }
