@@ -19,8 +19,8 @@
 //! `next` past its id, so no two of a process's communicators ever share an id.
 
 use super::comm::{Comm, Inter};
-use crate::abi::consts::*;
 use crate::coll::Gather;
+use crate::consts::*;
 use crate::error::MpiResult;
 use crate::state::Ferrite;
 
