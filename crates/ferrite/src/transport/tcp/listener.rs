@@ -75,7 +75,7 @@ pub fn reachable_ip() -> IpAddr {
         .filter(|(_, ip, up)| *up && !ip.is_loopback())
         .map(|(_, ip, _)| ip)
         .collect();
-    let named = (crate::runtime::hostname().as_str(), 0)
+    let named = (crate::runtime::host::hostname().as_str(), 0)
         .to_socket_addrs()
         .ok()
         .into_iter()

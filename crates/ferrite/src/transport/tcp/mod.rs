@@ -28,10 +28,9 @@ use crate::conn::handshake;
 use crate::conn::manager::{self, Action, EpId, FailKind, Failure, Manager, Phase, HELLO_LEN};
 use crate::conn::policy;
 use crate::conn::Micros;
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
-use crate::error::{MpiError, MpiResult};
-use crate::mpi_err;
 use crate::runtime::config;
+use crate::terr;
+use crate::transport::error::{Error, Kind, TResult};
 use crate::transport::udp::Channel;
 use card::Board;
 use conn::{Filled, Frame, RecvBuf, SendQueue};
@@ -69,14 +68,14 @@ pub struct TcpConfig {
 }
 
 impl TcpConfig {
-    pub fn from_knobs() -> MpiResult<TcpConfig> {
+    pub fn from_knobs() -> TResult<TcpConfig> {
         let spec: String = config::get("FERRITE_TCP_IF");
-        let ip = listener::resolve_if(&spec)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: {e}"))?;
+        let ip =
+            listener::resolve_if(&spec).map_err(|e| terr!(InvalidArg, "tcp transport: {e}"))?;
         let max_packet: usize = config::get("FERRITE_TCP_MAX_PACKET");
         if !(64..(1 << 30)).contains(&max_packet) {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "FERRITE_TCP_MAX_PACKET={max_packet}: must be at least 64 and below 1 GiB"
             ));
         }
@@ -117,17 +116,15 @@ pub fn conn_max() -> usize {
 }
 
 /// FERRITE_CONN, checked (adaptive embeds a udp `Channel`, see `Tcp::with_channel`).
-pub fn conn_policy() -> MpiResult<policy::Kind> {
+pub fn conn_policy() -> TResult<policy::Kind> {
     let v: String = config::get("FERRITE_CONN");
-    v.parse()
-        .map_err(|e: String| mpi_err!(crate::consts::MPI_ERR_ARG, "{e}"))
+    v.parse().map_err(|e: String| terr!(InvalidArg, "{e}"))
 }
 
 /// FERRITE_CONN_SETUP, checked (`ud` also embeds a udp `Channel`).
-pub fn conn_setup() -> MpiResult<policy::Mechanism> {
+pub fn conn_setup() -> TResult<policy::Mechanism> {
     let v: String = config::get("FERRITE_CONN_SETUP");
-    v.parse()
-        .map_err(|e: String| mpi_err!(crate::consts::MPI_ERR_ARG, "{e}"))
+    v.parse().map_err(|e: String| terr!(InvalidArg, "{e}"))
 }
 
 /// How long cm waits for a hello: 2 s, longer with many ranks per CPU (a rank among 128 per
@@ -188,14 +185,17 @@ pub struct Tcp {
     /// blocked in the progress engine redials and gives up on time.
     timer: RawFd,
     /// The deadline `timer` is set for.
-    /// A connection refused for want of descriptors, held (on the listener's spare one) until
-    /// its hello names the dialer for the manager (`Manager::refused`), then closed.
-    refusing: Option<Refusing>,
     timer_at: Option<Micros>,
     /// Accepting failed (out of resources): the listener is out of the epoll set until then.
     accept_paused: Option<Micros>,
+    /// A connection refused for want of descriptors, held (on the listener's spare one) until
+    /// its hello names the dialer for the manager (`Manager::refused`), then closed.
+    refusing: Option<Refusing>,
     t0: Instant,
     stats: TransportStats,
+}
+
+const LISTENER: u64 = u64::MAX;
 /// The epoll token of the connection being refused (`Tcp::refusing`).
 const REFUSING: u64 = u64::MAX - 3;
 /// How long a refused connection may take to show its hello (its dialer writes it as soon as
@@ -209,9 +209,6 @@ struct Refusing {
     why: String,
     got: Vec<u8>,
 }
-}
-
-const LISTENER: u64 = u64::MAX;
 /// The epoll token of the adaptive policy's datagram channel.
 const CHANNEL: u64 = u64::MAX - 1;
 /// The epoll token of the timerfd (the manager's timers).
@@ -225,31 +222,31 @@ const ACCEPT_PAUSE: Micros = 20_000;
 const RECV_BUF_INITIAL: usize = 8 << 10;
 
 /// The transport's error for a peer the manager gave up on.
-fn failure_err(f: &Failure) -> MpiError {
-    let class = match f.kind {
-        FailKind::Aborted => MPI_ERR_PROC_ABORTED,
-        FailKind::Finalized => MPI_ERR_OTHER,
+fn failure_err(f: &Failure) -> Error {
+    let kind = match f.kind {
+        FailKind::Aborted => Kind::PeerFailed,
+        FailKind::Finalized => Kind::PeerClosed,
     };
-    mpi_err!(class, "tcp transport: {}", f.why)
+    Error::new(kind, format!("tcp transport: {}", f.why))
 }
 
 impl Tcp {
     /// Listens and publishes this process's card (before MPI_Init's barrier).
-    pub fn new(rank: Proc, size: u32, cfg: TcpConfig, board: Box<dyn Board>) -> MpiResult<Tcp> {
+    pub fn new(rank: Proc, size: u32, cfg: TcpConfig, board: Box<dyn Board>) -> TResult<Tcp> {
         let listener = listener::Listener::bind(cfg.ip).map_err(|e| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            let msg = format!(
                 "tcp transport: rank {rank} cannot listen on {}: {e}",
                 cfg.ip
-            )
+            );
+            Error::os(&e, msg)
         })?;
         // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epoll < 0 {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
-                "tcp transport: epoll_create1 failed: {}",
-                std::io::Error::last_os_error()
+            let e = std::io::Error::last_os_error();
+            return Err(Error::os(
+                &e,
+                format!("tcp transport: epoll_create1 failed: {e}"),
             ));
         }
         let mut hs = handshake::Config::new(size);
@@ -283,16 +280,16 @@ impl Tcp {
             resume: Vec::new(),
             dead: Vec::new(),
             chan: None,
-            refusing: None,
             timer: -1,
             timer_at: None,
             accept_paused: None,
+            refusing: None,
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
         let fd = tcp.listener.sock.as_raw_fd();
         tcp.epoll_ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, LISTENER)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
         tcp.timer = unsafe {
             libc::timerfd_create(
@@ -301,24 +298,24 @@ impl Tcp {
             )
         };
         if tcp.timer < 0 {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
-                "tcp transport: timerfd_create failed: {}",
-                std::io::Error::last_os_error()
+            let e = std::io::Error::last_os_error();
+            return Err(Error::os(
+                &e,
+                format!("tcp transport: timerfd_create failed: {e}"),
             ));
         }
         tcp.epoll_ctl(libc::EPOLL_CTL_ADD, tcp.timer, libc::EPOLLIN as u32, TIMER)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         let addr = tcp.listener.addr;
         tcp.board.put(rank, addr)?;
         Ok(tcp)
     }
 
     /// Adaptive: traffic to peers without a connection goes over `chan` (required then).
-    pub fn with_channel(mut self, chan: Option<Channel>) -> MpiResult<Tcp> {
+    pub fn with_channel(mut self, chan: Option<Channel>) -> TResult<Tcp> {
         if self.needs_channel() && chan.is_none() {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "tcp transport: FERRITE_CONN=adaptive and FERRITE_CONN_SETUP=ud need a datagram \
                  channel"
             ));
@@ -330,7 +327,7 @@ impl Tcp {
                 libc::EPOLLIN as u32,
                 CHANNEL,
             )
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         }
         self.chan = chan;
         Ok(self)
@@ -342,7 +339,7 @@ impl Tcp {
     }
 
     /// The manager is started once the job secret is known (after MPI_Init's barrier).
-    fn start(&mut self) -> MpiResult<()> {
+    fn start(&mut self) -> TResult<()> {
         if !self.mgr.started() {
             let secret = self.board.secret()?;
             let addr = self.listener.addr.to_string().into_bytes();
@@ -490,7 +487,7 @@ impl Tcp {
     }
 
     /// Adaptive: sends (or keeps, in order) one packet over the datagram channel.
-    fn send_datagram(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<()> {
+    fn send_datagram(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<()> {
         let chan = self.chan.as_mut().expect("adaptive has a channel");
         let p = self.peers.entry(to).or_default();
         if p.dq.is_empty() && chan.send(to, parts)? {
@@ -566,7 +563,7 @@ impl Tcp {
     }
 
     /// The error for a send to a failed peer.
-    fn failed_err(&self, to: Proc) -> Option<MpiError> {
+    fn failed_err(&self, to: Proc) -> Option<Error> {
         self.mgr.failure(to).map(failure_err)
     }
 
@@ -708,6 +705,9 @@ impl Tcp {
                     return;
                 }
             }
+        }
+    }
+
     /// Takes the listener out of the epoll set for ACCEPT_PAUSE (it would stay readable: a
     /// busy loop); it comes back when a socket of ours closes or after the pause.
     fn pause_accepting(&mut self) {
@@ -758,9 +758,6 @@ impl Tcp {
         if self.start().is_ok() {
             self.mgr.refused(&r.got, &r.why, now);
             self.run_mgr();
-        }
-    }
-
         }
     }
 
@@ -889,7 +886,7 @@ impl Tcp {
 
     /// MPI_Init, after its barrier: asks for the policy's initial connections (all peers for
     /// static, ±2^k for partial) at once; `init_peers_connecting` says when they are settled.
-    pub fn connect_init_peers(&mut self) -> MpiResult<()> {
+    pub fn connect_init_peers(&mut self) -> TResult<()> {
         if self.mgr.init_peers().is_empty() {
             return Ok(());
         }
@@ -909,11 +906,11 @@ impl Tcp {
     /// Fires the manager's timers that are due (and the listener's pause).
     fn timers(&mut self) {
         let now = self.now();
-        if self.refusing.as_ref().is_some_and(|r| r.until <= now) {
-            self.read_refused();
-        }
         if self.accept_paused.is_some_and(|t| t <= now) {
             self.resume_accepting();
+        }
+        if self.refusing.as_ref().is_some_and(|r| r.until <= now) {
+            self.read_refused();
         }
         if self.mgr.poll_timeout().is_some_and(|t| t <= now) {
             self.mgr.handle_timeout(now);
@@ -928,10 +925,10 @@ impl Tcp {
         let next = self
             .mgr
             .poll_timeout()
-            .chain(self.refusing.as_ref().map(|r| r.until))
             .into_iter()
             .chain(held)
             .chain(self.accept_paused)
+            .chain(self.refusing.as_ref().map(|r| r.until))
             .min();
         if next == self.timer_at && next.is_none_or(|t| t > now) {
             return;
@@ -1064,11 +1061,11 @@ impl Tcp {
                 continue;
             }
             if token == CHANNEL {
-            if token == REFUSING {
-                self.read_refused();
+                n += self.poll_channel(deliver);
                 continue;
             }
-                n += self.poll_channel(deliver);
+            if token == REFUSING {
+                self.read_refused();
                 continue;
             }
             if token == TIMER {
@@ -1115,18 +1112,18 @@ impl Transport for Tcp {
         self.cfg.eager_packet
     }
 
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.cfg.max_packet {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "tcp transport: a packet of {len} bytes to rank {to} exceeds the {}-byte limit",
                 self.cfg.max_packet
             ));
         }
         if to >= self.size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "tcp transport: rank {to} is not in a job of {} ranks",
                 self.size
             ));
@@ -1181,7 +1178,7 @@ impl Transport for Tcp {
                             .endpoint_closed(ep, &format!("send failed: {e}"), now);
                         self.run_mgr();
                         return Err(self.failed_err(to).unwrap_or_else(|| {
-                            mpi_err!(MPI_ERR_OTHER, "tcp transport: send to rank {to}: {e}")
+                            Error::os(&e, format!("tcp transport: send to rank {to}: {e}"))
                         }));
                     }
                 }
@@ -1253,7 +1250,7 @@ impl Transport for Tcp {
         std::mem::take(&mut self.dead)
     }
 
-    fn connect_init(&mut self) -> MpiResult<()> {
+    fn connect_init(&mut self) -> TResult<()> {
         self.connect_init_peers()
     }
 
