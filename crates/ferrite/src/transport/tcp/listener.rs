@@ -121,11 +121,11 @@ impl Listener {
     }
 
     /// Out of resources (accept gave an error [`out_of_resources`] knows): takes the oldest
-    /// waiting connection with the spare descriptor, to be closed as soon as its hello has
-    /// been read, so its dialer sees it closed and tries again later (with backoff, within
-    /// its retries) instead of waiting forever for an answer from a connection nobody can
-    /// accept, and this process learns who it refused (`Tcp::refusing`). None when the spare
-    /// is in use or even that accept failed (short of memory, not of descriptors); call
+    /// waiting connection with the spare descriptor, to be closed at once (after reading
+    /// what it has of its hello: `Tcp::refuse_one`), so its dialer sees it closed and tries
+    /// again later (with backoff, within its retries) instead of waiting forever for an
+    /// answer from a connection nobody can accept. None when the spare is in use or even
+    /// that accept failed (short of memory, not of descriptors); call
     /// [`Listener::restore_spare`] once the refused socket is closed.
     pub fn refuse_one(&mut self) -> Option<TcpStream> {
         self.spare.take()?;

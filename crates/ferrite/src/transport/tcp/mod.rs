@@ -188,27 +188,16 @@ pub struct Tcp {
     timer_at: Option<Micros>,
     /// Accepting failed (out of resources): the listener is out of the epoll set until then.
     accept_paused: Option<Micros>,
-    /// A connection refused for want of descriptors, held (on the listener's spare one) until
-    /// its hello names the dialer for the manager (`Manager::refused`), then closed.
-    refusing: Option<Refusing>,
+    /// Accept ran out of descriptors and paused REFUSE_DELAY: refuse what waits now.
+    refuse_now: bool,
     t0: Instant,
     stats: TransportStats,
 }
 
 const LISTENER: u64 = u64::MAX;
-/// The epoll token of the connection being refused (`Tcp::refusing`).
-const REFUSING: u64 = u64::MAX - 3;
-/// How long a refused connection may take to show its hello (its dialer writes it as soon as
-/// its connect completed, before we could accept).
-const REFUSE_WAIT: Micros = 200_000;
-
-struct Refusing {
-    stream: TcpStream,
-    until: Micros,
-    /// Why it is refused (the accept's error).
-    why: String,
-    got: Vec<u8>,
-}
+/// How long the connections waiting in the backlog get to show their hellos before a process
+/// out of descriptors refuses them (their dialers write it as soon as their connect completed).
+const REFUSE_DELAY: Micros = 50_000;
 /// The epoll token of the adaptive policy's datagram channel.
 const CHANNEL: u64 = u64::MAX - 1;
 /// The epoll token of the timerfd (the manager's timers).
@@ -283,7 +272,7 @@ impl Tcp {
             timer: -1,
             timer_at: None,
             accept_paused: None,
-            refusing: None,
+            refuse_now: false,
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
@@ -686,79 +675,69 @@ impl Tcp {
                     self.add_sock(ep, s);
                     self.run_mgr();
                 }
-                Ok(None) => return,
-                // Out of descriptors or socket memory: refuse what waits (its dialer
-                // retries later), one at a time on the spare descriptor, reading its hello
-                // first so the manager knows who could not reach us.
-                Err(e) if self.refusing.is_none() && listener::out_of_resources(&e).is_some() => {
-                    let hint = listener::out_of_resources(&e).unwrap_or_default();
-                    if let Some(stream) = self.listener.refuse_one() {
-                        self.stats.refused_no_fd += 1;
-                        self.start_refusing(stream, format!("accept: {e} ({hint})"));
-                        continue; // the next accept fails too: the pause below
-                    }
-                    self.pause_accepting();
+                Ok(None) => {
+                    self.refuse_now = false;
                     return;
                 }
+                // Out of descriptors or socket memory: refuse what waits (its dialer
+                // retries later), after a pause that lets the hellos arrive, each read first
+                // so the manager knows who could not reach us.
+                Err(e) if listener::out_of_resources(&e).is_some() => {
+                    if !std::mem::replace(&mut self.refuse_now, true) {
+                        self.pause_accepting(REFUSE_DELAY);
+                        return;
+                    }
+                    let hint = listener::out_of_resources(&e).unwrap_or_default();
+                    let why = format!("accept: {e} ({hint})");
+                    if !self.refuse_one(&why) {
+                        self.pause_accepting(ACCEPT_PAUSE);
+                        return;
+                    }
+                }
+                // Otherwise (another error): the connection stays in the backlog, its
+                // dialer's hello unanswered (it retries, then gives up).
                 Err(_) => {
-                    self.pause_accepting();
+                    self.pause_accepting(ACCEPT_PAUSE);
                     return;
                 }
             }
         }
     }
 
-    /// Takes the listener out of the epoll set for ACCEPT_PAUSE (it would stay readable: a
-    /// busy loop); it comes back when a socket of ours closes or after the pause.
-    fn pause_accepting(&mut self) {
+    /// Takes the listener out of the epoll set for `pause` (it would stay readable: a busy
+    /// loop); it comes back when a socket of ours closes or after the pause.
+    fn pause_accepting(&mut self, pause: Micros) {
         let fd = self.listener.sock.as_raw_fd();
         if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
-            self.accept_paused = Some(self.now() + ACCEPT_PAUSE);
+            self.accept_paused = Some(self.now() + pause);
         }
     }
 
-    /// Holds a refused connection until its hello arrives (`read_refused`).
-    fn start_refusing(&mut self, stream: TcpStream, why: String) {
-        let fd = stream.as_raw_fd();
-        let _ = self.epoll_ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, REFUSING);
-        self.refusing = Some(Refusing {
-            stream,
-            until: self.now() + REFUSE_WAIT,
-            why,
-            got: Vec::new(),
-        });
-        self.read_refused();
-    }
-
-    /// Reads the refused connection's hello; once it is whole (or the connection ended, or
-    /// REFUSE_WAIT passed) tells the manager and closes the connection.
-    fn read_refused(&mut self) {
-        let now = self.now();
-        let Some(r) = self.refusing.as_mut() else {
-            return;
+    /// Takes the oldest waiting connection on the listener's spare descriptor, reads what
+    /// it has of its hello (without waiting: a flood of silent strangers must not slow the
+    /// refusals), closes it, and tells the manager. False when even that accept failed.
+    fn refuse_one(&mut self, why: &str) -> bool {
+        let Some(mut stream) = self.listener.refuse_one() else {
+            return false;
         };
-        let mut buf = [0u8; HELLO_LEN];
-        let want = HELLO_LEN - r.got.len();
-        let ended = match std::io::Read::read(&mut r.stream, &mut buf[..want]) {
-            Ok(0) => true,
-            Ok(k) => {
-                r.got.extend_from_slice(&buf[..k]);
-                false
+        self.stats.refused_no_fd += 1;
+        let mut h = [0u8; HELLO_LEN];
+        let mut got = 0;
+        while got < HELLO_LEN {
+            match std::io::Read::read(&mut stream, &mut h[got..]) {
+                Ok(k) if k > 0 => got += k,
+                _ => break,
             }
-            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-        };
-        if !(ended || r.got.len() == HELLO_LEN || now >= r.until) {
-            return;
         }
-        let r = self.refusing.take().expect("checked");
-        let _ = self.epoll_ctl(libc::EPOLL_CTL_DEL, r.stream.as_raw_fd(), 0, REFUSING);
-        drop(r.stream);
+        drop(stream);
         self.listener.restore_spare();
         // (The manager checks the hello against the job secret.)
-        if self.start().is_ok() {
-            self.mgr.refused(&r.got, &r.why, now);
+        if got == HELLO_LEN && self.start().is_ok() {
+            let now = self.now();
+            self.mgr.refused(&h, why, now);
             self.run_mgr();
         }
+        true
     }
 
     /// Reads what `ep` has, feeding hellos and close frames to the manager and delivering
@@ -909,9 +888,6 @@ impl Tcp {
         if self.accept_paused.is_some_and(|t| t <= now) {
             self.resume_accepting();
         }
-        if self.refusing.as_ref().is_some_and(|r| r.until <= now) {
-            self.read_refused();
-        }
         if self.mgr.poll_timeout().is_some_and(|t| t <= now) {
             self.mgr.handle_timeout(now);
             self.run_mgr();
@@ -928,7 +904,6 @@ impl Tcp {
             .into_iter()
             .chain(held)
             .chain(self.accept_paused)
-            .chain(self.refusing.as_ref().map(|r| r.until))
             .min();
         if next == self.timer_at && next.is_none_or(|t| t > now) {
             return;
@@ -1062,10 +1037,6 @@ impl Tcp {
             }
             if token == CHANNEL {
                 n += self.poll_channel(deliver);
-                continue;
-            }
-            if token == REFUSING {
-                self.read_refused();
                 continue;
             }
             if token == TIMER {
