@@ -5,7 +5,9 @@
  * ("rank R: peer P: class C: message") and "rank R: F fails E errs". Bad data is E > 0;
  * a failed exchange must carry a clear class and message; a hang is the harness's timeout.
  * `fdlimit -S`: no exhaustion; each rank prints "listening R PID" and sleeps S seconds
- * first (a stranger then floods its listener; see fdlimit.sh). */
+ * first (a stranger then floods its listener; see fdlimit.sh).
+ * `fdlimit K recv`: only rank 0 is left K descriptors, and it only receives (one message
+ * from every other rank); the others only send to it. */
 #include <mpi.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +16,16 @@
 
 static int fds[1 << 20];
 
+/* Prints a failed call's class and message as "rank R: peer P: class C: message". */
+static void report(int rank, int p, int rc)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int l, c;
+    MPI_Error_class(rc, &c);
+    MPI_Error_string(rc, s, &l);
+    printf("rank %d: peer %d: class %d: %s\n", rank, p, c, s);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -21,27 +33,36 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (k >= 0) {
+    int recv_only = argc > 2 && argv[2][0] == 'r';
+    if (k >= 0 && (!recv_only || rank == 0)) {
         for (int fd; n < (1 << 20) && (fd = open("/dev/null", O_RDONLY)) >= 0;) fds[n++] = fd;
         for (int i = 0; i < k && n > 0; i++) close(fds[--n]);
-    } else {
+    } else if (k < 0) {
         printf("listening %d %d\n", rank, (int)getpid());
         fflush(stdout);
         sleep(-k);
     }
     int errs = 0, fails = 0;
     double t0 = MPI_Wtime();
-    for (int p = 0; p < size; p++) {
+    for (int p = 1; recv_only && p < size; p++) {
+        int out = 7 * rank, in = -1;
+        int rc = rank == 0 ? MPI_Recv(&in, 1, MPI_INT, p, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+                 : p == rank ? MPI_Send(&out, 1, MPI_INT, 0, 0, MPI_COMM_WORLD) : MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) {
+            report(rank, rank == 0 ? p : 0, rc);
+            fails++;
+        } else if (rank == 0 && in != 7 * p) {
+            printf("rank %d: bad data from %d\n", rank, p);
+            errs++;
+        }
+    }
+    for (int p = 0; !recv_only && p < size; p++) {
         if (p == rank) continue;
         int out[4] = {rank, p, 7 * rank, 9 * p}, in[4] = {-1, -1, -1, -1};
         int rc = MPI_Sendrecv(out, 4, MPI_INT, p, 0, in, 4, MPI_INT, p, 0, MPI_COMM_WORLD,
                               MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
-            char s[MPI_MAX_ERROR_STRING];
-            int l, c;
-            MPI_Error_class(rc, &c);
-            MPI_Error_string(rc, s, &l);
-            printf("rank %d: peer %d: class %d: %s\n", rank, p, c, s);
+            report(rank, p, rc);
             fails++;
         } else if (in[0] != p || in[1] != rank || in[2] != 7 * p || in[3] != 9 * rank) {
             printf("rank %d: bad data from %d\n", rank, p);

@@ -7,6 +7,8 @@
 #   3 left at 2 ranks all data arrives;
 # - MPI_Init itself under a soft `ulimit -n` too small: a clear error (or a working job with
 #   the right data), no hang;
+# - a rank out of descriptors that only receives: the senders it had to refuse give up, and
+#   it fails them too (it is told by the hellos it refused), no hang;
 # - a stranger holding hundreds of connections to every rank's listener (more than
 #   `ulimit -n 256` lets a rank accept; some silent, some sending junk) while the job
 #   connects, then going away, under each policy and set-up: the job completes with the
@@ -73,6 +75,27 @@ init_case() { # conn setup limit
 for lim in 5 7 9; do init_case ondemand cm $lim; done
 for setup in cm ud; do
     for conn in static partial; do init_case $conn $setup 13; done
+done
+
+# A rank out of descriptors that only receives: every dial of its senders is refused (after
+# its hello is read on the listener's spare descriptor) and they give up; it never had a
+# connection to lose, so nothing told it: it waited in MPI_Recv forever (static set-up at
+# `ulimit -n 12` hung this way 1 run in 4). It must fail them too, naming the cause.
+for setup in cm ud; do
+    name="receiver out of descriptors (ondemand/$setup)"
+    log=$tmp/recv.log
+    FERRITE_CONN=ondemand FERRITE_CONN_SETUP=$setup FERRITE_TCP_CONNECT_RETRIES=2 \
+        timeout -k 5 90 "$PREFIX/bin/mpirun" -n 3 "$bin" 0 recv >"$log" 2>&1
+    rc=$?
+    # (Under ud, rank 0's own handshake may give up first: "no answer" to its replies.)
+    cause='could not accept its connections.*Too many open files'
+    [ $setup = ud ] && cause="$cause|cannot connect to rank"
+    if [ $rc -ne 124 ] && [ $rc -ne 137 ] &&
+        [ "$(grep -cE "^rank 0: peer [12]: class 76: .*($cause)" "$log")" -ne 2 ]; then
+        ko "$name" "rank 0 did not fail both senders with the cause" "$log"
+    else
+        judge "$name" 3 "$log" $rc 0
+    fi
 done
 
 # A stranger floods every rank's listener with silent connections, then goes away.

@@ -20,7 +20,10 @@ ok() { echo "PASS $1"; pass=$((pass + 1)); }
 ko() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 
 "$PREFIX/bin/mpicc" -O1 -o "$work/spin" tests/shm/spin.c || { echo "shm: 0 passed, 1 failed"; exit 1; }
-ours() { ls /dev/shm 2>/dev/null | grep -E '^(ferrite|shm_|memfd)' | sort; }
+# Ferrite's own objects only (the memfd fallback's /dev/shm/ferrite-<pid>-<hex>, the job's
+# ferrite-kvs_*): other MPIs' leftovers (MPICH's ucx_shm_posix_*, Open MPI's vader_segment.*,
+# a PMIx shm_*) and their jobs running meanwhile are not ours to count.
+ours() { ls /dev/shm 2>/dev/null | grep -E '^ferrite' | sort; }
 before=$(ours)
 
 # Waits until the job printed a pid line for every rank; prints the pids.

@@ -140,7 +140,10 @@ if echo "$out" | grep -qx "done: mpmd app 0 of 4 ranks"; then ok "salloc mpirun 
 
 # Slurm as the launcher of a shared-memory job: nothing survives it in /dev/shm, whether it
 # ends normally or a rank is SIGKILLed (srun then ends the step), and no rank is left.
-ours() { ls /dev/shm 2>/dev/null | grep -E '^(ferrite|shm_|memfd)' | sort; }
+# Ferrite's own objects only (the memfd fallback's /dev/shm/ferrite-<pid>-<hex>, the job's
+# ferrite-kvs_*): other MPIs' leftovers (MPICH's ucx_shm_posix_*, Open MPI's vader_segment.*,
+# a PMIx shm_*) and their jobs running meanwhile are not ours to count.
+ours() { ls /dev/shm 2>/dev/null | grep -E '^ferrite' | sort; }
 before=$(ours)
 shm_job() { # name kill(yes|no)
     local log=$work/spin.log pids i args=(1) # run 1 s; without it, until killed

@@ -62,6 +62,43 @@ impl MpiError {
     }
 }
 
+/// The one mapping from the transports' failures to MPI error classes (the message, which
+/// names the peer and the cause, is kept as is).
+impl From<crate::transport::error::Error> for MpiError {
+    fn from(e: crate::transport::error::Error) -> MpiError {
+        use crate::transport::error::Kind;
+        let class = match e.kind {
+            Kind::PeerFailed => MPI_ERR_PROC_ABORTED,
+            Kind::InvalidArg => MPI_ERR_ARG,
+            // Sending to a peer that finalized is the program's error, of no class of its own;
+            // MPI has no class for descriptors or socket memory, or for a stranger's bytes.
+            Kind::PeerClosed | Kind::Exhausted | Kind::Protocol | Kind::Other => MPI_ERR_OTHER,
+        };
+        MpiError::new(class, e.msg)
+    }
+}
+
+/// The launcher's failures (PMI) have no class of their own.
+impl From<crate::runtime::pmi::Error> for MpiError {
+    fn from(e: crate::runtime::pmi::Error) -> MpiError {
+        MpiError::new(MPI_ERR_OTHER, e.0)
+    }
+}
+
+/// The way back, for the ofi transport, which still makes MpiErrors inside: the class picks
+/// the kind, so the mapping above gives the class back.
+impl From<MpiError> for crate::transport::error::Error {
+    fn from(e: MpiError) -> crate::transport::error::Error {
+        use crate::transport::error::{Error, Kind};
+        let kind = match e.class {
+            MPI_ERR_PROC_ABORTED => Kind::PeerFailed,
+            MPI_ERR_ARG => Kind::InvalidArg,
+            _ => Kind::Other,
+        };
+        Error::new(kind, e.msg)
+    }
+}
+
 /// `mpi_err!(MPI_ERR_RANK, "invalid rank {} in communicator of size {}", r, n)`
 #[macro_export]
 macro_rules! mpi_err {

@@ -5,6 +5,8 @@
 //! `rma`, `p2p`, `state`, `progress`, `error` -> `transport` (self, shm, tcp, udp, ofi) -> `conn`
 //! (the connection manager, sans-IO) -> `runtime`'s configuration and PMI client -> the
 //! leaves `consts` (MPI constants), `types` (`Proc`, `Micros`, the status structs), `fxhash`, `lock_order`.
+//! Errors below `error` carry no MPI class (`transport::Error`, `runtime::pmi::Error`);
+//! `error` maps them to classes in one place.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]

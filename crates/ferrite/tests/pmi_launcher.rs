@@ -52,7 +52,7 @@ fn the_library_joins_a_launcher_job_through_pmi_fd() {
     assert_eq!(pmi::get("missing").unwrap(), None);
     let too_long = "v".repeat(5000);
     let e = pmi::put("big", &too_long).unwrap_err();
-    assert!(e.msg.contains("exceeds the launcher's limits"), "{}", e.msg);
+    assert!(e.0.contains("exceeds the launcher's limits"), "{}", e.0);
     pmi::finalize().unwrap();
     pmi::abort(5, "rank 0 is done\nfor good");
 

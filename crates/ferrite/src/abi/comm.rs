@@ -426,7 +426,7 @@ static ATTRS: PredefinedAttrs = PredefinedAttrs {
 /// another keyval.
 fn predefined(keyval: c_int) -> Option<Option<&'static AtomicI32>> {
     let a = &ATTRS;
-    let from_launcher = |v: MpiResult<Option<u32>>| v.ok().flatten().map(|n| n as c_int);
+    let from_launcher = |v: pmi::Result<Option<u32>>| v.ok().flatten().map(|n| n as c_int);
     let (slot, value) = match super::attr::c_keyval(keyval, 0x6440_0000) {
         MPI_TAG_UB => (&a.tag_ub, crate::p2p::ops::TAG_UB),
         MPI_HOST => return Some(Some(&a.host)),

@@ -106,7 +106,7 @@ fn stop() -> MpiResult<()> {
         Ok(())
     })?;
     state::take();
-    pmi::finalize()
+    Ok(pmi::finalize()?)
 }
 
 fn init(required: c_int) -> MpiResult<c_int> {

@@ -11,7 +11,7 @@
 
 use super::plans::{self, Arr, Buf, Side};
 use super::sched::{sl, Plan, Slice, Xfer};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::state::Ferrite;
 use std::os::raw::{c_int, c_void};

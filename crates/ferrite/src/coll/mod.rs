@@ -23,7 +23,7 @@ pub mod shm;
 #[cfg(test)]
 mod tests;
 
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::fxhash::{FxHashMap, FxHasher};
 use crate::state::{self, Ferrite, Held};

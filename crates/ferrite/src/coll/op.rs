@@ -5,7 +5,7 @@
 //! Buffers are byte slices (they may come straight from the network, unaligned); elements
 //! are read and written in native byte order.
 
-use crate::abi::consts::*;
+use crate::consts::*;
 
 /// The element type a predefined datatype reduces as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

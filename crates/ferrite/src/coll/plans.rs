@@ -10,7 +10,7 @@ use super::reduce::Reducer;
 use super::sched::{sl, Plan, Slice, UserBuf};
 use super::shm;
 use super::Mode;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
 use crate::runtime::config;

@@ -8,7 +8,7 @@
 //! calls, or the tail of a nonblocking collective run after the lock is released.
 
 use super::op::{self, Elem};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
 use crate::objects::handles::HandleTable;

@@ -9,7 +9,7 @@
 //! one unpack, and reductions act on packed data).
 
 use super::reduce::Reducer;
-use crate::abi::consts::MPI_ERR_BUFFER;
+use crate::consts::MPI_ERR_BUFFER;
 use crate::error::MpiResult;
 use crate::objects::datatype::Datatype;
 use std::sync::{Arc, Mutex};
@@ -94,7 +94,7 @@ pub struct Plan {
     pub reducer: Option<Reducer>,
     /// Run on this communicator instead of the one the operation names (an
     /// intercommunicator's barrier runs on its union intracommunicator).
-    pub comm: Option<crate::abi::consts::MPI_Comm>,
+    pub comm: Option<crate::consts::MPI_Comm>,
     /// The shared-memory form of a blocking collective (coll/shm.rs), run instead of the
     /// rounds when the communicator has its segment.
     pub shm: Option<super::shm::Call>,
@@ -255,7 +255,7 @@ fn size_check(got: usize, want: usize) -> MpiResult<()> {
         return Ok(());
     }
     Err(crate::mpi_err!(
-        crate::abi::consts::MPI_ERR_TRUNCATE,
+        crate::consts::MPI_ERR_TRUNCATE,
         "collective received {got} bytes where {want} were expected (do the ranks' counts \
          and datatypes match?)"
     ))

@@ -38,7 +38,7 @@
 //! progress epoll set). A sleeper that finds its word taken consumes exactly that ring.
 
 use super::reduce::Reducer;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::MpiResult;
 use crate::fxhash::FxHashMap;
 use crate::objects::datatype::Datatype;

@@ -159,9 +159,11 @@ pub struct Manager {
     secret: Option<u64>,
     /// Addresses peers sent in their ud request or reply (no card lookup then).
     addrs: HashMap<Proc, Vec<u8>>,
-    /// ud: peers that settled an attempt for which they dial us, and until when we wait for
-    /// their connection (their dials may all fail: out of file descriptors).
-    awaiting: BTreeMap<Proc, Micros>,
+    /// Peers whose dials we wait for, until when, and why they would not come: ud, peers that
+    /// settled an attempt for which they dial us (their dials may all fail: out of file
+    /// descriptors); peers whose connections the driver refused for want of descriptors
+    /// ([`Manager::refused`]: they may give up, and then never tell us).
+    awaiting: BTreeMap<Proc, (Micros, String)>,
     /// Peers MPI_Init connects to and waits for, until each has been up.
     init_peers: Vec<Proc>,
     eps: HashMap<EpId, Ep>,
@@ -444,6 +446,34 @@ impl Manager {
         self.run(now);
     }
 
+    /// The driver refused a connection for want of descriptors (or memory) after reading its
+    /// first bytes `h`. When they are a member's hello, that peer is trying to reach us and
+    /// may give up (every retry refused here) while we wait for its messages, with nothing
+    /// left to tell us (no connection ever existed): unless a connection to it comes up
+    /// first, it fails here too when its retries would be over.
+    pub fn refused(&mut self, h: &[u8], why: &str, now: Micros) {
+        let Some(secret) = self.secret else {
+            return;
+        };
+        let size = self.cfg.handshake.job_size;
+        let Ok(w) = wire::decode_prefix(h, secret, self.rank, size) else {
+            return;
+        };
+        let p = self.peers.entry(w.src).or_default();
+        if w.kind != wire::Kind::Hello || w.src == self.rank || p.ep.is_some() || p.failed.is_some()
+        {
+            return;
+        }
+        let hs = &self.cfg.handshake;
+        let wait = hs.hello_wait * u64::from(hs.max_retries + 1);
+        let why = format!("it dialed, but this process could not accept its connections ({why})");
+        // (Keeps an earlier deadline: ud's, or the first refusal's.)
+        self.awaiting
+            .entry(w.src)
+            .or_insert((now + wait, String::new()))
+            .1 = why;
+    }
+
     /// A `ud` handshake datagram from the channel. A peer's request waits (dropped; the peer
     /// repeats it) while the budget has no room for it.
     pub fn datagram(&mut self, b: &[u8], now: Micros) {
@@ -493,18 +523,19 @@ impl Manager {
         let due: Vec<Proc> = self
             .awaiting
             .iter()
-            .filter(|&(_, &t)| t <= now)
+            .filter(|&(_, &(t, _))| t <= now)
             .map(|(&p, _)| p)
             .collect();
         for peer in due {
-            self.awaiting.remove(&peer);
+            let Some((_, why)) = self.awaiting.remove(&peer) else {
+                continue;
+            };
             let up = self
                 .cm
                 .as_ref()
                 .is_some_and(|c| matches!(c.state(peer), PeerState::Connected(_)));
             if !up {
-                self.peers.entry(peer).or_default().last_error =
-                    Some("it agreed to connect over datagrams but never dialed".into());
+                self.peers.entry(peer).or_default().last_error = Some(why);
                 self.ud_close(peer);
                 self.setup_failed(peer, self.cfg.handshake.max_retries, now);
             }
@@ -534,7 +565,7 @@ impl Manager {
             .into_iter()
             .chain(self.policy.poll_timeout())
             .chain(self.ud.as_ref().and_then(|u| u.poll_timeout()))
-            .chain(self.awaiting.values().min().copied())
+            .chain(self.awaiting.values().map(|&(t, _)| t).min())
             .min()
     }
 
@@ -767,7 +798,8 @@ impl Manager {
                         // The peer dials (with its retries); give it as long as those take.
                         let hs = &self.cfg.handshake;
                         let wait = hs.hello_wait * u64::from(hs.max_retries + 1);
-                        self.awaiting.insert(peer, now + wait);
+                        let why = "it agreed to connect over datagrams but never dialed".into();
+                        self.awaiting.insert(peer, (now + wait, why));
                     }
                 }
                 Event::Failed { peer, retries } => self.setup_failed(peer, retries, now),

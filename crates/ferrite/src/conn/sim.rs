@@ -774,6 +774,11 @@ pub struct ManagedProc {
     pub workload: BTreeMap<(Micros, u64, Proc), Vec<u8>>,
     pub received: BTreeMap<Proc, Vec<Vec<u8>>>,
     pub failures: Vec<(Proc, Failure)>,
+    /// Out of descriptors: every dial fails at once, and every connection is refused once
+    /// its hello has been read (as tcp does on its spare descriptor).
+    pub exhausted: bool,
+    /// Connections (dialer, id) refused, waiting for their hello.
+    refusing: BTreeSet<(Proc, u64)>,
     out: Vec<(Proc, Vec<u8>)>,
 }
 
@@ -813,6 +818,8 @@ impl ManagedProc {
             workload: BTreeMap::new(),
             received: BTreeMap::new(),
             failures: Vec::new(),
+            exhausted: false,
+            refusing: BTreeSet::new(),
             out: Vec::new(),
         }
     }
@@ -903,6 +910,10 @@ impl ManagedProc {
 
     fn do_action(&mut self, a: MAction, now: Micros) {
         match a {
+            MAction::Dial { ep, .. } if self.exhausted => {
+                let why = "connect: Too many open files (os error 24)";
+                self.mgr.endpoint_closed(ep, why, now);
+            }
             MAction::Dial { ep, peer, .. } => {
                 let conn = (u64::from(self.rank) << 32) | self.next_conn;
                 self.next_conn += 1;
@@ -1026,6 +1037,16 @@ impl ManagedProc {
         let conn = u64::from_le_bytes(b[6..PIPE_HEADER].try_into().expect("8 bytes"));
         let payload = b[PIPE_HEADER..].to_vec();
         match kind {
+            P_CONNECT if self.exhausted => {
+                // The kernel completes the connect; accept fails.
+                self.refusing.insert((from, conn));
+                self.pipe(from, P_ACCEPTED, conn, &[]);
+            }
+            P_HELLO if self.refusing.remove(&(from, conn)) => {
+                let why = "accept: Too many open files (os error 24)";
+                self.mgr.refused(&payload, why, now);
+                self.pipe(from, P_FIN, conn, &[]);
+            }
             P_CONNECT => {
                 let ep = self.mgr.accepted(now).expect("started");
                 self.eps.insert(

@@ -6,7 +6,7 @@
 //! call under the lock, release it, call, then store the outcome.
 
 use super::handles::{kind, HandleTable};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::state;
 use std::collections::HashMap;

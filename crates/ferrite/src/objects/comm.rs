@@ -4,7 +4,7 @@
 use super::handles::{kind, HandleTable};
 use super::info::Info;
 use super::topo::Topo;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@ use super::comm::{Comm, Inter};
 use super::context_ids::{max_words, Words};
 use super::group::rank_of;
 use super::topo::Topo;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::state::{Ferrite, Held};
 use std::sync::Arc;

@@ -12,8 +12,8 @@
 
 use super::comm::{Comm, Inter};
 use super::context_ids::{max_words, Agreement, Ids, Step, Words};
-use crate::abi::consts::*;
 use crate::coll::Gather;
+use crate::consts::*;
 use crate::error::MpiResult;
 use crate::state::Ferrite;
 

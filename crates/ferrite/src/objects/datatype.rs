@@ -11,7 +11,7 @@
 //! pack, unpack, elements_in}`.
 
 use super::handles::{kind, HandleTable};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::ops::ControlFlow;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Error handlers: what happens to an error raised on an object.
 
 use super::handles::{kind, HandleTable};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{code_string, ErrObj};
 use crate::state;
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Groups: ordered sets of processes, kept as the world rank of each member.
 
 use super::handles::{kind, HandleTable};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::sync::Arc;
 

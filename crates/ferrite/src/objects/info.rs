@@ -1,7 +1,7 @@
 //! Info objects: ordered (key, value) string pairs.
 
 use super::handles::{kind, HandleTable};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::sync::Mutex;
 

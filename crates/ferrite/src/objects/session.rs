@@ -5,7 +5,7 @@
 //! starts.
 
 use super::handles::{kind, HandleTable};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::os::raw::c_int;
 use std::sync::Mutex;

@@ -1,7 +1,7 @@
 //! Process topologies (MPI 4.1 chapter 8): Cartesian grids, graphs and distributed graphs
 //! attached to a communicator, and the pure arithmetic on them.
 
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::MpiResult;
 
 #[derive(Clone, Debug, PartialEq)]

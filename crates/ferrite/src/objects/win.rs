@@ -3,7 +3,7 @@
 
 use super::handles::{kind, HandleTable};
 use super::info::Info;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use std::os::raw::c_int;
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! send completes (`reap`). The process's user buffer stays in `P2p::attached`.
 
 use super::request::Ptr;
-use crate::abi::consts::{MPI_Comm, MPI_Request, MPI_BSEND_OVERHEAD};
+use crate::consts::{MPI_Comm, MPI_Request, MPI_BSEND_OVERHEAD};
 
 pub struct Attached {
     pub base: Ptr,

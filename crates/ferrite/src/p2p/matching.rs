@@ -12,7 +12,7 @@
 //! ANY_SOURCE receives live in one list per context; every entry carries a sequence number so
 //! "earliest" can be decided across lists.
 
-use crate::abi::consts::{MPI_ANY_SOURCE, MPI_ANY_TAG};
+use crate::consts::{MPI_ANY_SOURCE, MPI_ANY_TAG};
 use crate::fxhash::FxHashMap;
 use std::collections::VecDeque;
 

@@ -47,9 +47,9 @@ impl Wire for Net {
         Net::eager_packet(self, to)
     }
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
-        Net::try_send(self, to, parts)
+        Ok(Net::try_send(self, to, parts)?)
     }
     fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
-        Net::read_remote(self, from, addr, dst)
+        Ok(Net::read_remote(self, from, addr, dst)?)
     }
 }

@@ -17,7 +17,7 @@
 
 use super::request::{Mode, Op, Ptr, RecvOp, RecvStage, Source, Spec, Target};
 use super::status::Status;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
 use crate::state::{Ferrite, Held};

@@ -17,7 +17,7 @@
 //! gives its place back), assuming both sides free theirs in the same pattern.
 
 use super::request::Spec;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::MpiResult;
 use crate::state::Ferrite;
 

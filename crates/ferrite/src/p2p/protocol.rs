@@ -19,7 +19,7 @@ use super::packet::{Header, Kind, HEADER_LEN};
 use super::request::*;
 use super::status::Status;
 use super::Wire;
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{make_code, MpiError, MpiResult};
 use crate::fxhash::FxHashMap;
 use crate::objects::handles::{kind, HandleTable};

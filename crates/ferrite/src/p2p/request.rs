@@ -7,7 +7,7 @@
 //! peer may still name it.
 
 use super::status::Status;
-use crate::abi::consts::{MPI_Comm, MPI_Request};
+use crate::consts::{MPI_Comm, MPI_Request};
 use crate::objects::datatype::Datatype;
 use crate::transport::Proc;
 use std::sync::Arc;

@@ -5,7 +5,7 @@ use super::packet::HEADER_LEN;
 use super::request::{Mode, Ptr, Source, Target};
 use super::status::Status;
 use super::{P2p, Wire};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{class_of, MpiResult};
 use crate::objects::datatype::{Datatype, Datatypes};
 use crate::transport::Proc;

@@ -12,7 +12,7 @@
 //! a second channel carrying Put and Get as remote writes and reads (and accumulates as
 //! native atomics) without changing the epochs and bookkeeping in `rma/mod.rs`.
 
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::MpiResult;
 use crate::p2p::request::{Mode, Ptr, Source, Spec, Target};
 use crate::state::Ferrite;

@@ -2,8 +2,8 @@
 //! window, so no request can touch memory outside it), and put, get, accumulate and
 //! compare-and-swap over flattened runs.
 
-use crate::abi::consts::*;
 use crate::coll::op;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 
 /// The memory a window exposes in this process.

@@ -9,7 +9,7 @@
 use super::direct::{self, Reach};
 use super::wire::Kind;
 use super::{apply, Call};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::state::Ferrite;
 
 impl Ferrite {

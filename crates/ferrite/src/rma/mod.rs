@@ -20,7 +20,7 @@ mod fast;
 pub mod shared;
 pub mod wire;
 
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
 use crate::state::{self, Ferrite};

@@ -10,7 +10,7 @@
 //! same-host members map when they first access it (rma/direct.rs).
 
 use super::direct::{align_slot, LOCK_SLOT};
-use crate::abi::consts::*;
+use crate::consts::*;
 use crate::error::{MpiError, MpiResult};
 use crate::state::Held;
 use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};

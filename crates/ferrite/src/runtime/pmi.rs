@@ -4,8 +4,6 @@
 //! [`foreign_launcher`]): that one refuses to run, rather than become one of N independent
 //! singletons. Global, so abort paths can reach the launcher without the state lock.
 
-use crate::consts::MPI_ERR_OTHER;
-use crate::error::{MpiError, MpiResult};
 use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -34,23 +32,33 @@ fn lock() -> crate::lock_order::Tracked<Option<Pmi>> {
     crate::lock_order::lock(&PMI, crate::lock_order::PMI)
 }
 
-fn err(what: &str, e: PmiError) -> MpiError {
-    MpiError::new(MPI_ERR_OTHER, format!("{what}: {e}"))
+/// What went wrong talking to the launcher, said in full (the layers above give it the MPI
+/// class MPI_ERR_OTHER; transports their own kind).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
-fn with<T>(what: &str, f: impl FnOnce(&mut Pmi) -> Result<T, PmiError>) -> MpiResult<T> {
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn err(what: &str, e: PmiError) -> Error {
+    Error(format!("{what}: {e}"))
+}
+
+fn with<T>(what: &str, f: impl FnOnce(&mut Pmi) -> std::result::Result<T, PmiError>) -> Result<T> {
     match lock().as_mut() {
         Some(p) => f(p).map_err(|e| err(what, e)),
-        None => Err(MpiError::new(
-            MPI_ERR_OTHER,
-            format!("{what}: PMI is not initialized"),
-        )),
+        None => Err(Error(format!("{what}: PMI is not initialized"))),
     }
 }
 
 /// Connects to the launcher (or becomes a singleton); returns (rank, size, kvsname).
 /// Calling it again returns the same values without reconnecting.
-pub fn init() -> MpiResult<(u32, u32, String)> {
+pub fn init() -> Result<(u32, u32, String)> {
     let mut guard = lock();
     if let Some(p) = guard.as_ref() {
         return Ok((p.rank, p.size, p.kvsname.clone()));
@@ -61,13 +69,10 @@ pub fn init() -> MpiResult<(u32, u32, String)> {
                 .init()
                 .map_err(|e| err("PMI init with the launcher failed", e))?;
             if info.size == 0 || info.rank >= info.size {
-                return Err(MpiError::new(
-                    MPI_ERR_OTHER,
-                    format!(
-                        "the launcher gave rank {} in a job of size {}",
-                        info.rank, info.size
-                    ),
-                ));
+                return Err(Error(format!(
+                    "the launcher gave rank {} in a job of size {}",
+                    info.rank, info.size
+                )));
             }
             ABORT_FD.store(client.raw_fd(), Ordering::Release);
             Pmi {
@@ -83,7 +88,7 @@ pub fn init() -> MpiResult<(u32, u32, String)> {
             let getenv = |k: &str| std::env::var(k).ok();
             if getenv("FERRITE_SINGLETON").as_deref() != Some("1") {
                 if let Some(msg) = foreign_launcher(getenv) {
-                    return Err(MpiError::new(MPI_ERR_OTHER, msg));
+                    return Err(Error(msg));
                 }
             }
             Pmi {
@@ -148,7 +153,7 @@ pub fn foreign_launcher(getenv: impl Fn(&str) -> Option<String>) -> Option<Strin
 }
 
 /// Publishes `key=value` to the job; visible to every rank after the next [`barrier`].
-pub fn put(key: &str, value: &str) -> MpiResult<()> {
+pub fn put(key: &str, value: &str) -> Result<()> {
     with(&format!("PMI put of {key:?}"), |p| match &mut p.backend {
         Backend::Launcher(c) => c.put(key, value),
         Backend::Singleton(kvs) => {
@@ -159,7 +164,7 @@ pub fn put(key: &str, value: &str) -> MpiResult<()> {
 }
 
 /// The value some rank put under `key` (before the last barrier), if any.
-pub fn get(key: &str) -> MpiResult<Option<String>> {
+pub fn get(key: &str) -> Result<Option<String>> {
     with(&format!("PMI get of {key:?}"), |p| match &mut p.backend {
         Backend::Launcher(c) => c.get(key),
         Backend::Singleton(kvs) => Ok(kvs.get(key).cloned()),
@@ -167,7 +172,7 @@ pub fn get(key: &str) -> MpiResult<Option<String>> {
 }
 
 /// Commit + barrier: returns when every rank arrived; all earlier puts are then visible.
-pub fn barrier() -> MpiResult<()> {
+pub fn barrier() -> Result<()> {
     with("PMI barrier", |p| match &mut p.backend {
         Backend::Launcher(c) => c.barrier(),
         Backend::Singleton(_) => Ok(()),
@@ -177,7 +182,7 @@ pub fn barrier() -> MpiResult<()> {
 /// [`barrier`] in two halves, for a caller that makes progress while it waits (MPI_Finalize):
 /// announces this rank's arrival; returns the launcher connection's descriptor, readable
 /// when [`barrier_done`] may have news (`None` for a singleton, whose barrier is done).
-pub fn barrier_enter() -> MpiResult<Option<RawFd>> {
+pub fn barrier_enter() -> Result<Option<RawFd>> {
     with("PMI barrier", |p| match &mut p.backend {
         Backend::Launcher(c) => c.barrier_enter().map(|_| Some(c.raw_fd())),
         Backend::Singleton(_) => Ok(None),
@@ -185,7 +190,7 @@ pub fn barrier_enter() -> MpiResult<Option<RawFd>> {
 }
 
 /// After [`barrier_enter`]: whether every rank arrived. Does not wait.
-pub fn barrier_done() -> MpiResult<bool> {
+pub fn barrier_done() -> Result<bool> {
     with("PMI barrier", |p| match &mut p.backend {
         Backend::Launcher(c) => c.barrier_poll(),
         Backend::Singleton(_) => Ok(true),
@@ -193,7 +198,7 @@ pub fn barrier_done() -> MpiResult<bool> {
 }
 
 /// Tells the launcher this rank is done (it may now exit without failing the job).
-pub fn finalize() -> MpiResult<()> {
+pub fn finalize() -> Result<()> {
     with("PMI finalize", |p| match &mut p.backend {
         Backend::Launcher(c) => c.finalize(),
         Backend::Singleton(_) => Ok(()),
@@ -202,14 +207,40 @@ pub fn finalize() -> MpiResult<()> {
 
 /// MPI_APPNUM: which application of a multi-program launch this process belongs to.
 /// `None` when the launcher gives none (MPI_APPNUM is then not set).
-pub fn appnum() -> MpiResult<Option<u32>> {
+pub fn appnum() -> Result<Option<u32>> {
     with("PMI appnum", |p| Ok(p.appnum))
 }
 
 /// MPI_UNIVERSE_SIZE as the launcher reports it.
 /// `None` when the launcher does not know it (MPI_UNIVERSE_SIZE is then not set).
-pub fn universe_size() -> MpiResult<Option<u32>> {
+pub fn universe_size() -> Result<Option<u32>> {
     with("PMI universe size", |p| Ok(p.universe_size))
+}
+
+static SECRET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Rank 0 makes a random per-job secret and publishes it through PMI; every rank reads it
+/// after the init barrier ([`job_secret`]). It guards every socket Ferrite opens.
+pub fn publish_secret(rank: u32) -> Result<()> {
+    if rank == 0 {
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+            .map_err(|e| Error(format!("cannot read /dev/urandom: {e}")))?;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        put("ferrite.secret", &hex)?;
+    }
+    Ok(())
+}
+
+/// The job's secret (fetched from PMI on first use, after MPI_Init's barrier).
+pub fn job_secret() -> Result<&'static str> {
+    if let Some(s) = SECRET.get() {
+        return Ok(s);
+    }
+    let s =
+        get("ferrite.secret")?.ok_or_else(|| Error("the launcher holds no job secret".into()))?;
+    Ok(SECRET.get_or_init(|| s))
 }
 
 /// Asks the launcher to end the job with `code`, printing `msg`. Never blocks on the PMI

@@ -1,8 +1,8 @@
 //! The `self` transport: packets a process sends to itself go through an in-process FIFO,
 //! and a single-copy read of its own memory is a memcpy.
 
+use super::TResult;
 use super::{Proc, Transport, TransportStats};
-use crate::error::MpiResult;
 use std::collections::VecDeque;
 
 pub struct Loopback {
@@ -38,7 +38,7 @@ impl Transport for Loopback {
         1 << 16
     }
 
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         debug_assert_eq!(to, self.rank);
         let mut packet = self.spare.pop().unwrap_or_default();
         packet.clear();
@@ -69,7 +69,7 @@ impl Transport for Loopback {
         n
     }
 
-    fn read_remote(&mut self, _from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+    fn read_remote(&mut self, _from: Proc, addr: u64, dst: &mut [u8]) -> TResult<bool> {
         if !dst.is_empty() {
             // SAFETY: the protocol passes the address of a send buffer of this process that
             // it announced in a rendezvous packet and keeps alive (the send is incomplete)

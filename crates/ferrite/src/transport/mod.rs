@@ -1,6 +1,7 @@
 //! Transports move bytes between processes and know nothing of MPI (no tags, communicators or
 //! datatypes). `Net` routes each peer to one transport and is what the layers above use.
 
+pub mod error;
 pub mod loopback;
 pub mod nodes;
 pub mod ofi;
@@ -8,10 +9,10 @@ pub mod shm;
 pub mod tcp;
 pub mod udp;
 
-use crate::consts::MPI_ERR_OTHER;
-use crate::error::MpiResult;
-use crate::mpi_err;
-use crate::runtime::{config, pmi};
+use crate::runtime::config;
+use crate::runtime::pmi;
+use crate::terr;
+pub use error::{Error, Kind, TResult};
 use nodes::NodeMap;
 use std::os::unix::io::RawFd;
 
@@ -36,7 +37,7 @@ pub trait Transport {
 
     /// Sends one packet. `Ok(false)` means no room (credits exhausted) and nothing was sent:
     /// the caller keeps it, in order, and tries again after making progress. Never drops.
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool>;
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool>;
 
     /// Hands every packet that has arrived to `deliver(from, packet)`; returns how many.
     /// The slice is only valid during the call.
@@ -45,7 +46,7 @@ pub trait Transport {
     /// Single-copy read of `dst.len()` bytes at address `addr` in `from`'s memory.
     /// `Ok(false)` when this transport cannot do that for this peer (the protocol then
     /// falls back to copying through packets).
-    fn read_remote(&mut self, _from: Proc, _addr: u64, _dst: &mut [u8]) -> MpiResult<bool> {
+    fn read_remote(&mut self, _from: Proc, _addr: u64, _dst: &mut [u8]) -> TResult<bool> {
         Ok(false)
     }
 
@@ -86,7 +87,7 @@ pub trait Transport {
     fn shutdown(&mut self) {}
 
     /// MPI_Init, after its barrier: ask for the connections the policy opens at start.
-    fn connect_init(&mut self) -> MpiResult<()> {
+    fn connect_init(&mut self) -> TResult<()> {
         Ok(())
     }
 
@@ -158,15 +159,15 @@ pub struct NetStats {
 pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp", "udp", "ofi"];
 
 /// Parses a FERRITE_TRANSPORTS value (comma list; blanks ignored).
-pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
+pub fn parse_transports(list: &str) -> TResult<Vec<&'static str>> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let known = KNOWN_TRANSPORTS
             .iter()
             .find(|k| k.eq_ignore_ascii_case(name))
             .ok_or_else(|| {
-                mpi_err!(
-                    MPI_ERR_OTHER,
+                terr!(
+                    InvalidArg,
                     "FERRITE_TRANSPORTS={list:?}: unknown transport {name:?} (known: {})",
                     KNOWN_TRANSPORTS.join(", ")
                 )
@@ -176,8 +177,8 @@ pub fn parse_transports(list: &str) -> MpiResult<Vec<&'static str>> {
         }
     }
     if out.is_empty() {
-        return Err(mpi_err!(
-            MPI_ERR_OTHER,
+        return Err(terr!(
+            InvalidArg,
             "FERRITE_TRANSPORTS={list:?} names no transport (known: {})",
             KNOWN_TRANSPORTS.join(", ")
         ));
@@ -221,7 +222,7 @@ pub struct Net {
 impl Net {
     /// Sets up this process's endpoints (its shared-memory receive queue, doorbell) for the
     /// transports FERRITE_TRANSPORTS allows. Peers are contacted only when first needed.
-    pub fn init(rank: Proc, size: u32, kvsname: &str) -> MpiResult<Net> {
+    pub fn init(rank: Proc, size: u32, kvsname: &str) -> TResult<Net> {
         let list: String = config::get("FERRITE_TRANSPORTS");
         // Which ranks share our host: shm takes only those, and tcp listens on an address
         // other hosts reach when there are other hosts.
@@ -238,7 +239,7 @@ impl Net {
     }
 
     /// [`Net::init`] with an explicit transport list, all ranks on one host (tests, tools).
-    pub fn init_with(rank: Proc, size: u32, kvsname: &str, list: &str) -> MpiResult<Net> {
+    pub fn init_with(rank: Proc, size: u32, kvsname: &str, list: &str) -> TResult<Net> {
         Net::init_with_nodes(rank, size, kvsname, list, None)
     }
 
@@ -249,7 +250,7 @@ impl Net {
         kvsname: &str,
         list: &str,
         nodes: Option<NodeMap>,
-    ) -> MpiResult<Net> {
+    ) -> TResult<Net> {
         let names = parse_transports(list)?;
         let nodes = nodes.filter(|m| m.spans_nodes(size));
         let my_node = nodes.as_ref().map_or(0, |m| m.node_of(rank));
@@ -341,11 +342,8 @@ impl Net {
             // SAFETY: plain syscall; the fd is owned by `net` and closed in Drop.
             net.epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
             if net.epoll < 0 {
-                return Err(mpi_err!(
-                    MPI_ERR_OTHER,
-                    "epoll_create1 failed: {}",
-                    std::io::Error::last_os_error()
-                ));
+                let e = std::io::Error::last_os_error();
+                return Err(Error::os(&e, format!("epoll_create1 failed: {e}")));
             }
             for fd in fds {
                 let mut ev = libc::epoll_event {
@@ -354,10 +352,10 @@ impl Net {
                 };
                 // SAFETY: both fds are open; ev is a valid event.
                 if unsafe { libc::epoll_ctl(net.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-                    return Err(mpi_err!(
-                        MPI_ERR_OTHER,
-                        "epoll_ctl(ADD, wake fd) failed: {}",
-                        std::io::Error::last_os_error()
+                    let e = std::io::Error::last_os_error();
+                    return Err(Error::os(
+                        &e,
+                        format!("epoll_ctl(ADD, wake fd) failed: {e}"),
                     ));
                 }
             }
@@ -377,10 +375,10 @@ impl Net {
         .or(self.ofi_route)
     }
 
-    fn route(&self, to: Proc) -> MpiResult<usize> {
+    fn route(&self, to: Proc) -> TResult<usize> {
         if to >= self.size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "rank {to} is not in MPI_COMM_WORLD (size {})",
                 self.size
             ));
@@ -391,8 +389,8 @@ impl Net {
             match &self.nodes {
                 Some(m) if m.node_of(to) != self.my_node => {
                     return self.remote_route().ok_or_else(|| {
-                        mpi_err!(
-                            MPI_ERR_OTHER,
+                        terr!(
+                            Other,
                             "rank {to} runs on another host (node {} of the launcher's \
                              PMI_process_mapping; this is rank {} on node {}) and \
                              FERRITE_TRANSPORTS={:?} has no transport across hosts (add tcp or udp)",
@@ -407,8 +405,8 @@ impl Net {
             }
         };
         r.ok_or_else(|| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            terr!(
+                Other,
                 "no transport reaches rank {to} (FERRITE_TRANSPORTS={:?}; this is rank {} of {})",
                 self.allowed,
                 self.rank,
@@ -439,7 +437,7 @@ impl Net {
 
     /// Sends one packet (the parts concatenated). `Ok(false)`: no room now, nothing sent; the
     /// caller keeps it in order and retries after progress. Never drops.
-    pub fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    pub fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         let i = self.route(to)?;
         self.transports[i].try_send(to, parts)
     }
@@ -459,7 +457,7 @@ impl Net {
 
     /// Single-copy read of `dst.len()` bytes at `addr` in `from`'s memory. `Ok(false)` when
     /// not possible for that peer (the protocol falls back to packets).
-    pub fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+    pub fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> TResult<bool> {
         let i = self.route(from)?;
         self.transports[i].read_remote(from, addr, dst)
     }
@@ -522,16 +520,13 @@ impl Net {
     /// Makes `sleep` also return when `fd` becomes readable (MPI_Finalize: the launcher's
     /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
     /// no error.
-    pub fn wake_on(&mut self, fd: RawFd) -> MpiResult<()> {
+    pub fn wake_on(&mut self, fd: RawFd) -> TResult<()> {
         if self.epoll < 0 {
             // SAFETY: plain syscall; the fd is owned by `self` and closed in Drop.
             self.epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
             if self.epoll < 0 {
-                return Err(mpi_err!(
-                    MPI_ERR_OTHER,
-                    "epoll_create1 failed: {}",
-                    std::io::Error::last_os_error()
-                ));
+                let e = std::io::Error::last_os_error();
+                return Err(Error::os(&e, format!("epoll_create1 failed: {e}")));
             }
         }
         let mut ev = libc::epoll_event {
@@ -542,10 +537,7 @@ impl Net {
         if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EEXIST) {
-                return Err(mpi_err!(
-                    MPI_ERR_OTHER,
-                    "epoll_ctl(ADD, fd {fd}) failed: {e}"
-                ));
+                return Err(terr!(Other, "epoll_ctl(ADD, fd {fd}) failed: {e}"));
             }
         }
         Ok(())
@@ -567,7 +559,7 @@ impl Net {
 
     /// MPI_Init, after its barrier: every transport asks for its initial connections (the
     /// caller then progresses until `init_connecting` is false).
-    pub fn connect_init(&mut self) -> MpiResult<()> {
+    pub fn connect_init(&mut self) -> TResult<()> {
         self.transports
             .iter_mut()
             .try_for_each(|t| t.connect_init())

@@ -53,7 +53,7 @@ fn a_peer_no_allowed_transport_reaches_is_an_error_naming_it() {
     let _files = ShmFiles(job.clone());
     let mut net = Net::init_with(0, 1, &job, "shm").unwrap();
     let err = net.try_send(0, &[b"x"]).unwrap_err();
-    assert_eq!(err.class, crate::consts::MPI_ERR_OTHER);
+    assert_eq!(err.kind, super::Kind::Other);
     assert!(
         err.msg.contains("no transport reaches rank 0"),
         "{}",

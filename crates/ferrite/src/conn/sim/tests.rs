@@ -538,3 +538,46 @@ fn soak_the_manager() {
         }
     }
 }
+
+/// A process out of descriptors (its dials fail, its accepts are refused after the hello)
+/// that only waits for a message: the sender gives up after its retries, and the waiting
+/// process, which never had a connection to lose, fails the sender too (it knows from the
+/// hellos it refused), under both set-up mechanisms, instead of waiting forever.
+#[test]
+fn a_process_out_of_descriptors_fails_the_peers_it_had_to_refuse() {
+    for setup in [Mechanism::Cm, Mechanism::Ud] {
+        let pcfg = PConfig {
+            kind: PKind::OnDemand,
+            threshold_msgs: 3,
+            threshold_bytes: 0,
+            max_open: 4,
+            idle: 0,
+            hold_max: 500_000,
+        };
+        let mut nodes: Vec<ManagedProc> = (0..2)
+            .map(|r| ManagedProc::new(r, 2, pcfg.clone(), setup))
+            .collect();
+        nodes[0].exhausted = true;
+        nodes[1].workload.insert((0, 0, 0), b"for rank 0".to_vec());
+        let mut w = World::new(nodes, DatagramNet::new(7, Faults::CLEAN));
+        for i in 0..2 {
+            w.nodes[i].init(0);
+            w.touched(i);
+        }
+        w.run(u64::MAX);
+        let (f0, f1) = (&w.nodes[0].failures, &w.nodes[1].failures);
+        assert!(
+            f1.iter()
+                .any(|(p, f)| *p == 0 && f.kind == manager::FailKind::Aborted),
+            "{setup:?}: the sender did not give up: {f1:?}"
+        );
+        assert!(
+            f0.iter().any(|(p, f)| *p == 1
+                && f.kind == manager::FailKind::Aborted
+                && f.why.contains("could not accept its connections")
+                && f.why.contains("Too many open files")),
+            "{setup:?}: the refusing process never failed its peer: {f0:?}"
+        );
+        assert!(w.nodes[0].received.is_empty());
+    }
+}

@@ -116,7 +116,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 impl Board for PmiBoard {
     fn put(&mut self, rank: Proc, card: &[u8]) -> MpiResult<()> {
-        pmi::put(&format!("ofi-{rank}"), &hex(card))
+        Ok(pmi::put(&format!("ofi-{rank}"), &hex(card))?)
     }
 
     fn get(&mut self, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
@@ -995,16 +995,17 @@ impl Transport for Ofi {
         self.cfg.buffer - HDR
     }
 
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> super::TResult<bool> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_packet() {
             return Err(err(format!(
                 "packet of {len} bytes is larger than the largest ({})",
                 self.max_packet()
-            )));
+            ))
+            .into());
         }
         if let Some(why) = self.peers.get(&to).and_then(|p| p.failed.clone()) {
-            return Err(mpi_err!(MPI_ERR_PROC_ABORTED, "ofi transport: {why}"));
+            return Err(mpi_err!(MPI_ERR_PROC_ABORTED, "ofi transport: {why}").into());
         }
         if self.peers.get(&to).is_none_or(|p| p.send.is_none()) {
             let id = self.dial(to)?;
@@ -1025,7 +1026,7 @@ impl Transport for Ofi {
                         Ok(false) => self.tx_free.push(slot),
                         Err(e) => {
                             self.tx_free.push(slot);
-                            return Err(err(e));
+                            return Err(err(e).into());
                         }
                     }
                 }
@@ -1049,11 +1050,11 @@ impl Transport for Ofi {
         n + self.progress(Some(deliver))
     }
 
-    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> super::TResult<bool> {
         if !self.cfg.rdma_read || dst.is_empty() {
             return Ok(dst.is_empty());
         }
-        self.rdma_read(from, addr, dst)
+        Ok(self.rdma_read(from, addr, dst)?)
     }
 
     fn wake_fd(&self) -> Option<RawFd> {

@@ -10,11 +10,10 @@ pub mod queue;
 pub mod segment;
 
 use super::{Proc, Transport, TransportStats};
-use crate::abi::consts::MPI_ERR_OTHER;
-use crate::error::MpiResult;
 use crate::fxhash::FxHashMap;
-use crate::mpi_err;
 use crate::runtime::config;
+use crate::terr;
+use crate::transport::error::TResult;
 use doorbell::{BellAddr, Doorbell};
 use fastring::{Record, RxRing, TxRing};
 use queue::{Queue, Received, Sent, KIND_DATA, KIND_OFFER};
@@ -35,7 +34,7 @@ pub struct ShmConfig {
 
 impl ShmConfig {
     /// From the FERRITE_SHM_* knobs, for a job of `size` ranks.
-    pub fn from_knobs(size: u32) -> MpiResult<ShmConfig> {
+    pub fn from_knobs(size: u32) -> TResult<ShmConfig> {
         let k: u32 = config::get("FERRITE_SHM_CELLS_K");
         let b: u32 = config::get("FERRITE_SHM_CELLS_B");
         let cell: usize = config::get("FERRITE_SHM_CELL_SIZE");
@@ -43,10 +42,10 @@ impl ShmConfig {
         let fast_after: u32 = config::get("FERRITE_SHM_FAST_AFTER");
         let fast_slots: u32 = config::get("FERRITE_SHM_FAST_SLOTS");
         let geom = Geometry::new(segment::cell_count(size, k, b), cell)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "{e}"))?;
+            .map_err(|e| terr!(InvalidArg, "{e}"))?;
         if fast_after > 0 && !fastring::valid_slots(fast_slots) {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "FERRITE_SHM_FAST_SLOTS={fast_slots} is not a power of two in 2..=65536"
             ));
         }
@@ -156,18 +155,18 @@ pub(crate) fn test_card_path(job: &str, rank: Proc) -> Option<std::path::PathBuf
 }
 
 /// Publishes this rank's card (read by peers after MPI_Init's barrier).
-fn publish(job: &str, rank: Proc, card: Card) -> MpiResult<()> {
+fn publish(job: &str, rank: Proc, card: Card) -> TResult<()> {
     #[cfg(test)]
     if let Some(path) = test_card_path(job, rank) {
         return std::fs::write(path, card.encode())
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "shm transport: test card: {e}"));
+            .map_err(|e| terr!(Other, "shm transport: test card: {e}"));
     }
     let _ = job;
-    crate::runtime::pmi::put(&card_key(rank), &card.encode())
+    Ok(crate::runtime::pmi::put(&card_key(rank), &card.encode())?)
 }
 
 /// `rank`'s card, if it published one.
-fn lookup(job: &str, rank: Proc) -> MpiResult<Option<Card>> {
+fn lookup(job: &str, rank: Proc) -> TResult<Option<Card>> {
     #[cfg(test)]
     if let Some(path) = test_card_path(job, rank) {
         return Ok(std::fs::read_to_string(path)
@@ -178,8 +177,8 @@ fn lookup(job: &str, rank: Proc) -> MpiResult<Option<Card>> {
     match crate::runtime::pmi::get(&card_key(rank))? {
         None => Ok(None),
         Some(c) => Card::decode(&c).map(Some).ok_or_else(|| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            terr!(
+                Protocol,
                 "shm transport: rank {rank} published {c:?}, not a segment card"
             )
         }),
@@ -188,14 +187,14 @@ fn lookup(job: &str, rank: Proc) -> MpiResult<Option<Card>> {
 
 impl Shm {
     /// Creates this process's segment, publishes where peers find it, binds its doorbell.
-    pub fn new(rank: Proc, size: u32, job: &str, cfg: ShmConfig) -> MpiResult<Shm> {
+    pub fn new(rank: Proc, size: u32, job: &str, cfg: ShmConfig) -> TResult<Shm> {
         let token = random_token();
         let own = Segment::create(cfg.geom, rank, token)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "shm transport: {e}"))?;
+            .map_err(|e| terr!(Other, "shm transport: {e}"))?;
         publish(job, rank, own.card())?;
         let bell = Doorbell::bind(&doorbell::bell_addr(job, rank), token).map_err(|e| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            terr!(
+                Other,
                 "shm transport: cannot bind the doorbell socket of rank {rank} (job {job}): {e}"
             )
         })?;
@@ -228,7 +227,7 @@ impl Shm {
     }
 
     /// The peer's mapping, made on first contact.
-    fn peer(&mut self, to: Proc) -> MpiResult<&mut Peer> {
+    fn peer(&mut self, to: Proc) -> TResult<&mut Peer> {
         if self.last.0 != to {
             let i = match self.peer_index.get(&to) {
                 Some(&i) => i,
@@ -240,17 +239,17 @@ impl Shm {
     }
 
     /// Maps `to`'s segment (first contact); returns its index in `peers`.
-    fn map_peer(&mut self, to: Proc) -> MpiResult<usize> {
+    fn map_peer(&mut self, to: Proc) -> TResult<usize> {
         if to >= self.size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "shm transport: rank {to} is not in a job of {} ranks",
                 self.size
             ));
         }
         let Some(card) = lookup(&self.job, to)? else {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                Other,
                 "shm transport cannot reach rank {to}: it published no segment (it is on \
                  another host, or has not started)"
             ));
@@ -258,24 +257,24 @@ impl Shm {
         let seg = match Segment::open(card) {
             Ok(Some(s)) => s,
             Ok(None) => {
-                return Err(mpi_err!(
-                    MPI_ERR_OTHER,
+                return Err(terr!(
+                    PeerFailed,
                     "shm transport cannot reach rank {to}: its process (pid {}) has exited",
                     card.pid
                 ))
             }
-            Err(e) => return Err(mpi_err!(MPI_ERR_OTHER, "shm transport, rank {to}: {e}")),
+            Err(e) => return Err(terr!(Other, "shm transport, rank {to}: {e}")),
         };
         if seg.owner_rank != to {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                Protocol,
                 "shm transport: the segment rank {to} published belongs to rank {}",
                 seg.owner_rank
             ));
         }
         if seg.geometry().cell_size != self.cfg.geom.cell_size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "shm transport: rank {to} uses {}-byte cells, rank {} uses {}; set \
                  FERRITE_SHM_CELL_SIZE the same for every rank",
                 seg.geometry().cell_size,
@@ -373,12 +372,12 @@ impl Transport for Shm {
         self.cfg.geom.cell_size as usize - queue::CELL_HEADER
     }
 
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let max = self.max_packet();
         if len > max {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "shm transport: a packet of {len} bytes to rank {to} exceeds the {max}-byte limit"
             ));
         }
@@ -531,7 +530,7 @@ impl Transport for Shm {
         n
     }
 
-    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
+    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> TResult<bool> {
         if !self.cfg.cma {
             return Ok(false);
         }
@@ -550,8 +549,8 @@ impl Transport for Shm {
                 self.stats.remote_read_fallbacks += 1;
                 Ok(false)
             }
-            Err(e) => Err(mpi_err!(
-                MPI_ERR_OTHER,
+            Err(e) => Err(terr!(
+                Other,
                 "single-copy read of {} bytes at {addr:#x} from rank {from} (pid {}) failed: {e}",
                 dst.len(),
                 peer.seg.pid

@@ -7,36 +7,35 @@
 //! named `tcptest-*` or `udptest-*` the board is an in-process map keyed by job (test builds
 //! only).
 
-use crate::consts::MPI_ERR_OTHER;
-use crate::error::MpiResult;
-use crate::mpi_err;
-use crate::runtime::{self, pmi};
+use crate::runtime::pmi;
+use crate::terr;
+use crate::transport::error::TResult;
 use std::net::SocketAddr;
 
 /// Where cards and the job secret are found.
 pub trait Board: Send {
     /// Publishes `rank`'s address for the socket kind `name` (`tcp`, `udp`).
-    fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> MpiResult<()>;
-    fn get_card(&mut self, name: &str, rank: u32) -> MpiResult<Option<SocketAddr>>;
+    fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> TResult<()>;
+    fn get_card(&mut self, name: &str, rank: u32) -> TResult<Option<SocketAddr>>;
     /// The tcp listener's card.
-    fn put(&mut self, rank: u32, addr: SocketAddr) -> MpiResult<()> {
+    fn put(&mut self, rank: u32, addr: SocketAddr) -> TResult<()> {
         self.put_card("tcp", rank, addr)
     }
-    fn get(&mut self, rank: u32) -> MpiResult<Option<SocketAddr>> {
+    fn get(&mut self, rank: u32) -> TResult<Option<SocketAddr>> {
         self.get_card("tcp", rank)
     }
     /// The job secret as the 64-bit value hellos carry.
-    fn secret(&mut self) -> MpiResult<u64>;
+    fn secret(&mut self) -> TResult<u64>;
 }
 
 fn key(name: &str, rank: u32) -> String {
     format!("{name}-{rank}")
 }
 
-fn parse(name: &str, rank: u32, card: &str) -> MpiResult<SocketAddr> {
+fn parse(name: &str, rank: u32, card: &str) -> TResult<SocketAddr> {
     card.parse().map_err(|_| {
-        mpi_err!(
-            MPI_ERR_OTHER,
+        terr!(
+            Protocol,
             "{name} transport: the business card of rank {rank} is {card:?}, not an ip:port \
              address"
         )
@@ -55,18 +54,18 @@ pub fn secret_u64(hex: &str) -> u64 {
 pub struct PmiBoard;
 
 impl Board for PmiBoard {
-    fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> MpiResult<()> {
-        pmi::put(&key(name, rank), &addr.to_string())
+    fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> TResult<()> {
+        Ok(pmi::put(&key(name, rank), &addr.to_string())?)
     }
 
-    fn get_card(&mut self, name: &str, rank: u32) -> MpiResult<Option<SocketAddr>> {
+    fn get_card(&mut self, name: &str, rank: u32) -> TResult<Option<SocketAddr>> {
         pmi::get(&key(name, rank))?
             .map(|c| parse(name, rank, &c))
             .transpose()
     }
 
-    fn secret(&mut self) -> MpiResult<u64> {
-        Ok(secret_u64(runtime::job_secret()?))
+    fn secret(&mut self) -> TResult<u64> {
+        Ok(secret_u64(pmi::job_secret()?))
     }
 }
 
@@ -97,14 +96,14 @@ pub mod test_board {
     }
 
     impl Board for TestBoard {
-        fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> MpiResult<()> {
+        fn put_card(&mut self, name: &str, rank: u32, addr: SocketAddr) -> TResult<()> {
             let mut g = CARDS.lock().unwrap_or_else(|e| e.into_inner());
             g.get_or_insert_with(HashMap::new)
                 .insert(format!("{}/{}", self.0, key(name, rank)), addr.to_string());
             Ok(())
         }
 
-        fn get_card(&mut self, name: &str, rank: u32) -> MpiResult<Option<SocketAddr>> {
+        fn get_card(&mut self, name: &str, rank: u32) -> TResult<Option<SocketAddr>> {
             let g = CARDS.lock().unwrap_or_else(|e| e.into_inner());
             g.as_ref()
                 .and_then(|m| m.get(&format!("{}/{}", self.0, key(name, rank))))
@@ -112,7 +111,7 @@ pub mod test_board {
                 .transpose()
         }
 
-        fn secret(&mut self) -> MpiResult<u64> {
+        fn secret(&mut self) -> TResult<u64> {
             Ok(secret_of(&self.0))
         }
     }

@@ -75,7 +75,7 @@ pub fn reachable_ip() -> IpAddr {
         .filter(|(_, ip, up)| *up && !ip.is_loopback())
         .map(|(_, ip, _)| ip)
         .collect();
-    let named = (crate::runtime::hostname().as_str(), 0)
+    let named = (crate::runtime::host::hostname().as_str(), 0)
         .to_socket_addrs()
         .ok()
         .into_iter()
@@ -121,18 +121,29 @@ impl Listener {
     }
 
     /// Out of resources (accept gave an error [`out_of_resources`] knows): takes the oldest
-    /// waiting connection with the spare descriptor and closes it at once, so its dialer
-    /// sees it closed and tries again later (with backoff, within its retries) instead of
-    /// waiting forever for an answer from a connection nobody can accept. True if one was
-    /// refused (false when even that accept failed: short of memory, not of descriptors).
-    pub fn refuse_one(&mut self) -> bool {
-        if self.spare.take().is_none() {
-            return false;
+    /// waiting connection with the spare descriptor, to be closed at once (after reading
+    /// what it has of its hello: `Tcp::refuse_one`), so its dialer sees it closed and tries
+    /// again later (with backoff, within its retries) instead of waiting forever for an
+    /// answer from a connection nobody can accept. None when the spare is in use or even
+    /// that accept failed (short of memory, not of descriptors); call
+    /// [`Listener::restore_spare`] once the refused socket is closed.
+    pub fn refuse_one(&mut self) -> Option<TcpStream> {
+        self.spare.take()?;
+        let refused = self.sock.accept().ok().map(|(s, _)| s);
+        match refused {
+            Some(s) if s.set_nonblocking(true).is_ok() => Some(s),
+            _ => {
+                self.restore_spare();
+                None
+            }
         }
-        // The accepted socket is dropped (closed) here.
-        let refused = self.sock.accept().is_ok();
-        self.spare = open_spare();
-        refused
+    }
+
+    /// The refused socket is closed: its descriptor is the spare again.
+    pub fn restore_spare(&mut self) {
+        if self.spare.is_none() {
+            self.spare = open_spare();
+        }
     }
 
     /// The next pending connection, nonblocking with TCP_NODELAY; None when there is none.

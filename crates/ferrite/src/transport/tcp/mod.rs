@@ -28,10 +28,9 @@ use crate::conn::handshake;
 use crate::conn::manager::{self, Action, EpId, FailKind, Failure, Manager, Phase, HELLO_LEN};
 use crate::conn::policy;
 use crate::conn::Micros;
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
-use crate::error::{MpiError, MpiResult};
-use crate::mpi_err;
 use crate::runtime::config;
+use crate::terr;
+use crate::transport::error::{Error, Kind, TResult};
 use crate::transport::udp::Channel;
 use card::Board;
 use conn::{Filled, Frame, RecvBuf, SendQueue};
@@ -69,14 +68,14 @@ pub struct TcpConfig {
 }
 
 impl TcpConfig {
-    pub fn from_knobs() -> MpiResult<TcpConfig> {
+    pub fn from_knobs() -> TResult<TcpConfig> {
         let spec: String = config::get("FERRITE_TCP_IF");
-        let ip = listener::resolve_if(&spec)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: {e}"))?;
+        let ip =
+            listener::resolve_if(&spec).map_err(|e| terr!(InvalidArg, "tcp transport: {e}"))?;
         let max_packet: usize = config::get("FERRITE_TCP_MAX_PACKET");
         if !(64..(1 << 30)).contains(&max_packet) {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "FERRITE_TCP_MAX_PACKET={max_packet}: must be at least 64 and below 1 GiB"
             ));
         }
@@ -117,17 +116,15 @@ pub fn conn_max() -> usize {
 }
 
 /// FERRITE_CONN, checked (adaptive embeds a udp `Channel`, see `Tcp::with_channel`).
-pub fn conn_policy() -> MpiResult<policy::Kind> {
+pub fn conn_policy() -> TResult<policy::Kind> {
     let v: String = config::get("FERRITE_CONN");
-    v.parse()
-        .map_err(|e: String| mpi_err!(crate::consts::MPI_ERR_ARG, "{e}"))
+    v.parse().map_err(|e: String| terr!(InvalidArg, "{e}"))
 }
 
 /// FERRITE_CONN_SETUP, checked (`ud` also embeds a udp `Channel`).
-pub fn conn_setup() -> MpiResult<policy::Mechanism> {
+pub fn conn_setup() -> TResult<policy::Mechanism> {
     let v: String = config::get("FERRITE_CONN_SETUP");
-    v.parse()
-        .map_err(|e: String| mpi_err!(crate::consts::MPI_ERR_ARG, "{e}"))
+    v.parse().map_err(|e: String| terr!(InvalidArg, "{e}"))
 }
 
 /// How long cm waits for a hello: 2 s, longer with many ranks per CPU (a rank among 128 per
@@ -191,11 +188,16 @@ pub struct Tcp {
     timer_at: Option<Micros>,
     /// Accepting failed (out of resources): the listener is out of the epoll set until then.
     accept_paused: Option<Micros>,
+    /// Accept ran out of descriptors and paused REFUSE_DELAY: refuse what waits now.
+    refuse_now: bool,
     t0: Instant,
     stats: TransportStats,
 }
 
 const LISTENER: u64 = u64::MAX;
+/// How long the connections waiting in the backlog get to show their hellos before a process
+/// out of descriptors refuses them (their dialers write it as soon as their connect completed).
+const REFUSE_DELAY: Micros = 50_000;
 /// The epoll token of the adaptive policy's datagram channel.
 const CHANNEL: u64 = u64::MAX - 1;
 /// The epoll token of the timerfd (the manager's timers).
@@ -209,31 +211,31 @@ const ACCEPT_PAUSE: Micros = 20_000;
 const RECV_BUF_INITIAL: usize = 8 << 10;
 
 /// The transport's error for a peer the manager gave up on.
-fn failure_err(f: &Failure) -> MpiError {
-    let class = match f.kind {
-        FailKind::Aborted => MPI_ERR_PROC_ABORTED,
-        FailKind::Finalized => MPI_ERR_OTHER,
+fn failure_err(f: &Failure) -> Error {
+    let kind = match f.kind {
+        FailKind::Aborted => Kind::PeerFailed,
+        FailKind::Finalized => Kind::PeerClosed,
     };
-    mpi_err!(class, "tcp transport: {}", f.why)
+    Error::new(kind, format!("tcp transport: {}", f.why))
 }
 
 impl Tcp {
     /// Listens and publishes this process's card (before MPI_Init's barrier).
-    pub fn new(rank: Proc, size: u32, cfg: TcpConfig, board: Box<dyn Board>) -> MpiResult<Tcp> {
+    pub fn new(rank: Proc, size: u32, cfg: TcpConfig, board: Box<dyn Board>) -> TResult<Tcp> {
         let listener = listener::Listener::bind(cfg.ip).map_err(|e| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            let msg = format!(
                 "tcp transport: rank {rank} cannot listen on {}: {e}",
                 cfg.ip
-            )
+            );
+            Error::os(&e, msg)
         })?;
         // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epoll < 0 {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
-                "tcp transport: epoll_create1 failed: {}",
-                std::io::Error::last_os_error()
+            let e = std::io::Error::last_os_error();
+            return Err(Error::os(
+                &e,
+                format!("tcp transport: epoll_create1 failed: {e}"),
             ));
         }
         let mut hs = handshake::Config::new(size);
@@ -270,12 +272,13 @@ impl Tcp {
             timer: -1,
             timer_at: None,
             accept_paused: None,
+            refuse_now: false,
             t0: Instant::now(),
             stats: TransportStats::default(),
         };
         let fd = tcp.listener.sock.as_raw_fd();
         tcp.epoll_ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, LISTENER)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
         tcp.timer = unsafe {
             libc::timerfd_create(
@@ -284,24 +287,24 @@ impl Tcp {
             )
         };
         if tcp.timer < 0 {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
-                "tcp transport: timerfd_create failed: {}",
-                std::io::Error::last_os_error()
+            let e = std::io::Error::last_os_error();
+            return Err(Error::os(
+                &e,
+                format!("tcp transport: timerfd_create failed: {e}"),
             ));
         }
         tcp.epoll_ctl(libc::EPOLL_CTL_ADD, tcp.timer, libc::EPOLLIN as u32, TIMER)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         let addr = tcp.listener.addr;
         tcp.board.put(rank, addr)?;
         Ok(tcp)
     }
 
     /// Adaptive: traffic to peers without a connection goes over `chan` (required then).
-    pub fn with_channel(mut self, chan: Option<Channel>) -> MpiResult<Tcp> {
+    pub fn with_channel(mut self, chan: Option<Channel>) -> TResult<Tcp> {
         if self.needs_channel() && chan.is_none() {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "tcp transport: FERRITE_CONN=adaptive and FERRITE_CONN_SETUP=ud need a datagram \
                  channel"
             ));
@@ -313,7 +316,7 @@ impl Tcp {
                 libc::EPOLLIN as u32,
                 CHANNEL,
             )
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "tcp transport: epoll_ctl: {e}"))?;
+            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         }
         self.chan = chan;
         Ok(self)
@@ -325,7 +328,7 @@ impl Tcp {
     }
 
     /// The manager is started once the job secret is known (after MPI_Init's barrier).
-    fn start(&mut self) -> MpiResult<()> {
+    fn start(&mut self) -> TResult<()> {
         if !self.mgr.started() {
             let secret = self.board.secret()?;
             let addr = self.listener.addr.to_string().into_bytes();
@@ -473,7 +476,7 @@ impl Tcp {
     }
 
     /// Adaptive: sends (or keeps, in order) one packet over the datagram channel.
-    fn send_datagram(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<()> {
+    fn send_datagram(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<()> {
         let chan = self.chan.as_mut().expect("adaptive has a channel");
         let p = self.peers.entry(to).or_default();
         if p.dq.is_empty() && chan.send(to, parts)? {
@@ -549,7 +552,7 @@ impl Tcp {
     }
 
     /// The error for a send to a failed peer.
-    fn failed_err(&self, to: Proc) -> Option<MpiError> {
+    fn failed_err(&self, to: Proc) -> Option<Error> {
         self.mgr.failure(to).map(failure_err)
     }
 
@@ -672,28 +675,69 @@ impl Tcp {
                     self.add_sock(ep, s);
                     self.run_mgr();
                 }
-                Ok(None) => return,
-                // Out of descriptors or socket memory: refuse what waits (its dialer
-                // retries later).
-                Err(e)
-                    if listener::out_of_resources(&e).is_some() && self.listener.refuse_one() =>
-                {
-                    self.stats.refused_no_fd += 1;
+                Ok(None) => {
+                    self.refuse_now = false;
+                    return;
                 }
-                // Otherwise (not even the refusal's accept worked, or another error): the
-                // connection stays in the backlog, its dialer's hello unanswered (it retries,
-                // then gives up). The listener leaves the epoll set for a while (it would
-                // stay readable: a busy loop) and comes back when a socket of ours closes or
-                // after ACCEPT_PAUSE.
-                Err(_) => {
-                    let fd = self.listener.sock.as_raw_fd();
-                    if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
-                        self.accept_paused = Some(self.now() + ACCEPT_PAUSE);
+                // Out of descriptors or socket memory: refuse what waits (its dialer
+                // retries later), after a pause that lets the hellos arrive, each read first
+                // so the manager knows who could not reach us.
+                Err(e) if listener::out_of_resources(&e).is_some() => {
+                    if !std::mem::replace(&mut self.refuse_now, true) {
+                        self.pause_accepting(REFUSE_DELAY);
+                        return;
                     }
+                    let hint = listener::out_of_resources(&e).unwrap_or_default();
+                    let why = format!("accept: {e} ({hint})");
+                    if !self.refuse_one(&why) {
+                        self.pause_accepting(ACCEPT_PAUSE);
+                        return;
+                    }
+                }
+                // Otherwise (another error): the connection stays in the backlog, its
+                // dialer's hello unanswered (it retries, then gives up).
+                Err(_) => {
+                    self.pause_accepting(ACCEPT_PAUSE);
                     return;
                 }
             }
         }
+    }
+
+    /// Takes the listener out of the epoll set for `pause` (it would stay readable: a busy
+    /// loop); it comes back when a socket of ours closes or after the pause.
+    fn pause_accepting(&mut self, pause: Micros) {
+        let fd = self.listener.sock.as_raw_fd();
+        if self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, 0, LISTENER).is_ok() {
+            self.accept_paused = Some(self.now() + pause);
+        }
+    }
+
+    /// Takes the oldest waiting connection on the listener's spare descriptor, reads what
+    /// it has of its hello (without waiting: a flood of silent strangers must not slow the
+    /// refusals), closes it, and tells the manager. False when even that accept failed.
+    fn refuse_one(&mut self, why: &str) -> bool {
+        let Some(mut stream) = self.listener.refuse_one() else {
+            return false;
+        };
+        self.stats.refused_no_fd += 1;
+        let mut h = [0u8; HELLO_LEN];
+        let mut got = 0;
+        while got < HELLO_LEN {
+            match std::io::Read::read(&mut stream, &mut h[got..]) {
+                Ok(k) if k > 0 => got += k,
+                _ => break,
+            }
+        }
+        drop(stream);
+        self.listener.restore_spare();
+        // (The manager checks the hello against the job secret.)
+        if got == HELLO_LEN && self.start().is_ok() {
+            let now = self.now();
+            self.mgr.refused(&h, why, now);
+            self.run_mgr();
+        }
+        true
     }
 
     /// Reads what `ep` has, feeding hellos and close frames to the manager and delivering
@@ -821,7 +865,7 @@ impl Tcp {
 
     /// MPI_Init, after its barrier: asks for the policy's initial connections (all peers for
     /// static, ±2^k for partial) at once; `init_peers_connecting` says when they are settled.
-    pub fn connect_init_peers(&mut self) -> MpiResult<()> {
+    pub fn connect_init_peers(&mut self) -> TResult<()> {
         if self.mgr.init_peers().is_empty() {
             return Ok(());
         }
@@ -1039,18 +1083,18 @@ impl Transport for Tcp {
         self.cfg.eager_packet
     }
 
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.cfg.max_packet {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "tcp transport: a packet of {len} bytes to rank {to} exceeds the {}-byte limit",
                 self.cfg.max_packet
             ));
         }
         if to >= self.size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "tcp transport: rank {to} is not in a job of {} ranks",
                 self.size
             ));
@@ -1105,7 +1149,7 @@ impl Transport for Tcp {
                             .endpoint_closed(ep, &format!("send failed: {e}"), now);
                         self.run_mgr();
                         return Err(self.failed_err(to).unwrap_or_else(|| {
-                            mpi_err!(MPI_ERR_OTHER, "tcp transport: send to rank {to}: {e}")
+                            Error::os(&e, format!("tcp transport: send to rank {to}: {e}"))
                         }));
                     }
                 }
@@ -1177,7 +1221,7 @@ impl Transport for Tcp {
         std::mem::take(&mut self.dead)
     }
 
-    fn connect_init(&mut self) -> MpiResult<()> {
+    fn connect_init(&mut self) -> TResult<()> {
         self.connect_init_peers()
     }
 

@@ -264,7 +264,7 @@ fn a_peer_gone_without_closing_fails_later_sends_naming_it() {
     );
     assert!(eps[0].take_failures().is_empty(), "reported once");
     let err = eps[0].try_send(2, &[b"x"]).unwrap_err();
-    assert_eq!(err.class, MPI_ERR_PROC_ABORTED);
+    assert_eq!(err.kind, crate::transport::Kind::PeerFailed);
     assert!(
         err.msg.contains("rank 2") && err.msg.contains("lost"),
         "{}",
@@ -304,7 +304,7 @@ fn a_reset_connection_fails_the_peer_too() {
     drop(gone);
     pump(&mut eps, &mut got, |_| false);
     let err = eps[0].try_send(1, &[b"x"]).unwrap_err();
-    assert_eq!(err.class, MPI_ERR_PROC_ABORTED);
+    assert_eq!(err.kind, crate::transport::Kind::PeerFailed);
     assert!(
         err.msg.contains("rank 1") && err.msg.contains("lost"),
         "{}",
@@ -379,7 +379,7 @@ fn clean_shutdown_is_not_a_failure_and_delivers_the_last_bytes() {
     // Neither saw a loss; later sends would name the peer as finalized.
     let err = a.try_send(1, &[b"late"]).unwrap_err();
     assert!(
-        err.msg.contains("MPI_Finalize") && err.class == MPI_ERR_OTHER,
+        err.msg.contains("MPI_Finalize") && err.kind == crate::transport::Kind::PeerClosed,
         "{}",
         err.msg
     );
@@ -1119,7 +1119,7 @@ fn out_of_resources_that_lasts_fails_the_peer_with_a_clear_message() {
         });
         inject::set(which, 0, 0);
         let e = failed.unwrap_or_else(|| panic!("errno {errno}: never gave up"));
-        assert_eq!(e.class, crate::consts::MPI_ERR_PROC_ABORTED, "{}", e.msg);
+        assert_eq!(e.kind, crate::transport::Kind::PeerFailed, "{}", e.msg);
         assert!(
             e.msg.contains("cannot connect to rank 0") && e.msg.contains(hint),
             "errno {errno}: {}",

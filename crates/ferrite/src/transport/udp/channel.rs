@@ -25,9 +25,8 @@ use super::super::Proc;
 use crate::conn::reliable::{self, Event, Reliable};
 use crate::conn::wire::{self, Kind};
 use crate::conn::Micros;
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
-use crate::error::{MpiError, MpiResult};
-use crate::mpi_err;
+use crate::terr;
+use crate::transport::error::{Error, TResult};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -104,30 +103,27 @@ pub struct Channel {
     stats: ChannelStats,
 }
 
-fn os_err(what: &str) -> MpiError {
-    mpi_err!(
-        MPI_ERR_OTHER,
-        "udp channel: {what} failed: {}",
-        io::Error::last_os_error()
-    )
+fn os_err(what: &str) -> Error {
+    let e = io::Error::last_os_error();
+    Error::os(&e, format!("udp channel: {what} failed: {e}"))
 }
 
 impl Channel {
     /// Binds the socket, sets up the wake fd and publishes the card `udp-<rank>` (before
     /// MPI_Init's barrier).
-    pub fn new(rank: Proc, cfg: ChannelConfig, board: Box<dyn Board>) -> MpiResult<Channel> {
+    pub fn new(rank: Proc, cfg: ChannelConfig, board: Box<dyn Board>) -> TResult<Channel> {
         let sock = UdpSocket::bind(SocketAddr::new(cfg.ip, 0)).map_err(|e| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            let msg = format!(
                 "udp channel: rank {rank} cannot bind a socket on {}: {e}",
                 cfg.ip
-            )
+            );
+            Error::os(&e, msg)
         })?;
         sock.set_nonblocking(true)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "udp channel: {e}"))?;
+            .map_err(|e| terr!(Other, "udp channel: {e}"))?;
         let addr = sock
             .local_addr()
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "udp channel: {e}"))?;
+            .map_err(|e| terr!(Other, "udp channel: {e}"))?;
         set_buffers(sock.as_raw_fd(), cfg.rcvbuf);
         // SAFETY: plain syscalls; both fds are owned by the Channel and closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -199,7 +195,7 @@ impl Channel {
     }
 
     /// The machine, made on first need with the job secret from the board.
-    fn rel(&mut self) -> MpiResult<&mut Reliable> {
+    fn rel(&mut self) -> TResult<&mut Reliable> {
         if self.rel.is_none() {
             self.secret = self.board.secret()?;
             self.rel = Some(Reliable::new(self.rank, self.secret, self.cfg.clone()));
@@ -208,16 +204,16 @@ impl Channel {
     }
 
     /// The job secret (fetched on first need).
-    pub fn secret(&mut self) -> MpiResult<u64> {
+    pub fn secret(&mut self) -> TResult<u64> {
         self.rel()?;
         Ok(self.secret)
     }
 
     /// Why `peer` cannot be reached, as the error sends to it (and waits on it) report.
-    pub fn failed(&self, peer: Proc) -> Option<MpiError> {
+    pub fn failed(&self, peer: Proc) -> Option<Error> {
         self.failed.get(&peer).map(|why| {
-            mpi_err!(
-                MPI_ERR_PROC_ABORTED,
+            terr!(
+                PeerFailed,
                 "udp: communication with rank {peer} failed: {why}"
             )
         })
@@ -247,13 +243,13 @@ impl Channel {
     }
 
     /// `peer`'s address: learned, or from its card.
-    fn addr_of(&mut self, peer: Proc) -> MpiResult<SocketAddr> {
+    fn addr_of(&mut self, peer: Proc) -> TResult<SocketAddr> {
         if let Some(a) = self.addrs.get(&peer) {
             return Ok(*a);
         }
         let a = self.board.get_card("udp", peer)?.ok_or_else(|| {
-            mpi_err!(
-                MPI_ERR_OTHER,
+            terr!(
+                Other,
                 "udp channel: rank {peer} has published no udp business card (is it running \
                  with the udp transport?)"
             )
@@ -264,13 +260,13 @@ impl Channel {
 
     /// Takes one whole message (the parts concatenated) for `to`, reliably and in order.
     /// `Ok(false)`: the window is full, nothing taken; try again after `poll`.
-    pub fn send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    pub fn send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         if let Some(e) = self.failed(to) {
             return Err(e);
         }
         if to == self.rank || to >= self.cfg.job_size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "udp channel: cannot send to rank {to} (this is rank {} of {})",
                 self.rank,
                 self.cfg.job_size
@@ -295,13 +291,13 @@ impl Channel {
             Ok(false) => Ok(false),
             Err(reliable::PeerUnreachable(p)) => Err(self
                 .failed(p)
-                .unwrap_or_else(|| mpi_err!(MPI_ERR_PROC_ABORTED, "udp: rank {p} is unreachable"))),
+                .unwrap_or_else(|| terr!(PeerFailed, "udp: rank {p} is unreachable"))),
         }
     }
 
     /// Sends one handshake datagram (a `Req`, `Reply` or `Confirm` made by `Ud`) to `to`,
     /// unreliably: `Ud` retransmits on its own timers.
-    pub fn send_control(&mut self, to: Proc, bytes: &[u8]) -> MpiResult<()> {
+    pub fn send_control(&mut self, to: Proc, bytes: &[u8]) -> TResult<()> {
         let a = self.addr_of(to)?;
         self.stats.control_sent += 1;
         self.transmit(a, bytes.to_vec());

@@ -10,10 +10,9 @@ pub use channel::{Channel, ChannelConfig, ChannelStats, Inject};
 
 use super::{Proc, Transport, TransportStats};
 use crate::conn::reliable;
-use crate::consts::MPI_ERR_OTHER;
-use crate::error::MpiResult;
-use crate::mpi_err;
 use crate::runtime::config;
+use crate::terr;
+use crate::transport::error::TResult;
 use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
 use std::time::{Duration, Instant};
@@ -26,13 +25,13 @@ const WINDOW_BYTES: usize = 4 << 20;
 /// The channel's settings from the knobs, with the socket address chosen like tcp's:
 /// FERRITE_TCP_IF, else loopback on one host or a reachable address when the job spans hosts.
 /// (`spans_hosts` must be the same on every rank: the window follows from it.)
-pub fn channel_config(size: u32, spans_hosts: bool) -> MpiResult<ChannelConfig> {
+pub fn channel_config(size: u32, spans_hosts: bool) -> TResult<ChannelConfig> {
     let spec: String = config::get("FERRITE_TCP_IF");
     let ip = if spans_hosts && spec.trim().is_empty() {
         super::tcp::listener::reachable_ip()
     } else {
         super::tcp::listener::resolve_if(&spec)
-            .map_err(|e| mpi_err!(MPI_ERR_OTHER, "udp transport: {e}"))?
+            .map_err(|e| terr!(InvalidArg, "udp transport: {e}"))?
     };
     let dg: usize = config::get("FERRITE_UDP_DATAGRAM");
     let max_datagram = match dg {
@@ -40,8 +39,8 @@ pub fn channel_config(size: u32, spans_hosts: bool) -> MpiResult<ChannelConfig> 
         0 => channel::MAX_UDP,
         d if (reliable::HEADER_LEN + 1..=channel::MAX_UDP).contains(&d) => d,
         d => {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "FERRITE_UDP_DATAGRAM={d}: must be 0 (automatic) or {}..={}",
                 reliable::HEADER_LEN + 1,
                 channel::MAX_UDP
@@ -53,8 +52,8 @@ pub fn channel_config(size: u32, spans_hosts: bool) -> MpiResult<ChannelConfig> 
         0 => (WINDOW_BYTES / max_datagram).clamp(16, 256) as u32,
         w if w <= 1 << 20 => w,
         w => {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "FERRITE_UDP_WINDOW={w}: at most 1048576 datagrams"
             ))
         }
@@ -87,11 +86,11 @@ pub struct UdpConfig {
 }
 
 impl UdpConfig {
-    pub fn from_knobs(size: u32, spans_hosts: bool) -> MpiResult<UdpConfig> {
+    pub fn from_knobs(size: u32, spans_hosts: bool) -> TResult<UdpConfig> {
         let max_packet: usize = config::get("FERRITE_UDP_MAX_PACKET");
         if !(64..(1 << 30)).contains(&max_packet) {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "FERRITE_UDP_MAX_PACKET={max_packet}: must be at least 64 and below 1 GiB"
             ));
         }
@@ -121,7 +120,7 @@ impl Udp {
         size: u32,
         cfg: UdpConfig,
         board: Box<dyn super::tcp::card::Board>,
-    ) -> MpiResult<Udp> {
+    ) -> TResult<Udp> {
         Ok(Udp {
             rank,
             size,
@@ -164,18 +163,18 @@ impl Transport for Udp {
         self.max_packet
     }
 
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool> {
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_packet {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "udp transport: a packet of {len} bytes to rank {to} exceeds the {}-byte limit",
                 self.max_packet
             ));
         }
         if to >= self.size {
-            return Err(mpi_err!(
-                MPI_ERR_OTHER,
+            return Err(terr!(
+                InvalidArg,
                 "udp transport: rank {to} is not in a job of {} ranks",
                 self.size
             ));
