@@ -103,6 +103,23 @@ impl Ferrite {
     }
 }
 
+/// [`Pace::announce`]'s hook: told `true` before sleeping, `false` after.
+pub type Announce<'a> = &'a mut dyn FnMut(&mut Ferrite, bool);
+
+/// How a wait paces itself and sleeps, beyond its condition ([`Held::wait_with`]).
+#[derive(Default)]
+pub struct Pace<'a> {
+    /// Idle passes to spin before yielding, and how long to yield before sleeping (also
+    /// after each wake-up), instead of the adaptive limit and `YIELD_FOR` (which such a wait
+    /// leaves alone): for waits whose caller knows better (coll/shm.rs, by ranks per CPU).
+    pub phases: Option<(u32, Duration)>,
+    /// For conditions other processes make true through shared memory rather than packets:
+    /// called under the lock with `true` just before the thread sleeps (ask them to ring a
+    /// doorbell in the epoll set, `Net::bell_on`; the condition is checked once more after
+    /// it) and with `false` once it is awake again (take that back).
+    pub announce: Option<Announce<'a>>,
+}
+
 impl Held {
     /// Makes progress until `done` holds: spins, yields, then blocks (see the module
     /// comment). Each pass runs under the state lock; the lock is let go while yielding and
@@ -111,16 +128,28 @@ impl Held {
     /// progress for all. With a send backlog (waiting for credits) it sleeps at most 1 ms:
     /// shm rings a sender asleep for its credits when it frees cells, but a transport need
     /// not.
-    pub fn wait_until(&mut self, mut done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+    pub fn wait_until(&mut self, done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+        self.wait_with(Pace::default(), done)
+    }
+
+    /// [`Held::wait_until`] paced as `pace` says.
+    pub fn wait_with(
+        &mut self,
+        mut pace: Pace,
+        mut done: impl FnMut(&mut Ferrite) -> bool,
+    ) -> MpiResult<()> {
         if done(self) {
             return Ok(());
         }
         let max = spin_passes();
         let adapt = adapt();
-        let mut limit = SPIN_LIMIT.load(Ordering::Relaxed);
-        if limit == 0 {
-            limit = max;
-        }
+        let (limit, yield_for) = match pace.phases {
+            Some((spin, y)) => (spin, y),
+            None => {
+                let l = SPIN_LIMIT.load(Ordering::Relaxed);
+                (if l == 0 { max } else { l }, YIELD_FOR)
+            }
+        };
         let mut idle = 0u32;
         // Set when the spin phase is over: the time the yield phase ends.
         let mut yield_until: Option<Instant> = None;
@@ -146,7 +175,7 @@ impl Held {
             match yield_until {
                 None if idle < limit => std::hint::spin_loop(),
                 None => {
-                    yield_until = Some(Instant::now() + YIELD_FOR);
+                    yield_until = Some(Instant::now() + yield_for);
                     idle = 0;
                 }
                 Some(_) if idle < MIN_SPIN => std::hint::spin_loop(),
@@ -154,14 +183,27 @@ impl Held {
                     idle = 0;
                     if Instant::now() < end {
                         self.pause(std::thread::yield_now)?;
-                    } else {
-                        let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
-                        self.sleep(timeout)?;
-                        blocked = true;
-                        yield_until = Some(Instant::now() + YIELD_FOR);
+                        continue;
                     }
+                    if let Some(announce) = pace.announce.as_mut() {
+                        announce(self, true);
+                        if done(self) {
+                            announce(self, false);
+                            break;
+                        }
+                    }
+                    let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
+                    self.sleep(timeout)?;
+                    if let Some(announce) = pace.announce.as_mut() {
+                        announce(self, false);
+                    }
+                    blocked = true;
+                    yield_until = Some(Instant::now() + yield_for);
                 }
             }
+        }
+        if pace.phases.is_some() {
+            return Ok(());
         }
         let next = match (yield_until, blocked) {
             (None, _) => limit.saturating_mul(2).min(max),

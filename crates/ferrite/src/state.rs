@@ -174,7 +174,9 @@ impl Held {
         }
         let Some(epoll) = self.net.arm() else {
             // A packet is already waiting: no sleep.
-            self.net.disarm();
+            if self.net.disarm() {
+                wake_sleepers();
+            }
             return Ok(());
         };
         POLLER.store(true, Ordering::Relaxed);
@@ -189,11 +191,12 @@ impl Held {
         SLEEPERS.fetch_sub(1, Ordering::SeqCst);
         POLLER.store(false, Ordering::Relaxed);
         let r = self.relock(g);
-        if r.is_ok() {
-            self.net.disarm();
-        }
-        // Another sleeper may take over the polling.
-        if SLEEPERS.load(Ordering::SeqCst) > 0 {
+        // A doorbell of a layer above rang (coll/shm.rs): it may be for any sleeper.
+        let rang = r.is_ok() && self.net.disarm();
+        if rang {
+            wake_sleepers();
+        } else if SLEEPERS.load(Ordering::SeqCst) > 0 {
+            // Another sleeper may take over the polling.
             SLEEP.notify_one();
         }
         r

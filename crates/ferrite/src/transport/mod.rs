@@ -215,6 +215,8 @@ pub struct Net {
     allowed: String,
     /// Every transport's wake fd; -1 when none has one.
     epoll: RawFd,
+    /// Doorbells of layers above (`bell_on`), drained by `disarm`.
+    bells: Vec<RawFd>,
     blocks: u64,
 }
 
@@ -277,6 +279,7 @@ impl Net {
             my_node,
             allowed: list.to_string(),
             epoll: -1,
+            bells: Vec::new(),
             blocks: 0,
         };
         if names.contains(&"self") {
@@ -502,11 +505,36 @@ impl Net {
         self.disarm();
     }
 
-    /// Woke up (or decided not to block): senders may stop ringing.
-    pub fn disarm(&mut self) {
+    /// Woke up (or decided not to block): senders may stop ringing. Returns whether a
+    /// doorbell of `bell_on` rang (then what other threads wait for may have come true).
+    pub fn disarm(&mut self) -> bool {
         for t in &mut self.transports {
             t.disarm();
         }
+        let mut rang = false;
+        for &fd in &self.bells {
+            let mut buf = [0u8; 16];
+            // SAFETY: buf is valid for its length; the fd is a non-blocking datagram
+            // socket open as long as this `Net` (bell_on's contract).
+            while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) }
+                >= 0
+            {
+                rang = true;
+            }
+        }
+        rang
+    }
+
+    /// Makes `sleep` return when datagrams arrive on `fd` (a doorbell of a layer above:
+    /// coll/shm.rs's, rung by processes that make a condition true in shared memory), and
+    /// `disarm` drain it. `fd` must be a non-blocking datagram socket that stays open as
+    /// long as this `Net`.
+    pub fn bell_on(&mut self, fd: RawFd) -> MpiResult<()> {
+        self.wake_on(fd)?;
+        if !self.bells.contains(&fd) {
+            self.bells.push(fd);
+        }
+        Ok(())
     }
 
     /// Whether peer `to` is reached over shared memory (shm allowed and on our host): the
