@@ -178,7 +178,8 @@ impl Held {
                     yield_until = Some(Instant::now() + yield_for);
                     idle = 0;
                 }
-                Some(_) if idle < MIN_SPIN => std::hint::spin_loop(),
+                // (No yield phase: straight to sleep.)
+                Some(_) if idle < MIN_SPIN && !yield_for.is_zero() => std::hint::spin_loop(),
                 Some(end) => {
                     idle = 0;
                     if Instant::now() < end {

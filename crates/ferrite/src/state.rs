@@ -174,9 +174,7 @@ impl Held {
         }
         let Some(epoll) = self.net.arm() else {
             // A packet is already waiting: no sleep.
-            if self.net.disarm() {
-                wake_sleepers();
-            }
+            self.net.disarm();
             return Ok(());
         };
         POLLER.store(true, Ordering::Relaxed);
@@ -184,16 +182,21 @@ impl Held {
         POLLING.store(true, Ordering::SeqCst);
         let g = self.guard.take().expect("state lock held");
         unlock(g);
-        Net::sleep(epoll, timeout_ms);
+        let rang = Net::sleep(epoll, timeout_ms);
         POLLING.store(false, Ordering::SeqCst);
         drain_wake_fd();
         let g = lock();
         SLEEPERS.fetch_sub(1, Ordering::SeqCst);
         POLLER.store(false, Ordering::Relaxed);
         let r = self.relock(g);
-        // A doorbell of a layer above rang (coll/shm.rs): it may be for any sleeper.
-        let rang = r.is_ok() && self.net.disarm();
+        if r.is_ok() {
+            self.net.disarm();
+            if rang {
+                self.net.drain_bells();
+            }
+        }
         if rang {
+            // A doorbell of a layer above (coll/shm.rs): the ring may be for any sleeper.
             wake_sleepers();
         } else if SLEEPERS.load(Ordering::SeqCst) > 0 {
             // Another sleeper may take over the polling.

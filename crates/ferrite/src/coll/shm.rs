@@ -11,8 +11,9 @@
 //! its `arrive` counter (its contribution to collective e is written) followed by up to
 //! [`INLINE`] bytes of that contribution, so one cache miss brings flag and data; per rank a
 //! `done` counter (it finished reading everything of collective e) and a `waiting` word,
-//! each on its own line; the root's box per parity (`release` and inline data); then two
-//! broadcast buffers and two slots per rank for larger contributions.
+//! each on its own line; the root's box per parity (`release` and inline data); a
+//! `sleepers` line (one bit per rank whose `waiting` word is set); then two broadcast
+//! buffers and two slots per rank for larger contributions.
 //!
 //! **Sequence numbers, never reset.** Collective e of the communicator stores e in the
 //! counters; a rank waits for counters >= e, so nothing is cleared between collectives and
@@ -34,13 +35,15 @@
 //! progress engine's epoll set, with the state lock let go while yielding and sleeping (other
 //! threads' calls go on: the collectives run under MPI_THREAD_MULTIPLE too, one communicator
 //! per thread at a time as MPI requires). Before sleeping a rank writes what it waits for
-//! into its `waiting` word and checks again; whoever then makes that condition true (each
-//! rank checks the sleepers' words after each counter it stores, with sequentially
-//! consistent order on both sides) takes the word back to 0 and rings the sleeper's
-//! collective doorbell (one abstract unix datagram socket per process, `Net::bell_on`). The
-//! poller drains it after any sleep and wakes every sleeping thread, since the ring may be
-//! for any of them; a ring that arrives after its waiter saw the condition on its own costs
-//! one spurious wake-up.
+//! into its `waiting` word, sets its bit in `sleepers` and checks again; whoever then makes
+//! that condition true (each rank reads `sleepers` after each counter it stores, with
+//! sequentially consistent order on both sides, and then the sleepers' words) takes the
+//! word back to 0 and rings the sleeper's collective doorbell (one abstract unix datagram
+//! socket per process, `Net::bell_on`). A rank whose own wait ended rings the sleepers
+//! still due too, so a ringer preempted by the first rank it woke does not hold up the
+//! rest. The poller drains the doorbell after a sleep it ended and wakes every sleeping
+//! thread, since the ring may be for any of them; a ring that arrives after its waiter saw
+//! the condition on its own costs one spurious wake-up.
 
 use super::reduce::Reducer;
 use crate::abi::consts::*;
@@ -92,8 +95,13 @@ impl Layout {
     pub fn release(&self, par: usize) -> usize {
         (4 * self.n + par) * LINE
     }
-    fn data(&self) -> usize {
+    /// One bit per rank that announced a sleep (its `waiting` word is set): a rank that
+    /// stores a counter reads this one line to learn whether anyone needs a ring.
+    pub fn sleepers(&self) -> usize {
         (4 * self.n + 2) * LINE
+    }
+    fn data(&self) -> usize {
+        (4 * self.n + 3) * LINE
     }
     fn bcast(&self, par: usize) -> usize {
         self.data() + par * self.slot
@@ -339,15 +347,17 @@ fn ranks_per_cpu() -> i64 {
 /// compete for the CPU the awaited rank needs (on 2 CPUs at -n 16 with other load, a
 /// 200 us yield phase made 8-byte Allreduce and Barrier take 3-25 ms per call in some runs,
 /// sleeping at once 0.1-0.7 ms; 30 us was 1.5-2x slower than none there, and 1.2-4x faster
-/// than none at -n 4). FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
+/// than none at -n 4); there the spin is a few passes too (each is a progress pass: 96 of
+/// them before every sleep were a third of a -n 16 Barrier's CPU time).
+/// FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
 fn phases() -> (u32, Duration) {
     static P: std::sync::OnceLock<(u32, Duration)> = std::sync::OnceLock::new();
     *P.get_or_init(|| {
         let per_cpu = ranks_per_cpu();
-        let spin = if per_cpu > 1 {
-            64
-        } else {
-            crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64)
+        let spin = match per_cpu {
+            1 => crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64),
+            2 => 64,
+            _ => 8,
         };
         let y: i64 = crate::runtime::config::get("FERRITE_COLL_SHM_YIELD_US");
         let y = match (y, per_cpu) {
@@ -563,16 +573,37 @@ impl Ferrite {
     /// Stores `e` in the counter at `off` and wakes the sleepers it satisfies.
     fn shm_publish(&mut self, seg: &Seg, off: usize, e: u64) {
         seg.word(off).store(e, SeqCst);
-        for w in 0..seg.lay.n {
-            if w == seg.me {
+        self.shm_ring_satisfied(seg);
+    }
+
+    /// Rings every member asleep on a condition that now holds (one load when nobody
+    /// sleeps). Called after each counter store, and by each rank whose own wait ended: a
+    /// ringer that the first rank it woke preempts (likely, with ranks sharing CPUs) leaves
+    /// the rest to the ranks already awake instead of delaying them until it runs again.
+    fn shm_ring_satisfied(&mut self, seg: &Seg) {
+        let asleep = seg.word(seg.lay.sleepers()).load(SeqCst) & !(1u64 << seg.me);
+        if asleep == 0 {
+            return;
+        }
+        let n = seg.lay.n;
+        // The same condition is usually awaited by many: decide it once.
+        let mut known: Option<(u64, bool)> = None;
+        for k in 1..n {
+            let w = (seg.me + k) % n;
+            if asleep & (1u64 << w) == 0 {
                 continue;
             }
             let cell = seg.word(seg.lay.waiting(w));
             let v = cell.load(SeqCst);
-            if v == 0 || !Until::of_word(v).is_some_and(|u| seg.holds(u)) {
-                continue;
-            }
-            if cell.compare_exchange(v, 0, SeqCst, SeqCst).is_ok() {
+            let holds = match known {
+                Some((kv, h)) if kv == v => h,
+                _ => {
+                    let h = v != 0 && Until::of_word(v).is_some_and(|u| seg.holds(u));
+                    known = Some((v, h));
+                    h
+                }
+            };
+            if holds && cell.compare_exchange(v, 0, SeqCst, SeqCst).is_ok() {
                 let (addr, token) = seg.bells[w];
                 if let Some((bell, _)) = &mut self.coll.shm.bell {
                     bell.ring(&addr, token);
@@ -589,10 +620,14 @@ impl Held {
     /// and whoever makes that true rings this process's doorbell (see the module comment).
     fn shm_wait(&mut self, seg: &Seg, u: Until) -> MpiResult<()> {
         let cell = seg.word(seg.lay.waiting(seg.me));
+        let sleepers = seg.word(seg.lay.sleepers());
+        let bit = 1u64 << seg.me;
         let mut announce = |_: &mut Ferrite, asleep: bool| {
             if asleep {
                 cell.store(u.word(), SeqCst);
+                sleepers.fetch_or(bit, SeqCst);
             } else {
+                sleepers.fetch_and(!bit, SeqCst);
                 // Failing means a member took the word: its ring (maybe still on its way)
                 // is drained by a later sleep's `Net::disarm`, one spurious wake-up.
                 let _ = cell.compare_exchange(u.word(), 0, SeqCst, SeqCst);
@@ -602,7 +637,9 @@ impl Held {
             phases: Some(phases()),
             announce: Some(&mut announce),
         };
-        self.wait_with(pace, |_| seg.holds(u))
+        self.wait_with(pace, |_| seg.holds(u))?;
+        self.shm_ring_satisfied(seg);
+        Ok(())
     }
 
     /// Makes sure every member finished collective `e - 2` before this rank overwrites a
