@@ -155,10 +155,10 @@ impl Held {
         let mut yield_until: Option<Instant> = None;
         let mut blocked = false;
         while !done(self) {
-            if crate::coll::tails_pending() {
-                // Nonblocking collectives whose last steps are user code: run them without
-                // the lock (what we wait for may be one of them).
-                self.pause(crate::coll::run_tails)?;
+            if state::deferred_pending() {
+                // Steps that call user code (state::defer): run them without the lock
+                // (what we wait for may be one of them).
+                self.pause(state::run_deferred)?;
                 continue;
             }
             if self.progress() {
