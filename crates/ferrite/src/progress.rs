@@ -106,13 +106,27 @@ impl Ferrite {
 /// [`Pace::announce`]'s hook: told `true` before sleeping, `false` after.
 pub type Announce<'a> = &'a mut dyn FnMut(&mut Ferrite, bool);
 
+/// Fixed phases of a wait ([`Pace::phases`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Phases {
+    /// Idle passes to spin before yielding.
+    pub spin: u32,
+    /// How long to yield before sleeping (also after each wake-up); zero: sleep at once.
+    pub yield_for: Duration,
+    /// Passes (each a progress pass) between two yields.
+    pub burst: u32,
+    /// While spinning, one pass in this many is a progress pass; the others only check the
+    /// condition (cheap, so the spin ends sooner in wall time: with ranks sharing a CPU the
+    /// awaited one gets it sooner).
+    pub poll_every: u32,
+}
+
 /// How a wait paces itself and sleeps, beyond its condition ([`Held::wait_with`]).
 #[derive(Default)]
 pub struct Pace<'a> {
-    /// Idle passes to spin before yielding, and how long to yield before sleeping (also
-    /// after each wake-up), instead of the adaptive limit and `YIELD_FOR` (which such a wait
-    /// leaves alone): for waits whose caller knows better (coll/shm.rs, by ranks per CPU).
-    pub phases: Option<(u32, Duration)>,
+    /// Fixed phases instead of the adaptive limit and `YIELD_FOR` (which such a wait leaves
+    /// alone): for waits whose caller knows better (coll/shm.rs, by ranks per CPU).
+    pub phases: Option<Phases>,
     /// For conditions other processes make true through shared memory rather than packets:
     /// called under the lock with `true` just before the thread sleeps (ask them to ring a
     /// doorbell in the epoll set, `Net::bell_on`; the condition is checked once more after
@@ -143,13 +157,17 @@ impl Held {
         }
         let max = spin_passes();
         let adapt = adapt();
-        let (limit, yield_for) = match pace.phases {
-            Some((spin, y)) => (spin, y),
-            None => {
-                let l = SPIN_LIMIT.load(Ordering::Relaxed);
-                (if l == 0 { max } else { l }, YIELD_FOR)
+        let p = pace.phases.unwrap_or_else(|| {
+            let l = SPIN_LIMIT.load(Ordering::Relaxed);
+            Phases {
+                spin: if l == 0 { max } else { l },
+                yield_for: YIELD_FOR,
+                burst: MIN_SPIN,
+                poll_every: 1,
             }
-        };
+        });
+        let (limit, yield_for) = (p.spin, p.yield_for);
+        let poll_every = p.poll_every.max(1);
         let mut idle = 0u32;
         // Set when the spin phase is over: the time the yield phase ends.
         let mut yield_until: Option<Instant> = None;
@@ -161,11 +179,25 @@ impl Held {
                 self.pause(state::run_deferred)?;
                 continue;
             }
+            if yield_until.is_none() && !idle.is_multiple_of(poll_every) {
+                // A spin pass that only checks the condition.
+                idle += 1;
+                if idle >= limit {
+                    yield_until = Some(Instant::now() + yield_for);
+                    idle = 0;
+                }
+                std::hint::spin_loop();
+                continue;
+            }
             if self.progress() {
-                idle = 0;
                 // What we did may be what a sleeping thread waits for.
                 state::wake_sleepers();
-                continue;
+                // A paced wait's condition is another process's doing: serving traffic
+                // meanwhile does not prolong its spin (else it may never yield).
+                if pace.phases.is_none() {
+                    idle = 0;
+                    continue;
+                }
             }
             idle += 1;
             if idle.is_multiple_of(SPIN_BATCH) && self.contended() {
@@ -179,7 +211,7 @@ impl Held {
                     idle = 0;
                 }
                 // (No yield phase: straight to sleep.)
-                Some(_) if idle < MIN_SPIN && !yield_for.is_zero() => std::hint::spin_loop(),
+                Some(_) if idle < p.burst && !yield_for.is_zero() => std::hint::spin_loop(),
                 Some(end) => {
                     idle = 0;
                     if Instant::now() < end {

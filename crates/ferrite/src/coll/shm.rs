@@ -50,7 +50,7 @@ use crate::abi::consts::*;
 use crate::error::MpiResult;
 use crate::fxhash::FxHashMap;
 use crate::objects::datatype::Datatype;
-use crate::progress::Pace;
+use crate::progress::{Pace, Phases};
 use crate::state::{Ferrite, Held};
 use crate::transport::shm::doorbell::{bell_addr, BellAddr, Doorbell};
 use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};
@@ -350,15 +350,10 @@ fn ranks_per_cpu() -> i64 {
 /// than none at -n 4); there the spin is a few passes too (each is a progress pass: 96 of
 /// them before every sleep were a third of a -n 16 Barrier's CPU time).
 /// FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
-fn phases() -> (u32, Duration) {
-    static P: std::sync::OnceLock<(u32, Duration)> = std::sync::OnceLock::new();
+fn phases() -> Phases {
+    static P: std::sync::OnceLock<Phases> = std::sync::OnceLock::new();
     *P.get_or_init(|| {
         let per_cpu = ranks_per_cpu();
-        let spin = match per_cpu {
-            1 => crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64),
-            2 => 64,
-            _ => 8,
-        };
         let y: i64 = crate::runtime::config::get("FERRITE_COLL_SHM_YIELD_US");
         let y = match (y, per_cpu) {
             (y, _) if y >= 0 => y as u64,
@@ -366,7 +361,23 @@ fn phases() -> (u32, Duration) {
             (_, 2) => 30,
             _ => 0,
         };
-        (spin, Duration::from_micros(y))
+        let (spin, poll_every) = match per_cpu {
+            1 => (
+                crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64),
+                16,
+            ),
+            // Cheap spins (a progress pass every 16): with a progress pass each, the spin
+            // and bursts took 4-10x longer before the partner got the CPU, and -n 4
+            // Barrier/Allreduce/Bcast became 2-3x slower.
+            2 => (64, 16),
+            _ => (8, 1),
+        };
+        Phases {
+            spin,
+            yield_for: Duration::from_micros(y),
+            burst: 8,
+            poll_every,
+        }
     })
 }
 
