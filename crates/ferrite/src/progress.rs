@@ -103,6 +103,37 @@ impl Ferrite {
     }
 }
 
+/// [`Pace::announce`]'s hook: told `true` before sleeping, `false` after.
+pub type Announce<'a> = &'a mut dyn FnMut(&mut Ferrite, bool);
+
+/// Fixed phases of a wait ([`Pace::phases`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Phases {
+    /// Idle passes to spin before yielding.
+    pub spin: u32,
+    /// How long to yield before sleeping (also after each wake-up); zero: sleep at once.
+    pub yield_for: Duration,
+    /// Passes (each a progress pass) between two yields.
+    pub burst: u32,
+    /// While spinning, one pass in this many is a progress pass; the others only check the
+    /// condition (cheap, so the spin ends sooner in wall time: with ranks sharing a CPU the
+    /// awaited one gets it sooner).
+    pub poll_every: u32,
+}
+
+/// How a wait paces itself and sleeps, beyond its condition ([`Held::wait_with`]).
+#[derive(Default)]
+pub struct Pace<'a> {
+    /// Fixed phases instead of the adaptive limit and `YIELD_FOR` (which such a wait leaves
+    /// alone): for waits whose caller knows better (coll/shm.rs, by ranks per CPU).
+    pub phases: Option<Phases>,
+    /// For conditions other processes make true through shared memory rather than packets:
+    /// called under the lock with `true` just before the thread sleeps (ask them to ring a
+    /// doorbell in the epoll set, `Net::bell_on`; the condition is checked once more after
+    /// it) and with `false` once it is awake again (take that back).
+    pub announce: Option<Announce<'a>>,
+}
+
 impl Held {
     /// Makes progress until `done` holds: spins, yields, then blocks (see the module
     /// comment). Each pass runs under the state lock; the lock is let go while yielding and
@@ -111,32 +142,62 @@ impl Held {
     /// progress for all. With a send backlog (waiting for credits) it sleeps at most 1 ms:
     /// shm rings a sender asleep for its credits when it frees cells, but a transport need
     /// not.
-    pub fn wait_until(&mut self, mut done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+    pub fn wait_until(&mut self, done: impl FnMut(&mut Ferrite) -> bool) -> MpiResult<()> {
+        self.wait_with(Pace::default(), done)
+    }
+
+    /// [`Held::wait_until`] paced as `pace` says.
+    pub fn wait_with(
+        &mut self,
+        mut pace: Pace,
+        mut done: impl FnMut(&mut Ferrite) -> bool,
+    ) -> MpiResult<()> {
         if done(self) {
             return Ok(());
         }
         let max = spin_passes();
         let adapt = adapt();
-        let mut limit = SPIN_LIMIT.load(Ordering::Relaxed);
-        if limit == 0 {
-            limit = max;
-        }
+        let p = pace.phases.unwrap_or_else(|| {
+            let l = SPIN_LIMIT.load(Ordering::Relaxed);
+            Phases {
+                spin: if l == 0 { max } else { l },
+                yield_for: YIELD_FOR,
+                burst: MIN_SPIN,
+                poll_every: 1,
+            }
+        });
+        let (limit, yield_for) = (p.spin, p.yield_for);
+        let poll_every = p.poll_every.max(1);
         let mut idle = 0u32;
         // Set when the spin phase is over: the time the yield phase ends.
         let mut yield_until: Option<Instant> = None;
         let mut blocked = false;
         while !done(self) {
-            if crate::coll::tails_pending() {
-                // Nonblocking collectives whose last steps are user code: run them without
-                // the lock (what we wait for may be one of them).
-                self.pause(crate::coll::run_tails)?;
+            if state::deferred_pending() {
+                // Steps that call user code (state::defer): run them without the lock
+                // (what we wait for may be one of them).
+                self.pause(state::run_deferred)?;
+                continue;
+            }
+            if yield_until.is_none() && !idle.is_multiple_of(poll_every) {
+                // A spin pass that only checks the condition.
+                idle += 1;
+                if idle >= limit {
+                    yield_until = Some(Instant::now() + yield_for);
+                    idle = 0;
+                }
+                std::hint::spin_loop();
                 continue;
             }
             if self.progress() {
-                idle = 0;
                 // What we did may be what a sleeping thread waits for.
                 state::wake_sleepers();
-                continue;
+                // A paced wait's condition is another process's doing: serving traffic
+                // meanwhile does not prolong its spin (else it may never yield).
+                if pace.phases.is_none() {
+                    idle = 0;
+                    continue;
+                }
             }
             idle += 1;
             if idle.is_multiple_of(SPIN_BATCH) && self.contended() {
@@ -146,22 +207,36 @@ impl Held {
             match yield_until {
                 None if idle < limit => std::hint::spin_loop(),
                 None => {
-                    yield_until = Some(Instant::now() + YIELD_FOR);
+                    yield_until = Some(Instant::now() + yield_for);
                     idle = 0;
                 }
-                Some(_) if idle < MIN_SPIN => std::hint::spin_loop(),
+                // (No yield phase: straight to sleep.)
+                Some(_) if idle < p.burst && !yield_for.is_zero() => std::hint::spin_loop(),
                 Some(end) => {
                     idle = 0;
                     if Instant::now() < end {
                         self.pause(std::thread::yield_now)?;
-                    } else {
-                        let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
-                        self.sleep(timeout)?;
-                        blocked = true;
-                        yield_until = Some(Instant::now() + YIELD_FOR);
+                        continue;
                     }
+                    if let Some(announce) = pace.announce.as_mut() {
+                        announce(self, true);
+                        if done(self) {
+                            announce(self, false);
+                            break;
+                        }
+                    }
+                    let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
+                    self.sleep(timeout)?;
+                    if let Some(announce) = pace.announce.as_mut() {
+                        announce(self, false);
+                    }
+                    blocked = true;
+                    yield_until = Some(Instant::now() + yield_for);
                 }
             }
+        }
+        if pace.phases.is_some() {
+            return Ok(());
         }
         let next = match (yield_until, blocked) {
             (None, _) => limit.saturating_mul(2).min(max),

@@ -10,7 +10,8 @@
 //! what they wait for); each then re-checks its own condition under the lock. The lock is
 //! never held while user code runs (error handlers, attribute callbacks, user reduction
 //! ops): entry points return errors to `error::finish`, which calls handlers after the lock
-//! is released.
+//! is released, and user steps found under it wait in one queue (`defer`) that every call
+//! runs on its way out.
 
 use crate::error::{MpiError, MpiResult};
 use crate::lock_order;
@@ -193,7 +194,7 @@ impl Held {
         POLLING.store(true, Ordering::SeqCst);
         let g = self.guard.take().expect("state lock held");
         unlock(g);
-        Net::sleep(epoll, timeout_ms);
+        let rang = Net::sleep(epoll, timeout_ms);
         POLLING.store(false, Ordering::SeqCst);
         drain_wake_fd();
         let g = lock();
@@ -202,9 +203,15 @@ impl Held {
         let r = self.relock(g);
         if r.is_ok() {
             self.net.disarm();
+            if rang {
+                self.net.drain_bells();
+            }
         }
-        // Another sleeper may take over the polling.
-        if SLEEPERS.load(Ordering::SeqCst) > 0 {
+        if rang {
+            // A doorbell of a layer above (coll/shm.rs): the ring may be for any sleeper.
+            wake_sleepers();
+        } else if SLEEPERS.load(Ordering::SeqCst) > 0 {
+            // Another sleeper may take over the polling.
             SLEEP.notify_one();
         }
         r
@@ -291,13 +298,55 @@ pub fn with_held<R>(f: impl FnOnce(&mut Held) -> MpiResult<R>) -> MpiResult<R> {
 #[inline]
 fn after_call() {
     wake_sleepers();
-    // Collectives hook: user reduction steps of completed nonblocking collectives run here,
-    // with the lock released, before the MPI call returns to the user.
-    if crate::coll::tails_pending() {
-        crate::coll::run_tails();
+    if deferred_pending() {
+        run_deferred();
     }
-    // MPI-IO hook: read conversions of user data representations (io/engine.rs).
-    crate::io::engine::run_tails();
+}
+
+/// A step that calls user code, queued under the lock to run without it (`defer`).
+type Deferred = Box<dyn FnOnce() + Send>;
+/// The queue of [`defer`] (a leaf lock: never held while a step runs).
+static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+/// Set while DEFERRED may be non-empty, so every call checks it with one load.
+static DEFERRED_ANY: AtomicBool = AtomicBool::new(false);
+
+/// Queues `f`, a step that calls user code found under the lock (the user reduction
+/// steps of a completed nonblocking collective, coll/mod.rs; the read conversion of a
+/// user data representation, io/engine.rs), to run once the lock is released: by the call
+/// on its way out, before it returns to the user, or by a waiter (progress.rs), since
+/// what it waits for may be one of them.
+pub fn defer(f: impl FnOnce() + Send + 'static) {
+    DEFERRED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(f));
+    DEFERRED_ANY.store(true, Ordering::Release);
+}
+
+/// Whether [`run_deferred`] has work.
+#[inline]
+pub fn deferred_pending() -> bool {
+    DEFERRED_ANY.load(Ordering::Acquire)
+}
+
+/// Runs the queued steps, without the state lock (and those they queue), then wakes
+/// sleeping threads (a step may complete what they wait for). After MPI_Finalize they are
+/// dropped: nothing is left to finish.
+pub fn run_deferred() {
+    let mut ran = false;
+    while DEFERRED_ANY.swap(false, Ordering::AcqRel) {
+        let steps = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()));
+        if is_finalized() {
+            continue;
+        }
+        for f in steps {
+            f();
+            ran = true;
+        }
+    }
+    if ran {
+        wake_sleepers();
+    }
 }
 
 /// Like [`with`] but returns None instead of an error when MPI is not running.

@@ -9,9 +9,9 @@
 //!
 //! User reduction functions never run under the state lock: the blocking driver runs them
 //! between `state::with` calls; nonblocking schedules with a user operation are built so
-//! that every user step comes after the last communication, and those steps run in
-//! [`run_tails`], which `state::with` calls after releasing the lock (before the MPI call
-//! that completed the request returns to the user).
+//! that every user step comes after the last communication, and those steps are queued
+//! with `state::defer`: they run after the lock is released, before the MPI call that
+//! completed the request returns to the user (or in a wait), and complete the request.
 
 pub mod algo;
 pub mod inter;
@@ -30,7 +30,6 @@ use crate::state::{self, Ferrite, Held};
 use sched::{Link, Plan, Poll, Run};
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Collective k on a communicator uses tags TAG_BASE + space + (k mod TAG_SPAN) * 256 +
@@ -70,8 +69,6 @@ pub struct Coll {
     active: Vec<Active>,
     /// Persistent collective requests: their plan.
     persistent: HashMap<MPI_Request, (MPI_Comm, Arc<Plan>, i32)>,
-    /// Completed schedules whose last local steps call user code (see [`run_tails`]).
-    tails: Vec<(Run<MPI_Request>, MPI_Request)>,
     /// Distinct world ranks exchanged with by collectives since the last reset (Fx-hashed:
     /// one insertion per transfer).
     pub peers: HashSet<u32, BuildHasherDefault<FxHasher>>,
@@ -189,9 +186,6 @@ impl PlanKey {
     }
 }
 
-/// Set when `Coll::tails` is not empty, so `state::with` need not lock again to find out.
-static TAILS: AtomicBool = AtomicBool::new(false);
-
 /// The collective context of one communicator as a schedule's [`Link`].
 struct CommLink<'a> {
     st: &'a mut Ferrite,
@@ -299,8 +293,13 @@ impl Ferrite {
                     // The rest is local and calls user code: finish it after the lock is
                     // released; the request completes only then, so no thread sees it
                     // done before the outputs are written.
-                    self.coll.tails.push((a.run, a.req));
-                    TAILS.store(true, Ordering::Release);
+                    let (mut run, req) = (a.run, a.req);
+                    state::defer(move || {
+                        run.finish_locals();
+                        // SAFETY: the user's buffers stay valid until the request completes.
+                        unsafe { run.write_outputs() };
+                        state::try_with(|st| st.coll_complete(req, MPI_SUCCESS));
+                    });
                     changed = true;
                 }
                 Ok(Poll::UserLocals) => {
@@ -365,34 +364,6 @@ impl Ferrite {
             .cloned()
             .ok_or_else(|| crate::p2p::ops::invalid_request(h))?;
         self.coll_launch(h, comm, plan, tag)
-    }
-}
-
-/// Whether [`run_tails`] has work.
-pub fn tails_pending() -> bool {
-    TAILS.load(Ordering::Acquire)
-}
-
-/// Finishes nonblocking collectives whose last steps call user reduction functions, then
-/// completes their requests. Called without the lock: by `state::with` after it releases
-/// it, and by a wait that is waiting (which may be for one of them).
-pub fn run_tails() {
-    while TAILS.load(Ordering::Acquire) {
-        let Some(tails) = state::try_with(|st| {
-            TAILS.store(false, Ordering::Release);
-            std::mem::take(&mut st.coll.tails)
-        }) else {
-            // MPI was finalized: nothing is left to finish.
-            TAILS.store(false, Ordering::Release);
-            return;
-        };
-        for (mut run, req) in tails {
-            run.finish_locals();
-            // SAFETY: the user's buffers stay valid until the request completes.
-            unsafe { run.write_outputs() };
-            state::try_with(|st| st.coll_complete(req, MPI_SUCCESS));
-        }
-        state::wake_sleepers();
     }
 }
 

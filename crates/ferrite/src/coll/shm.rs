@@ -11,8 +11,9 @@
 //! its `arrive` counter (its contribution to collective e is written) followed by up to
 //! [`INLINE`] bytes of that contribution, so one cache miss brings flag and data; per rank a
 //! `done` counter (it finished reading everything of collective e) and a `waiting` word,
-//! each on its own line; the root's box per parity (`release` and inline data); then two
-//! broadcast buffers and two slots per rank for larger contributions.
+//! each on its own line; the root's box per parity (`release` and inline data); a
+//! `sleepers` line (one bit per rank whose `waiting` word is set); then two broadcast
+//! buffers and two slots per rank for larger contributions.
 //!
 //! **Sequence numbers, never reset.** Collective e of the communicator stores e in the
 //! counters; a rank waits for counters >= e, so nothing is cleared between collectives and
@@ -28,26 +29,34 @@
 //! rank copies every slot out. Bcast: the root writes the broadcast buffer and raises
 //! `release`; the others copy it out.
 //!
-//! **Waiting** ([`Ferrite::shm_wait`]): spin (making progress on point-to-point traffic, so
-//! a rank inside a collective still serves messages and RMA), then yield for 200 us, then
-//! sleep in the kernel in the progress engine's epoll set. Before sleeping a rank writes
-//! what it waits for into its `waiting` word and checks again; whoever then makes that
-//! condition true (each rank checks the sleepers' words after each counter it stores, with
-//! sequentially consistent order on both sides) takes the word back to 0 and rings the
-//! sleeper's collective doorbell (one abstract unix datagram socket per process, in the
-//! progress epoll set). A sleeper that finds its word taken consumes exactly that ring.
+//! **Waiting** ([`Held::shm_wait`]) goes through the shared wait loop (`Held::wait_with`,
+//! progress.rs): spin (making progress on point-to-point traffic, so a rank inside a
+//! collective still serves messages and RMA), yield, then sleep in the kernel in the
+//! progress engine's epoll set, with the state lock let go while yielding and sleeping (other
+//! threads' calls go on: the collectives run under MPI_THREAD_MULTIPLE too, one communicator
+//! per thread at a time as MPI requires). Before sleeping a rank writes what it waits for
+//! into its `waiting` word, sets its bit in `sleepers` and checks again; whoever then makes
+//! that condition true (each rank reads `sleepers` after each counter it stores, with
+//! sequentially consistent order on both sides, and then the sleepers' words) takes the
+//! word back to 0 and rings the sleeper's collective doorbell (one abstract unix datagram
+//! socket per process, `Net::bell_on`). A rank whose own wait ended rings the sleepers
+//! still due too, so a ringer preempted by the first rank it woke does not hold up the
+//! rest. The poller drains the doorbell after a sleep it ended and wakes every sleeping
+//! thread, since the ring may be for any of them; a ring that arrives after its waiter saw
+//! the condition on its own costs one spurious wake-up.
 
 use super::reduce::Reducer;
 use crate::consts::*;
 use crate::error::MpiResult;
 use crate::fxhash::FxHashMap;
 use crate::objects::datatype::Datatype;
+use crate::progress::{Pace, Phases};
 use crate::state::{Ferrite, Held};
 use crate::transport::shm::doorbell::{bell_addr, BellAddr, Doorbell};
 use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Largest communicator the flat algorithms serve (every rank reads every slot).
 pub const MAX_RANKS: usize = 64;
@@ -86,8 +95,13 @@ impl Layout {
     pub fn release(&self, par: usize) -> usize {
         (4 * self.n + par) * LINE
     }
-    fn data(&self) -> usize {
+    /// One bit per rank that announced a sleep (its `waiting` word is set): a rank that
+    /// stores a counter reads this one line to learn whether anyone needs a ring.
+    pub fn sleepers(&self) -> usize {
         (4 * self.n + 2) * LINE
+    }
+    fn data(&self) -> usize {
+        (4 * self.n + 3) * LINE
     }
     fn bcast(&self, par: usize) -> usize {
         self.data() + par * self.slot
@@ -333,16 +347,13 @@ fn ranks_per_cpu() -> i64 {
 /// compete for the CPU the awaited rank needs (on 2 CPUs at -n 16 with other load, a
 /// 200 us yield phase made 8-byte Allreduce and Barrier take 3-25 ms per call in some runs,
 /// sleeping at once 0.1-0.7 ms; 30 us was 1.5-2x slower than none there, and 1.2-4x faster
-/// than none at -n 4). FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
-fn phases() -> (u32, Duration) {
-    static P: std::sync::OnceLock<(u32, Duration)> = std::sync::OnceLock::new();
+/// than none at -n 4); there the spin is a few passes too (each is a progress pass: 96 of
+/// them before every sleep were a third of a -n 16 Barrier's CPU time).
+/// FERRITE_COLL_SHM_YIELD_US overrides the yield phase.
+fn phases() -> Phases {
+    static P: std::sync::OnceLock<Phases> = std::sync::OnceLock::new();
     *P.get_or_init(|| {
         let per_cpu = ranks_per_cpu();
-        let spin = if per_cpu > 1 {
-            64
-        } else {
-            crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64)
-        };
         let y: i64 = crate::runtime::config::get("FERRITE_COLL_SHM_YIELD_US");
         let y = match (y, per_cpu) {
             (y, _) if y >= 0 => y as u64,
@@ -350,7 +361,23 @@ fn phases() -> (u32, Duration) {
             (_, 2) => 30,
             _ => 0,
         };
-        (spin, Duration::from_micros(y))
+        let (spin, poll_every) = match per_cpu {
+            1 => (
+                crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64),
+                16,
+            ),
+            // Cheap spins (a progress pass every 16): with a progress pass each, the spin
+            // and bursts took 4-10x longer before the partner got the CPU, and -n 4
+            // Barrier/Allreduce/Bcast became 2-3x slower.
+            2 => (64, 16),
+            _ => (8, 1),
+        };
+        Phases {
+            spin,
+            yield_for: Duration::from_micros(y),
+            burst: 8,
+            poll_every,
+        }
     })
 }
 
@@ -427,7 +454,8 @@ impl Held {
             self.coll.shm.comms.insert(ctx, Slot::On(seg));
             return Ok(false);
         }
-        self.shm_do(&mut seg, call);
+        // (If MPI was finalized by another thread meanwhile, the segment goes with it.)
+        self.shm_do(&mut seg, call)?;
         self.coll.shm.comms.insert(ctx, Slot::On(seg));
         Ok(true)
     }
@@ -443,20 +471,13 @@ impl Ferrite {
         if self.coll.shm.bell_failed {
             return None;
         }
-        // One doorbell per process with one ring outstanding, and waits that hold the state
-        // lock: made for one thread in MPI at a time. Under MPI_THREAD_MULTIPLE this rank
-        // answers "no doorbell" in the set-up's agreement, so every member keeps the message
-        // algorithms on the communicator.
-        if self.thread_level == MPI_THREAD_MULTIPLE {
-            return None;
-        }
         let mut t = [0u8; 8];
         // SAFETY: t is valid for 8 bytes.
         unsafe { libc::getrandom(t.as_mut_ptr().cast(), 8, 0) };
         let token = u64::from_le_bytes(t) | 1;
         let addr = bell_addr(&bell_name(std::process::id(), token), 0);
         match Doorbell::bind(&addr, token) {
-            Ok(d) if self.net.wake_on(d.fd()).is_ok() => {
+            Ok(d) if self.net.bell_on(d.fd()).is_ok() => {
                 self.coll.shm.bell = Some((d, token));
                 Some(token)
             }
@@ -563,16 +584,37 @@ impl Ferrite {
     /// Stores `e` in the counter at `off` and wakes the sleepers it satisfies.
     fn shm_publish(&mut self, seg: &Seg, off: usize, e: u64) {
         seg.word(off).store(e, SeqCst);
-        for w in 0..seg.lay.n {
-            if w == seg.me {
+        self.shm_ring_satisfied(seg);
+    }
+
+    /// Rings every member asleep on a condition that now holds (one load when nobody
+    /// sleeps). Called after each counter store, and by each rank whose own wait ended: a
+    /// ringer that the first rank it woke preempts (likely, with ranks sharing CPUs) leaves
+    /// the rest to the ranks already awake instead of delaying them until it runs again.
+    fn shm_ring_satisfied(&mut self, seg: &Seg) {
+        let asleep = seg.word(seg.lay.sleepers()).load(SeqCst) & !(1u64 << seg.me);
+        if asleep == 0 {
+            return;
+        }
+        let n = seg.lay.n;
+        // The same condition is usually awaited by many: decide it once.
+        let mut known: Option<(u64, bool)> = None;
+        for k in 1..n {
+            let w = (seg.me + k) % n;
+            if asleep & (1u64 << w) == 0 {
                 continue;
             }
             let cell = seg.word(seg.lay.waiting(w));
             let v = cell.load(SeqCst);
-            if v == 0 || !Until::of_word(v).is_some_and(|u| seg.holds(u)) {
-                continue;
-            }
-            if cell.compare_exchange(v, 0, SeqCst, SeqCst).is_ok() {
+            let holds = match known {
+                Some((kv, h)) if kv == v => h,
+                _ => {
+                    let h = v != 0 && Until::of_word(v).is_some_and(|u| seg.holds(u));
+                    known = Some((v, h));
+                    h
+                }
+            };
+            if holds && cell.compare_exchange(v, 0, SeqCst, SeqCst).is_ok() {
                 let (addr, token) = seg.bells[w];
                 if let Some((bell, _)) = &mut self.coll.shm.bell {
                     bell.ring(&addr, token);
@@ -580,73 +622,48 @@ impl Ferrite {
             }
         }
     }
+}
 
-    /// Waits until `u` holds, making progress (see the module comment).
-    fn shm_wait(&mut self, seg: &Seg, u: Until) {
-        let (spin, yield_for) = phases();
-        for i in 0..spin {
-            if seg.holds(u) {
-                return;
-            }
-            if i % 16 == 15 {
-                self.progress();
+/// Waiting lets the lock go (other threads' calls go on, on other communicators too).
+impl Held {
+    /// Waits until `u` holds through the shared wait loop (progress.rs), paced by ranks per
+    /// CPU ([`phases`]): before sleeping, this rank's `waiting` word says what it waits for,
+    /// and whoever makes that true rings this process's doorbell (see the module comment).
+    fn shm_wait(&mut self, seg: &Seg, u: Until) -> MpiResult<()> {
+        let cell = seg.word(seg.lay.waiting(seg.me));
+        let sleepers = seg.word(seg.lay.sleepers());
+        let bit = 1u64 << seg.me;
+        let mut announce = |_: &mut Ferrite, asleep: bool| {
+            if asleep {
+                cell.store(u.word(), SeqCst);
+                sleepers.fetch_or(bit, SeqCst);
             } else {
-                std::hint::spin_loop();
+                sleepers.fetch_and(!bit, SeqCst);
+                // Failing means a member took the word: its ring (maybe still on its way)
+                // is drained by a later sleep's `Net::disarm`, one spurious wake-up.
+                let _ = cell.compare_exchange(u.word(), 0, SeqCst, SeqCst);
             }
-        }
-        let mut until = Instant::now() + yield_for;
-        loop {
-            for _ in 0..8 {
-                if seg.holds(u) {
-                    return;
-                }
-                self.progress();
-            }
-            if Instant::now() < until {
-                std::thread::yield_now();
-                continue;
-            }
-            let cell = seg.word(seg.lay.waiting(seg.me));
-            cell.store(u.word(), SeqCst);
-            if !seg.holds(u) {
-                // Asleep with the state lock held: this path never runs under
-                // MPI_THREAD_MULTIPLE (see `shm_bell`), so no other thread needs it.
-                if let Some(epoll) = self.net.arm() {
-                    crate::transport::Net::sleep(epoll, 100);
-                }
-                self.net.disarm();
-            }
-            if cell.compare_exchange(u.word(), 0, SeqCst, SeqCst).is_err() {
-                // A member took the word: its ring is (or is about to be) in the socket.
-                self.shm_take_ring();
-            }
-            until = Instant::now() + yield_for;
-        }
-    }
-
-    /// Consumes the one ring a member sent us (it may still be on its way).
-    fn shm_take_ring(&mut self) {
-        loop {
-            let Some((bell, _)) = &mut self.coll.shm.bell else {
-                return;
-            };
-            if bell.drain() > 0 {
-                return;
-            }
-            std::thread::yield_now();
-        }
+        };
+        let pace = Pace {
+            phases: Some(phases()),
+            announce: Some(&mut announce),
+        };
+        self.wait_with(pace, |_| seg.holds(u))?;
+        self.shm_ring_satisfied(seg);
+        Ok(())
     }
 
     /// Makes sure every member finished collective `e - 2` before this rank overwrites a
     /// buffer of `e`'s parity.
-    fn shm_reuse(&mut self, seg: &mut Seg, e: u64) {
+    fn shm_reuse(&mut self, seg: &mut Seg, e: u64) -> MpiResult<()> {
         if e >= 3 && seg.known_done < e - 2 {
-            self.shm_wait(seg, Until::Done(e - 2));
+            self.shm_wait(seg, Until::Done(e - 2))?;
             seg.known_done = e - 2;
         }
+        Ok(())
     }
 
-    fn shm_do(&mut self, seg: &mut Seg, call: &Call) {
+    fn shm_do(&mut self, seg: &mut Seg, call: &Call) -> MpiResult<()> {
         let e = seg.epoch + 1;
         seg.epoch = e;
         let par = (e & 1) as usize;
@@ -655,18 +672,18 @@ impl Ferrite {
         match &call.op {
             Op::Barrier => {
                 self.shm_publish(seg, lay.boxed(par, me), e);
-                self.shm_wait(seg, Until::Arrived(e));
+                self.shm_wait(seg, Until::Arrived(e))?;
                 seg.known_done = seg.known_done.max(e - 1);
             }
             Op::Bcast { root, buf } => {
                 if me == *root {
-                    self.shm_reuse(seg, e);
+                    self.shm_reuse(seg, e)?;
                     // SAFETY: the user's buffer holds the message; the buffer of this
                     // parity is ours until `release` says e.
                     unsafe { buf.pack_to(seg.ptr(lay.broadcast(par, len)), len) };
                     self.shm_publish(seg, lay.release(par), e);
                 } else {
-                    self.shm_wait(seg, Until::Released(e));
+                    self.shm_wait(seg, Until::Released(e))?;
                     // SAFETY: the root wrote it and will not before we say done.
                     unsafe { buf.unpack_from(seg.ptr(lay.broadcast(par, len)), len) };
                 }
@@ -677,13 +694,13 @@ impl Ferrite {
                 out,
                 red,
             } => {
-                self.shm_reuse(seg, e);
+                self.shm_reuse(seg, e)?;
                 let src = input.as_ref().unwrap_or(out);
                 // SAFETY: our slot of this parity is free (shm_reuse); the input is valid.
                 unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
                 self.shm_publish(seg, lay.boxed(par, me), e);
                 if me == *root {
-                    self.shm_wait(seg, Until::Arrived(e));
+                    self.shm_wait(seg, Until::Arrived(e))?;
                     // SAFETY: every slot is written and stays until we say done; the
                     // receive buffer is contiguous with `len` bytes.
                     unsafe { fold(seg, par, red, out.bytes(len)) };
@@ -691,23 +708,23 @@ impl Ferrite {
                 }
             }
             Op::Allreduce { input, out, red } => {
-                self.shm_reuse(seg, e);
+                self.shm_reuse(seg, e)?;
                 let src = input.as_ref().unwrap_or(out);
                 // SAFETY: as for Reduce.
                 unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
                 self.shm_publish(seg, lay.boxed(par, me), e);
-                self.shm_wait(seg, Until::Arrived(e));
+                self.shm_wait(seg, Until::Arrived(e))?;
                 // SAFETY: as for Reduce.
                 unsafe { fold(seg, par, red, out.bytes(len)) };
                 seg.known_done = seg.known_done.max(e - 1);
             }
             Op::Allgather { input, out } => {
-                self.shm_reuse(seg, e);
+                self.shm_reuse(seg, e)?;
                 let src = input.as_ref().unwrap_or(&out[me]);
                 // SAFETY: as for Reduce.
                 unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
                 self.shm_publish(seg, lay.boxed(par, me), e);
-                self.shm_wait(seg, Until::Arrived(e));
+                self.shm_wait(seg, Until::Arrived(e))?;
                 for (k, o) in out.iter().enumerate().take(n) {
                     if k != me || input.is_some() {
                         // SAFETY: slot k holds rank k's block until we say done.
@@ -718,6 +735,7 @@ impl Ferrite {
             }
         }
         self.shm_publish(seg, lay.done(me), e);
+        Ok(())
     }
 }
 

@@ -508,13 +508,13 @@ fn shm_layout() {
                 }
             }
             spans.sort();
-            assert!(spans[0].0 >= (4 * n + 2) * 128, "slots after the counters");
+            assert!(spans[0].0 >= (4 * n + 3) * 128, "slots after the counters");
             for w in spans.windows(2) {
                 assert!(w[0].0 + w[0].1 <= w[1].0, "slots overlap: n {n} max {max}");
             }
             let mut lines: Vec<usize> = (0..n)
                 .flat_map(|r| [l.boxed(0, r), l.boxed(1, r)])
-                .chain([l.release(0), l.release(1)])
+                .chain([l.release(0), l.release(1), l.sleepers()])
                 .collect();
             lines.sort();
             for w in lines.windows(2) {

@@ -253,9 +253,16 @@ fn finish(st: &mut Ferrite, op: Op, err: Option<MpiError>) {
             if let (Ok(n), Some(u), Stream::Owned(mut v)) = (&res, op.unpack, op.data) {
                 v.truncate(*n as usize);
                 if u.conv.is_some() {
-                    // User code: after the lock is released (see `run_tails`).
-                    tails().push((u, v, fh));
-                    TAILS.store(true, Ordering::Release);
+                    // User code: after the lock is released, before the call that
+                    // completed the request returns (state::defer). The status was handed
+                    // out already: a failing conversion raises on the file's handler.
+                    crate::state::defer(move || {
+                        if let Err(e) = unpack(&u, &mut v) {
+                            crate::error::raise("MPI-IO nonblocking read conversion", e, || {
+                                crate::error::ErrObj::File(fh)
+                            });
+                        }
+                    });
                 } else {
                     let _ = unpack(&u, &mut v);
                 }
@@ -273,35 +280,5 @@ fn finish(st: &mut Ferrite, op: Op, err: Option<MpiError>) {
         }
         Out::Slot(s) => *lock_slot(&s) = Some(res.map(|n| (n, op.data))),
         Out::Detached => {}
-    }
-}
-
-/// Reads of completed nonblocking accesses whose conversion calls user code: (where to,
-/// the bytes read, the file's C handle).
-static TAIL_LIST: Mutex<Vec<(Unpack, Vec<u8>, usize)>> = Mutex::new(Vec::new());
-/// Set while TAIL_LIST is not empty.
-static TAILS: AtomicBool = AtomicBool::new(false);
-
-fn tails() -> std::sync::MutexGuard<'static, Vec<(Unpack, Vec<u8>, usize)>> {
-    TAIL_LIST.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs the read conversion functions of completed nonblocking collective reads through a
-/// user data representation. `state::with` calls it after releasing the lock, before the
-/// call that completed the request returns (as `coll::run_tails` for user reductions). The
-/// request's status was handed out already: a failing conversion raises on the file's
-/// error handler.
-pub fn run_tails() {
-    // A plain load first: every MPI call passes here.
-    if !TAILS.load(Ordering::Acquire) || !TAILS.swap(false, Ordering::AcqRel) {
-        return;
-    }
-    let list = std::mem::take(&mut *tails());
-    for (u, mut v, fh) in list {
-        if let Err(e) = unpack(&u, &mut v) {
-            crate::error::raise("MPI-IO nonblocking read conversion", e, || {
-                crate::error::ErrObj::File(fh)
-            });
-        }
     }
 }

@@ -155,6 +155,9 @@ pub struct NetStats {
     pub blocks: u64,
 }
 
+/// Tags the epoll events of `Net::bell_on`'s doorbells (others carry a bare fd).
+const BELL_MARK: u64 = 1 << 63;
+
 /// Transport names FERRITE_TRANSPORTS may list.
 pub const KNOWN_TRANSPORTS: &[&str] = &["self", "shm", "tcp", "udp", "ofi"];
 
@@ -216,6 +219,8 @@ pub struct Net {
     allowed: String,
     /// Every transport's wake fd; -1 when none has one.
     epoll: RawFd,
+    /// Doorbells of layers above (`bell_on`), drained by `disarm`.
+    bells: Vec<RawFd>,
     blocks: u64,
 }
 
@@ -278,6 +283,7 @@ impl Net {
             my_node,
             allowed: list.to_string(),
             epoll: -1,
+            bells: Vec::new(),
             blocks: 0,
         };
         if names.contains(&"self") {
@@ -476,18 +482,25 @@ impl Net {
     }
 
     /// Sleeps until a packet may have arrived on the epoll set `arm` returned, or
-    /// `timeout_ms` passes (-1: no limit).
-    pub fn sleep(epoll: RawFd, timeout_ms: i32) {
+    /// `timeout_ms` passes (-1: no limit). Returns whether a doorbell of `bell_on` is
+    /// readable (then call `drain_bells` after `disarm`).
+    pub fn sleep(epoll: RawFd, timeout_ms: i32) -> bool {
         if epoll >= 0 {
             let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
             // SAFETY: evs is valid for 8 events; EINTR just returns early. The epoll fd
             // outlives every sleeper (it closes with the `Net` after MPI_Finalize).
-            unsafe { libc::epoll_wait(epoll, evs.as_mut_ptr(), 8, timeout_ms) };
-        } else if timeout_ms != 0 {
-            // Nothing can wake us (self only): sleep the timeout (a no-limit wait with
-            // nothing to wait for is a deadlock of the program; sleep in slices).
-            let ms = if timeout_ms < 0 { 1000 } else { timeout_ms };
-            std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            let n = unsafe { libc::epoll_wait(epoll, evs.as_mut_ptr(), 8, timeout_ms) };
+            evs[..n.max(0) as usize]
+                .iter()
+                .any(|e| e.u64 & BELL_MARK != 0)
+        } else {
+            if timeout_ms != 0 {
+                // Nothing can wake us (self only): sleep the timeout (a no-limit wait with
+                // nothing to wait for is a deadlock of the program; sleep in slices).
+                let ms = if timeout_ms < 0 { 1000 } else { timeout_ms };
+                std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            }
+            false
         }
     }
 
@@ -507,6 +520,52 @@ impl Net {
         }
     }
 
+    /// Makes `sleep` return (and say so) when datagrams arrive on `fd`: the doorbell of a
+    /// layer above (coll/shm.rs's, rung by processes that make a condition true in shared
+    /// memory). `fd` must be a non-blocking datagram socket that stays open as long as this
+    /// `Net`.
+    pub fn bell_on(&mut self, fd: RawFd) -> TResult<()> {
+        self.add_wake(fd, fd as u64 | BELL_MARK)?;
+        if !self.bells.contains(&fd) {
+            self.bells.push(fd);
+        }
+        Ok(())
+    }
+
+    /// Empties the doorbells of `bell_on` (after a `sleep` that said one rang).
+    pub fn drain_bells(&mut self) {
+        for &fd in &self.bells {
+            loop {
+                let mut bufs = [[0u8; 16]; 8];
+                // SAFETY: all-zero iovec and mmsghdr values are valid; each header points
+                // at its own 16-byte buffer below, which outlives the call.
+                let mut iov: [libc::iovec; 8] = unsafe { std::mem::zeroed() };
+                // SAFETY: as above.
+                let mut msgs: [libc::mmsghdr; 8] = unsafe { std::mem::zeroed() };
+                for ((v, b), m) in iov.iter_mut().zip(bufs.iter_mut()).zip(msgs.iter_mut()) {
+                    v.iov_base = b.as_mut_ptr().cast();
+                    v.iov_len = b.len();
+                    m.msg_hdr.msg_iov = v;
+                    m.msg_hdr.msg_iovlen = 1;
+                }
+                // SAFETY: msgs describes 8 valid buffers; the fd is a non-blocking
+                // datagram socket (bell_on's contract). One call takes every pending ring.
+                let got = unsafe {
+                    libc::recvmmsg(
+                        fd,
+                        msgs.as_mut_ptr(),
+                        8,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null_mut(),
+                    )
+                };
+                if got < 8 {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Whether peer `to` is reached over shared memory (shm allowed and on our host): the
     /// shared-memory collectives (coll/shm.rs) need every member so.
     pub fn on_shm(&self, to: Proc) -> bool {
@@ -521,6 +580,11 @@ impl Net {
     /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
     /// no error.
     pub fn wake_on(&mut self, fd: RawFd) -> TResult<()> {
+        self.add_wake(fd, fd as u64)
+    }
+
+    /// Adds `fd` to the epoll set with `data` as its event's tag.
+    fn add_wake(&mut self, fd: RawFd, data: u64) -> TResult<()> {
         if self.epoll < 0 {
             // SAFETY: plain syscall; the fd is owned by `self` and closed in Drop.
             self.epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -531,7 +595,7 @@ impl Net {
         }
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
-            u64: fd as u64,
+            u64: data,
         };
         // SAFETY: both fds are open; ev is a valid event.
         if unsafe { libc::epoll_ctl(self.epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
