@@ -334,7 +334,7 @@ impl Net {
             let cfg = ofi::OfiConfig::from_knobs()?;
             net.ofi_route = Some(net.transports.len());
             net.transports
-                .push(Box::new(ofi::Ofi::new(rank, cfg, Box::new(ofi::PmiBoard))?));
+                .push(Box::new(ofi::Ofi::new(rank, size, cfg, Box::new(ofi::PmiBoard))?));
         }
         let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
         if !fds.is_empty() {
