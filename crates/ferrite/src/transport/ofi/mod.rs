@@ -2,14 +2,16 @@
 //! pair / VI of the papers), loaded at run time (`ffi.rs`), with the provider chosen by
 //! FERRITE_OFI_PROVIDER (tcp by default; verbs, efa, ... on real fabrics).
 //!
-//! - Set-up: each process opens a passive endpoint during MPI_Init and publishes its name
-//!   (fi_getname, hex) through PMI under `ofi-<rank>`, as tcp publishes its listening
-//!   address. The first packet to a peer dials it (fi_connect with our rank and the job
-//!   secret as connection data); the peer checks both and accepts (FI_CONNREQ ->
-//!   fi_accept); both see FI_CONNECTED on the event queue. Packets sent meanwhile wait in
-//!   FIFO order. A process sends all its packets to a peer over one connection (the first
-//!   it dialed or accepted), so they arrive in order even when both sides dialed at once;
-//!   it receives on every connection.
+//! - Connections: every decision (when, to whom, set-up, the close protocol, the budget,
+//!   failures) is the connection manager's (`conn/manager.rs`), driven as tcp drives it.
+//!   Each process opens a passive endpoint during MPI_Init and publishes its name
+//!   (fi_getname, hex) through PMI under `ofi-<rank>`. The manager's dial is fi_connect with
+//!   our rank and the job secret as connection data; the peer checks both before it lets the
+//!   manager accept (FI_CONNREQ -> fi_accept); FI_CONNECTED and FI_SHUTDOWN are the
+//!   manager's connected and closed events, and its hello, CLOSE, CLOSE_ACK and BYE travel
+//!   as messages of their own kinds. Packets wait in a per-peer FIFO until the manager says
+//!   which endpoint carries them. Adaptive and the ud set-up need a datagram channel, which
+//!   this transport does not have: refused at MPI_Init.
 //! - Eager: packets are copied into pre-registered bounce buffers and sent with fi_send
 //!   into receive buffers the peer posted (2R per connection). Credits: a sender sends at
 //!   most R packets the peer has not reported reposting; reposts are reported on the
@@ -19,8 +21,8 @@
 //!   the registration cache, `regcache.rs`) and fi_reads it (RDMA read).
 //! - Blocking: the event and completion queues' wait fds (fi_control FI_GETWAIT) are in an
 //!   epoll set of ours, the transport's wake fd; `arm` is fi_trywait.
-//! - Close: MPI_Finalize sends a close message on every connection; a connection that
-//!   ends (FI_SHUTDOWN) without one is a failed peer.
+//! - Finalize: queued packets go, a BYE on every connection, the peers' BYE awaited; a
+//!   connection that ends without one is a failed peer.
 
 pub mod ffi;
 pub mod regcache;
@@ -336,8 +338,6 @@ pub struct Ofi {
     reads: HashMap<u64, (usize, bool)>,
     next_id: u64,
     next_key: u64,
-    /// Completions taken off the queue (ok or failed): `may_block` sees whether it found any.
-    completions: u64,
     board: Box<dyn Board>,
     /// The job secret (read from PMI when first needed, after MPI_Init's barrier).
     secret: Option<u64>,
@@ -366,12 +366,7 @@ fn failure_err(f: &Failure) -> MpiError {
 
 impl Ofi {
     /// Opens the fabric, domain, queues and the passive endpoint, and publishes its name.
-    pub fn new(
-        rank: Proc,
-        size: u32,
-        cfg: OfiConfig,
-        mut board: Box<dyn Board>,
-    ) -> MpiResult<Ofi> {
+    pub fn new(rank: Proc, size: u32, cfg: OfiConfig, mut board: Box<dyn Board>) -> MpiResult<Ofi> {
         ffi::available().map_err(|e| err(format!("FERRITE_TRANSPORTS lists ofi but {e}")))?;
         check_policy(cfg.policy, policy::Mechanism::Cm)?;
         let info = Info::get(&cfg.provider, &cfg.iface).map_err(err)?;
@@ -413,8 +408,7 @@ impl Ofi {
                 u64: fd as u64,
             };
             // SAFETY: the fds are open (a failed timerfd_create fails here); ev is valid.
-            if fd < 0 || unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0
-            {
+            if fd < 0 || unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
                 let e = std::io::Error::last_os_error();
                 // SAFETY: ours, closed once.
                 unsafe {
@@ -467,7 +461,6 @@ impl Ofi {
             reads: HashMap::new(),
             next_id: 1,
             next_key: 2,
-            completions: 0,
             board,
             secret: None,
             epoll,
@@ -925,15 +918,11 @@ impl Ofi {
             match self.cq.read(&mut ents) {
                 Ok(0) => break,
                 Ok(n) => {
-                    self.completions += n as u64;
                     for e in &ents[..n] {
                         got += self.completion(e, deliver);
                     }
                 }
-                Err(e) => {
-                    self.completions += 1;
-                    self.completion_error(e)
-                }
+                Err(e) => self.completion_error(e),
             }
         }
         got
@@ -1004,11 +993,14 @@ impl Ofi {
         let mut got = 0;
         match (kind, view) {
             (CREDIT, _) | (_, None) => {}
-            (DATA, Some(EpView {
-                phase: Phase::Up,
-                peer: Some(peer),
-                ..
-            })) if readable => {
+            (
+                DATA,
+                Some(EpView {
+                    phase: Phase::Up,
+                    peer: Some(peer),
+                    ..
+                }),
+            ) if readable => {
                 self.stats.packets_received += 1;
                 self.stats.bytes_received += (len - HDR) as u64;
                 got = 1;
@@ -1097,8 +1089,7 @@ impl Ofi {
     fn replay(&mut self, ep: EpId, deliver: &mut Option<Deliver<'_>>) -> usize {
         let mut got = 0;
         while self.mgr.endpoint(ep).is_some_and(|v| !v.blocked) {
-            let Some((kind, m)) = self.conns.get_mut(&ep).and_then(|c| c.stash.pop_front())
-            else {
+            let Some((kind, m)) = self.conns.get_mut(&ep).and_then(|c| c.stash.pop_front()) else {
                 break;
             };
             got += self.message(ep, kind, m, deliver);
@@ -1277,23 +1268,12 @@ impl Ofi {
         Some((region, raddr))
     }
 
-    /// Whether the queues' wait fds may be slept on: fi_trywait says so, and the queues are
-    /// still empty after it. (libfabric 1.17's tcp provider runs its progress inside
-    /// fi_trywait and may complete an operation there, yet answer "go ahead": its wait fds
-    /// stay unreadable for that completion, and the rank slept to the progress engine's
-    /// timeout. What such a check finds is handled here: packets wait in `arrived`.)
+    /// Whether the queues' wait fds may be slept on (fi_trywait, which libfabric requires
+    /// before blocking on them: -FI_EAGAIN means poll the queues again). The tcp provider's
+    /// hook also asks for POLLOUT on sockets with bytes still to send there, and refuses
+    /// while a socket's user-space buffer holds unread bytes.
     fn may_block(&mut self) -> bool {
-        if !self.fabric.trywait(&self.eq, &self.cq) {
-            return false;
-        }
-        let before = self.completions;
-        self.take_completions(&mut None);
-        let mut busy = self.completions != before;
-        while let Some(ev) = self.eq.read() {
-            self.event(ev);
-            busy = true;
-        }
-        !busy
+        self.fabric.trywait(&self.eq, &self.cq)
     }
 
     /// Blocks in the kernel until the queues may have something (at most `ms`).
@@ -1443,7 +1423,11 @@ impl Transport for Ofi {
         if let Some(f) = self.mgr.failure(to) {
             return Err(failure_err(f));
         }
-        if self.peers.get(&to).is_some_and(|p| p.queue.len() >= QUEUE_MAX) {
+        if self
+            .peers
+            .get(&to)
+            .is_some_and(|p| p.queue.len() >= QUEUE_MAX)
+        {
             self.stats.no_room += 1;
             return Ok(false);
         }
@@ -1479,8 +1463,6 @@ impl Transport for Ofi {
             .or_default()
             .queue
             .push_back((DATA, parts.concat()));
-        self.stats.packets_sent += 1;
-        self.stats.bytes_sent += len as u64;
         if self.mgr.connection(to).is_none() && self.mgr.closing_of(to).is_none() {
             self.mgr.packets_waiting(to, now);
             self.run_mgr();
