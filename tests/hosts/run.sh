@@ -11,7 +11,8 @@
 # (PMI_PORT) on A's address, and `--iface fh0` makes every rank's tcp transport use fh0.
 # Then the C programs ring, anysource and sizes run (through tests/c/run.sh) with ranks
 # spread over the hosts: ranks on one host talk through shm, across hosts through tcp (or
-# udp: a pass with FERRITE_TRANSPORTS=udp,self and one with self,shm,udp).
+# udp: a pass with FERRITE_TRANSPORTS=udp,self and one with self,shm,udp; or ofi, libfabric's
+# tcp provider on fh0, when libfabric is installed).
 #
 # Needs root, `ip` and network namespaces; otherwise it prints SKIP lines and ends with
 # `hosts: 0 passed, 0 failed, N skipped`. Knobs: PREFIX (default ./build), HOSTS_NET
@@ -23,7 +24,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=328 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
+checks=339 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -147,6 +148,17 @@ for conn in static partial adaptive; do
 done
 FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud \
     c_suite "$A + $B + $C, tcp, FERRITE_CONN_SETUP=ud" "$work/mpirun-3" "6"
+# ofi across hosts (libfabric's tcp provider on fh0), when libfabric is installed: the
+# connection manager's ondemand connections, then static, between the namespaces.
+if ls /usr/lib/*/libfabric.so.1 /usr/lib64/libfabric.so.1 /usr/local/lib/libfabric.so.1 \
+        2>/dev/null | grep -q .; then
+    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 \
+        c_suite "$A + $B + $C, FERRITE_TRANSPORTS=ofi,self" "$work/mpirun-3" "3 6"
+    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=static \
+        c_suite "$A + $B + $C, ofi, FERRITE_CONN=static" "$work/mpirun-3" "6"
+else
+    echo "SKIP hosts: ofi across hosts (libfabric.so.1 is not installed)"; skip=$((skip + 9))
+fi
 
 bindir=$root/tests/c/bin
 # Placement and output forwarding: each rank prints the address it sees on fh0 (not an
@@ -336,5 +348,5 @@ left=""
 for ns in "$A" "$B" "$C"; do left="$left$(ip netns pids "$ns" 2>/dev/null)"; done
 if [ -z "$left" ]; then ok "no process left in the namespaces"; else ko "processes left: $left"; fi
 
-echo "hosts: $pass passed, $fail failed, 0 skipped"
+echo "hosts: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

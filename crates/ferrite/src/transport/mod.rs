@@ -340,8 +340,12 @@ impl Net {
         if names.contains(&"ofi") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
             let cfg = ofi::OfiConfig::from_knobs()?;
             net.ofi_route = Some(net.transports.len());
-            net.transports
-                .push(Box::new(ofi::Ofi::new(rank, cfg, Box::new(ofi::PmiBoard))?));
+            net.transports.push(Box::new(ofi::Ofi::new(
+                rank,
+                size,
+                cfg,
+                Box::new(ofi::PmiBoard),
+            )?));
         }
         let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
         if !fds.is_empty() {

@@ -2,14 +2,16 @@
 //! pair / VI of the papers), loaded at run time (`ffi.rs`), with the provider chosen by
 //! FERRITE_OFI_PROVIDER (tcp by default; verbs, efa, ... on real fabrics).
 //!
-//! - Set-up: each process opens a passive endpoint during MPI_Init and publishes its name
-//!   (fi_getname, hex) through PMI under `ofi-<rank>`, as tcp publishes its listening
-//!   address. The first packet to a peer dials it (fi_connect with our rank and the job
-//!   secret as connection data); the peer checks both and accepts (FI_CONNREQ ->
-//!   fi_accept); both see FI_CONNECTED on the event queue. Packets sent meanwhile wait in
-//!   FIFO order. A process sends all its packets to a peer over one connection (the first
-//!   it dialed or accepted), so they arrive in order even when both sides dialed at once;
-//!   it receives on every connection.
+//! - Connections: every decision (when, to whom, set-up, the close protocol, the budget,
+//!   failures) is the connection manager's (`conn/manager.rs`), driven as tcp drives it.
+//!   Each process opens a passive endpoint during MPI_Init and publishes its name
+//!   (fi_getname, hex) through PMI under `ofi-<rank>`. The manager's dial is fi_connect with
+//!   our rank and the job secret as connection data; the peer checks both before it lets the
+//!   manager accept (FI_CONNREQ -> fi_accept); FI_CONNECTED and FI_SHUTDOWN are the
+//!   manager's connected and closed events, and its hello, CLOSE, CLOSE_ACK and BYE travel
+//!   as messages of their own kinds. Packets wait in a per-peer FIFO until the manager says
+//!   which endpoint carries them. Adaptive and the ud set-up need a datagram channel, which
+//!   this transport does not have: refused at MPI_Init.
 //! - Eager: packets are copied into pre-registered bounce buffers and sent with fi_send
 //!   into receive buffers the peer posted (2R per connection). Credits: a sender sends at
 //!   most R packets the peer has not reported reposting; reposts are reported on the
@@ -19,22 +21,27 @@
 //!   the registration cache, `regcache.rs`) and fi_reads it (RDMA read).
 //! - Blocking: the event and completion queues' wait fds (fi_control FI_GETWAIT) are in an
 //!   epoll set of ours, the transport's wake fd; `arm` is fi_trywait.
-//! - Close: MPI_Finalize sends a close message on every connection; a connection that
-//!   ends (FI_SHUTDOWN) without one is a failed peer.
+//! - Finalize: queued packets go, a BYE on every connection, the peers' BYE awaited; a
+//!   connection that ends without one is a failed peer.
 
 pub mod ffi;
 pub mod regcache;
 
-use super::{Proc, Transport, TransportStats};
-use crate::conn::policy::{CloseCause, OpenCause};
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
-use crate::error::MpiResult;
+use super::{tcp, Proc, Transport, TransportStats};
+use crate::conn::handshake;
+use crate::conn::manager::{
+    self, Action, EpId, EpView, FailKind, Failure, Manager, Phase, HELLO_LEN,
+};
+use crate::conn::{policy, Micros};
+use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED, MPI_ERR_UNSUPPORTED_OPERATION};
+use crate::error::{MpiError, MpiResult};
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};
 use ffi::{CqEntry, Domain, Ep, Eq, EqEvent, Fabric, Info, Mr, Pep, ProvInfo};
 use regcache::RegCache;
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::io::RawFd;
+use std::time::Instant;
 
 /// The transport's settings, from the FERRITE_OFI_* knobs.
 #[derive(Clone, Debug)]
@@ -50,6 +57,33 @@ pub struct OfiConfig {
     pub rdma_read: bool,
     pub cache_entries: usize,
     pub cache_bytes: u64,
+    /// Which peers get a connection when (FERRITE_CONN, as tcp).
+    pub policy: policy::Kind,
+    /// Most connections open at once (FERRITE_CONN_MAX; 0 there: from the open-file limit).
+    pub max_conns: usize,
+    /// Connection attempts to a peer before it counts as failed (FERRITE_TCP_CONNECT_RETRIES).
+    pub connect_retries: u32,
+    /// How long MPI_Finalize waits for peers to take the last packets (FERRITE_TCP_LINGER_MS).
+    pub linger_ms: u64,
+}
+
+/// Why this transport refuses a configuration: adaptive traffic and the `ud` set-up need a
+/// datagram channel, which the ofi transport does not have yet (libfabric's FI_EP_DGRAM is
+/// where it would go). Refused at MPI_Init, never replaced by something else silently.
+fn check_policy(kind: policy::Kind, setup: policy::Mechanism) -> MpiResult<()> {
+    let what = if kind == policy::Kind::Adaptive {
+        "FERRITE_CONN=adaptive (datagrams first, then connections)"
+    } else if setup == policy::Mechanism::Ud {
+        "FERRITE_CONN_SETUP=ud (connection handshakes over datagrams)"
+    } else {
+        return Ok(());
+    };
+    Err(mpi_err!(
+        MPI_ERR_UNSUPPORTED_OPERATION,
+        "ofi transport: {what} needs a datagram channel over libfabric (FI_EP_DGRAM), which \
+         the ofi transport does not have yet; use FERRITE_CONN=ondemand, static or partial \
+         (FERRITE_CONN_MAX for a budget) with FERRITE_CONN_SETUP=cm, or FERRITE_TRANSPORTS=tcp"
+    ))
 }
 
 impl OfiConfig {
@@ -75,6 +109,14 @@ impl OfiConfig {
             rdma_read: config::get::<u32>("FERRITE_OFI_RDMA_READ") != 0,
             cache_entries: config::get("FERRITE_OFI_MR_CACHE_ENTRIES"),
             cache_bytes: config::get::<u64>("FERRITE_OFI_MR_CACHE_MB") << 20,
+            policy: {
+                let kind = tcp::conn_policy()?;
+                check_policy(kind, tcp::conn_setup()?)?;
+                kind
+            },
+            max_conns: tcp::conn_max(),
+            connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
+            linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
         })
     }
 
@@ -87,6 +129,10 @@ impl OfiConfig {
             rdma_read: true,
             cache_entries: 64,
             cache_bytes: 64 << 20,
+            policy: policy::Kind::OnDemand,
+            max_conns: 64,
+            connect_retries: 3,
+            linger_ms: 5000,
         }
     }
 }
@@ -171,9 +217,15 @@ pub mod test_board {
 // Message kinds (first byte of the 8-byte header; bytes 4..8: credits returned).
 const DATA: u8 = 1;
 const CREDIT: u8 = 2;
+/// The connection manager's close protocol (see `conn/manager.rs`).
 const CLOSE: u8 = 3;
 const KEYREQ: u8 = 4;
 const KEYREP: u8 = 5;
+/// Handshake bytes of the connection manager (a hello, or its answer).
+const HELLO: u8 = 6;
+const CLOSE_ACK: u8 = 7;
+/// The peer finalized: the end of this connection is no failure.
+const BYE: u8 = 8;
 const HDR: usize = 8;
 
 /// Where `progress` hands data packets (None: into `arrived`).
@@ -184,41 +236,63 @@ fn header(kind: u8, credits: u32) -> [u8; HDR] {
     [kind, 0, 0, 0, c[0], c[1], c[2], c[3]]
 }
 
-// Completion contexts: the operation's kind in the top bits.
+// Completion contexts: the operation's kind in the top bits; for sends and receives the
+// endpoint (the manager's id) and the buffer below it.
 const CTX_RECV: usize = 1 << 60;
 const CTX_SEND: usize = 2 << 60;
 const CTX_READ: usize = 3 << 60;
 const CTX_KIND: usize = 0xf << 60;
 const CTX_BUF_BITS: u32 = 20;
+const CTX_BUF: usize = (1 << CTX_BUF_BITS) - 1;
+
+fn ctx(kind: usize, ep: EpId, buf: usize) -> usize {
+    kind | ((ep.0 as usize) << CTX_BUF_BITS) | buf
+}
+
+fn ctx_ep(c: usize) -> EpId {
+    EpId(((c & !CTX_KIND) >> CTX_BUF_BITS) as u64)
+}
 
 /// Bounce buffers for sends.
 const TX_SLOTS: usize = 64;
 /// Our packets a peer's queue may hold (not yet sendable) before try_send says no room.
 const QUEUE_MAX: usize = 256;
+/// How often a hello held back for the budget is offered again.
+const HELD_RECHECK: Micros = 10_000;
 
+/// One endpoint: its receive buffers, credits and messages. Where it is in its life
+/// (dialing, hello, up, closing) is the connection manager's.
 struct Conn {
     ep: Ep,
     rx_mr: Mr,
     rx: Vec<u8>,
-    peer: Proc,
+    /// FI_CONNECTED came: messages may be posted.
     up: bool,
-    /// We dialed it (else accepted).
-    dialed: bool,
-    /// The peer sent its close message: the end of the connection is no failure.
-    peer_closing: bool,
-    /// Receive buffers the peer has posted for our packets, not yet used.
+    /// Receive buffers the peer has posted for our messages, not yet used.
     credits: u32,
     /// Receive buffers we reposted and not yet reported to the peer.
     owed: u32,
+    /// Handshake bytes to send (before anything else).
+    ctl: VecDeque<Vec<u8>>,
+    /// Once closing: what still goes on it (the peer's queue moved here), ending with our
+    /// CLOSE (and CLOSE_ACK).
+    closeq: VecDeque<(u8, Vec<u8>)>,
+    /// Our bounce buffers with a send posted on it, not yet complete.
+    sending: Vec<usize>,
+    /// Handshake bytes received, not yet taken by the manager (a held hello stays here).
+    hs: Vec<u8>,
+    /// Messages that came while the manager does not read it (a new connection waiting for
+    /// the old one's close), handled in order on `Resume`.
+    stash: VecDeque<(u8, Vec<u8>)>,
+    /// The peer's BYE came (MPI_Finalize waits for it).
+    bye: bool,
 }
 
 #[derive(Default)]
 struct Peer {
-    /// The connection our packets go over (dialing or up).
-    send: Option<usize>,
     /// Packets waiting for the connection, credits or a bounce buffer: (kind, body).
     queue: VecDeque<(u8, Vec<u8>)>,
-    failed: Option<String>,
+    /// A packet went to or came from this peer (the report's utilization).
     used: bool,
 }
 
@@ -235,7 +309,7 @@ pub struct Ofi {
     prov: ProvInfo,
     // Fields drop in this order: endpoints and registrations before the queues, the domain
     // and the fabric they belong to.
-    conns: Vec<Option<Conn>>,
+    conns: HashMap<EpId, Conn>,
     cache: RegCache<Mr>,
     tx_mr: Mr,
     tx: Vec<u8>,
@@ -245,11 +319,19 @@ pub struct Ofi {
     domain: Domain,
     fabric: Fabric,
     info: Info,
+    /// Every decision about connections: when they open and close, set-up, the close
+    /// protocol, the budget, failures (the same manager as tcp's).
+    mgr: Manager,
+    /// Our passive endpoint's name (the manager's listen address).
+    name: Vec<u8>,
     tx_free: Vec<usize>,
     peers: HashMap<Proc, Peer>,
-    /// Packets taken off the completion queue while `read_remote` waited (delivered first).
+    /// Packets taken off the completion queue while no one delivered them (delivered first).
     arrived: VecDeque<(Proc, Vec<u8>)>,
-    failures: Vec<(Proc, String)>,
+    /// Peers found dead, not yet reported (`take_failures`).
+    dead: Vec<(Proc, String)>,
+    /// New connections whose old one finished closing: handle what they stashed meanwhile.
+    resume: Vec<EpId>,
     /// Answers to our key requests: id -> (key, remote address), None: refused.
     keys: HashMap<u64, Option<(u64, u64)>>,
     /// Reads in flight: id -> (chunks outstanding, failed).
@@ -257,10 +339,13 @@ pub struct Ofi {
     next_id: u64,
     next_key: u64,
     board: Box<dyn Board>,
-    /// The job secret hellos carry (read from PMI when first needed, after MPI_Init's
-    /// barrier).
+    /// The job secret (read from PMI when first needed, after MPI_Init's barrier).
     secret: Option<u64>,
     epoll: RawFd,
+    /// Readable (in `epoll`) when the manager's next timer is due.
+    timer: RawFd,
+    timer_at: Option<Micros>,
+    t0: Instant,
     closing: bool,
     stats: TransportStats,
     pub ofi_stats: OfiStats,
@@ -270,10 +355,20 @@ fn err(msg: String) -> crate::error::MpiError {
     mpi_err!(MPI_ERR_OTHER, "ofi transport: {msg}")
 }
 
+/// The transport's error for a peer the manager gave up on.
+fn failure_err(f: &Failure) -> MpiError {
+    let class = match f.kind {
+        FailKind::Aborted => MPI_ERR_PROC_ABORTED,
+        FailKind::Finalized => MPI_ERR_OTHER,
+    };
+    mpi_err!(class, "ofi transport: {}", f.why)
+}
+
 impl Ofi {
     /// Opens the fabric, domain, queues and the passive endpoint, and publishes its name.
-    pub fn new(rank: Proc, cfg: OfiConfig, mut board: Box<dyn Board>) -> MpiResult<Ofi> {
+    pub fn new(rank: Proc, size: u32, cfg: OfiConfig, mut board: Box<dyn Board>) -> MpiResult<Ofi> {
         ffi::available().map_err(|e| err(format!("FERRITE_TRANSPORTS lists ofi but {e}")))?;
+        check_policy(cfg.policy, policy::Mechanism::Cm)?;
         let info = Info::get(&cfg.provider, &cfg.iface).map_err(err)?;
         let prov = info.prov();
         let fabric = Fabric::open(&info).map_err(err)?;
@@ -291,7 +386,7 @@ impl Ofi {
             // A provider that pins pages: freed heap memory stays mapped (regcache.rs).
             ffi::keep_heap_mapped();
         }
-        // SAFETY: plain syscalls; the epoll fd is ours, closed in Drop.
+        // SAFETY: plain syscalls; the epoll and timer fds are ours, closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epoll < 0 {
             return Err(err(format!(
@@ -299,25 +394,54 @@ impl Ofi {
                 std::io::Error::last_os_error()
             )));
         }
-        for fd in [eq.fd().map_err(err)?, cq.fd().map_err(err)?] {
+        // SAFETY: as above.
+        let timer = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        let fds = [eq.fd().map_err(err)?, cq.fd().map_err(err)?, timer];
+        for fd in fds {
             let mut ev = libc::epoll_event {
                 events: libc::EPOLLIN as u32,
                 u64: fd as u64,
             };
-            // SAFETY: both fds are open; ev is valid.
-            if unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            // SAFETY: the fds are open (a failed timerfd_create fails here); ev is valid.
+            if fd < 0 || unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
                 let e = std::io::Error::last_os_error();
                 // SAFETY: ours, closed once.
-                unsafe { libc::close(epoll) };
-                return Err(err(format!("epoll_ctl(ADD, libfabric wait fd): {e}")));
+                unsafe {
+                    libc::close(epoll);
+                    if timer >= 0 {
+                        libc::close(timer);
+                    }
+                }
+                return Err(err(format!("epoll_ctl(ADD, wait fd or timerfd): {e}")));
             }
         }
+        let mut hs = handshake::Config::new(size);
+        hs.max_retries = cfg.connect_retries;
+        hs.hello_wait = tcp::hello_wait(size);
+        let mcfg = manager::Config {
+            policy: policy::Config {
+                kind: cfg.policy,
+                threshold_msgs: 1,
+                threshold_bytes: 0,
+                max_open: cfg.max_conns.max(1),
+                idle: 0,
+                hold_max: 1_000_000,
+            },
+            setup: policy::Mechanism::Cm,
+            handshake: hs,
+            datagrams: false,
+        };
         Ok(Ofi {
             rank,
             cache: RegCache::new(cfg.cache_entries, cfg.cache_bytes),
             cfg,
             prov,
-            conns: Vec::new(),
+            conns: HashMap::new(),
             tx_mr,
             tx,
             pep,
@@ -326,10 +450,13 @@ impl Ofi {
             domain,
             fabric,
             info,
+            mgr: Manager::new(rank, mcfg),
+            name,
             tx_free: (0..TX_SLOTS).rev().collect(),
             peers: HashMap::new(),
             arrived: VecDeque::new(),
-            failures: Vec::new(),
+            dead: Vec::new(),
+            resume: Vec::new(),
             keys: HashMap::new(),
             reads: HashMap::new(),
             next_id: 1,
@@ -337,6 +464,9 @@ impl Ofi {
             board,
             secret: None,
             epoll,
+            timer,
+            timer_at: None,
+            t0: Instant::now(),
             closing: false,
             stats: TransportStats::default(),
             ofi_stats: OfiStats::default(),
@@ -348,99 +478,16 @@ impl Ofi {
         &self.prov
     }
 
+    fn now(&self) -> Micros {
+        self.t0.elapsed().as_micros() as Micros
+    }
+
     fn recv_len(&self) -> usize {
         self.cfg.buffer
     }
 
     fn rx_count(&self) -> usize {
         2 * self.cfg.credits as usize
-    }
-
-    /// A new endpoint in slot `id`, bound, enabled, with its receive buffers posted.
-    /// `req`: a connection request's info (accepting), None: the base info (dialing).
-    fn new_conn(&mut self, req: Option<&Info>, peer: Proc, dialed: bool) -> Result<usize, String> {
-        let id = match self.conns.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.conns.push(None);
-                self.conns.len() - 1
-            }
-        };
-        let ep = self.domain.endpoint(req.unwrap_or(&self.info), id + 1)?;
-        ep.bind_enable(&self.eq, &self.cq)?;
-        let n = self.rx_count();
-        let mut rx = vec![0u8; n * self.recv_len()];
-        let key = self.new_key();
-        // SAFETY: rx lives in the Conn with this registration, and the Conn drops its
-        // endpoint before both (field order).
-        let rx_mr = unsafe {
-            self.domain
-                .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, key)
-        }?;
-        let conn = Conn {
-            ep,
-            rx_mr,
-            rx,
-            peer,
-            up: false,
-            dialed,
-            peer_closing: false,
-            credits: 0,
-            owed: 0,
-        };
-        self.conns[id] = Some(conn);
-        for b in 0..n {
-            self.repost(id, b)?;
-        }
-        Ok(id)
-    }
-
-    fn repost(&mut self, id: usize, b: usize) -> Result<(), String> {
-        let len = self.recv_len();
-        let c = self.conns[id].as_mut().expect("live connection");
-        // SAFETY: buffer b of the connection's receive area, which lives as long as the
-        // endpoint; it is not touched until its completion.
-        let ok = unsafe {
-            c.ep.recv(
-                c.rx.as_mut_ptr().add(b * len),
-                len,
-                c.rx_mr.desc(),
-                CTX_RECV | (id << CTX_BUF_BITS) | b,
-            )
-        }?;
-        if !ok {
-            return Err("fi_recv: receive queue full".into());
-        }
-        Ok(())
-    }
-
-    /// Dials `peer` (the first packet to it).
-    fn dial(&mut self, peer: Proc) -> MpiResult<usize> {
-        let card = self.board.get(peer)?.ok_or_else(|| {
-            err(format!(
-                "rank {peer} published no ofi address (is it running with ofi in \
-                 FERRITE_TRANSPORTS?)"
-            ))
-        })?;
-        let mut param = self.rank.to_le_bytes().to_vec();
-        param.extend(self.secret()?.to_le_bytes());
-        let id = self
-            .new_conn(None, peer, true)
-            .map_err(|e| err(format!("connecting to rank {peer}: {e}")))?;
-        let c = self.conns[id].as_ref().expect("just made");
-        if let Err(e) = c.ep.connect(&card, &param) {
-            self.conns[id] = None;
-            return Err(err(format!("connecting to rank {peer}: {e}")));
-        }
-        self.stats.conns_opened_first_message += 1;
-        self.stats.conn.requested[OpenCause::FirstMessage as usize] += 1;
-        Ok(id)
-    }
-
-    /// A key no registration of ours has (used where the provider lets us choose keys).
-    fn new_key(&mut self) -> u64 {
-        self.next_key += 1;
-        self.next_key
     }
 
     fn secret(&mut self) -> MpiResult<u64> {
@@ -450,63 +497,288 @@ impl Ofi {
         Ok(self.secret.expect("set above"))
     }
 
-    fn fail_peer(&mut self, peer: Proc, why: String) {
-        let p = self.peers.entry(peer).or_default();
-        if p.failed.is_none() {
-            p.failed = Some(why.clone());
-            p.queue.clear();
-            self.failures.push((peer, why));
+    /// The manager starts once the job secret is known (after MPI_Init's barrier).
+    fn start(&mut self) -> MpiResult<()> {
+        if !self.mgr.started() {
+            let secret = self.secret()?;
+            self.mgr.start(secret, self.name.clone());
+        }
+        Ok(())
+    }
+
+    /// A new endpoint for the manager's `ep`, bound, enabled, with its receive buffers
+    /// posted. `req`: a connection request's info (accepting), None: the base info (dialing).
+    fn new_conn(&mut self, req: Option<&Info>, ep: EpId) -> Result<(), String> {
+        let fep = self
+            .domain
+            .endpoint(req.unwrap_or(&self.info), ep.0 as usize)?;
+        fep.bind_enable(&self.eq, &self.cq)?;
+        let n = self.rx_count();
+        let mut rx = vec![0u8; n * self.recv_len()];
+        let key = self.new_key();
+        // SAFETY: rx lives in the Conn with this registration, and the Conn drops its
+        // endpoint before both (field order).
+        let rx_mr = unsafe {
+            self.domain
+                .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, key)
+        }?;
+        self.conns.insert(
+            ep,
+            Conn {
+                ep: fep,
+                rx_mr,
+                rx,
+                up: false,
+                credits: 0,
+                owed: 0,
+                ctl: VecDeque::new(),
+                closeq: VecDeque::new(),
+                sending: Vec::new(),
+                hs: Vec::new(),
+                stash: VecDeque::new(),
+                bye: false,
+            },
+        );
+        for b in 0..n {
+            self.repost(ep, b)?;
+        }
+        Ok(())
+    }
+
+    fn repost(&mut self, ep: EpId, b: usize) -> Result<(), String> {
+        let len = self.recv_len();
+        let Some(c) = self.conns.get_mut(&ep) else {
+            return Ok(());
+        };
+        // SAFETY: buffer b of the connection's receive area, which lives as long as the
+        // endpoint; it is not touched until its completion.
+        let ok = unsafe {
+            c.ep.recv(
+                c.rx.as_mut_ptr().add(b * len),
+                len,
+                c.rx_mr.desc(),
+                ctx(CTX_RECV, ep, b),
+            )
+        }?;
+        if !ok {
+            return Err("fi_recv: receive queue full".into());
+        }
+        Ok(())
+    }
+
+    /// A key no registration of ours has (used where the provider lets us choose keys).
+    fn new_key(&mut self) -> u64 {
+        self.next_key += 1;
+        self.next_key
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The manager's actions
+    // -----------------------------------------------------------------------------------------
+
+    /// Carries out the manager's actions.
+    fn run_mgr(&mut self) {
+        while let Some(a) = self.mgr.poll_action() {
+            self.do_action(a);
         }
     }
 
-    /// Sends what `peer`'s queue holds as far as credits and bounce buffers allow.
-    fn flush(&mut self, peer: Proc) {
+    fn do_action(&mut self, a: Action) {
+        match a {
+            Action::Dial { ep, peer, addr } => self.dial(ep, peer, addr),
+            Action::Write { ep, bytes } => {
+                if let Some(c) = self.conns.get_mut(&ep) {
+                    c.ctl.push_back(bytes);
+                    self.pump(ep);
+                }
+            }
+            Action::Close { ep, bye } => self.drop_conn(ep, bye),
+            // No datagram channel: `check_policy` refuses what would need one.
+            Action::Datagram { .. } => {}
+            Action::Flush { peer, .. } => {
+                if let Some(ep) = self.mgr.sendable(peer) {
+                    self.pump(ep);
+                }
+            }
+            Action::StartClose {
+                peer,
+                ep,
+                answer,
+                carry,
+            } => {
+                let p = self.peers.entry(peer).or_default();
+                let mut q = if carry {
+                    std::mem::take(&mut p.queue)
+                } else {
+                    VecDeque::new()
+                };
+                if answer {
+                    q.push_back((CLOSE_ACK, Vec::new()));
+                }
+                q.push_back((CLOSE, Vec::new()));
+                if let Some(c) = self.conns.get_mut(&ep) {
+                    c.closeq = q;
+                }
+                self.pump(ep);
+            }
+            Action::CloseAck { ep } => {
+                if let Some(c) = self.conns.get_mut(&ep) {
+                    c.closeq.push_back((CLOSE_ACK, Vec::new()));
+                }
+            }
+            Action::Resume { ep } => self.resume.push(ep),
+            Action::Poke { ep } => self.pump(ep),
+            Action::Fail { peer, failure } => {
+                if failure.kind == FailKind::Aborted {
+                    self.dead.push((peer, failure.why));
+                }
+                self.peers.entry(peer).or_default().queue.clear();
+            }
+        }
+    }
+
+    /// Opens an endpoint for the manager's dial and connects it to the peer's passive
+    /// endpoint (fi_connect with our rank and the job secret as connection data).
+    fn dial(&mut self, ep: EpId, peer: Proc, addr: Option<Vec<u8>>) {
+        let res = (|| {
+            let card = match addr {
+                Some(a) => a,
+                None => self
+                    .board
+                    .get(peer)
+                    .map_err(|e| e.msg)?
+                    .ok_or_else(|| format!("rank {peer} published no ofi address"))?,
+            };
+            let mut param = self.rank.to_le_bytes().to_vec();
+            param.extend(self.secret().map_err(|e| e.msg)?.to_le_bytes());
+            self.new_conn(None, ep)?;
+            self.conns[&ep].ep.connect(&card, &param)
+        })();
+        if let Err(why) = res {
+            self.conns.remove(&ep);
+            let now = self.now();
+            self.mgr
+                .endpoint_closed(ep, &format!("connecting to rank {peer}: {why}"), now);
+        }
+    }
+
+    /// Closes and forgets an endpoint (the manager's `Close`): its handshake bytes and a
+    /// BYE first, best effort. Its bounce buffers come back once the endpoint is closed.
+    fn drop_conn(&mut self, ep: EpId, bye: bool) {
+        if let Some(c) = self.conns.get(&ep) {
+            if c.up {
+                for b in &c.ctl {
+                    let mut m = header(HELLO, 0).to_vec();
+                    m.extend_from_slice(b);
+                    let _ = c.ep.inject(&m);
+                }
+                if bye {
+                    let _ = c.ep.inject(&header(BYE, 0));
+                }
+                c.ep.shutdown();
+            }
+        }
+        if let Some(c) = self.conns.remove(&ep) {
+            let slots = c.sending.clone();
+            drop(c);
+            self.tx_free.extend(slots);
+        }
+    }
+
+    /// Sends what may go on `ep`: handshake bytes first; then, closing, what is left of the
+    /// connection (reporting `flushed` once all of it has completed), or, when it carries the
+    /// connection to its peer, the peer's queue.
+    fn pump(&mut self, ep: EpId) {
+        let Some(v) = self.mgr.endpoint(ep) else {
+            return;
+        };
+        if !self.conns.get(&ep).is_some_and(|c| c.up) {
+            return;
+        }
+        loop {
+            let c = self.conns.get_mut(&ep).expect("checked");
+            let Some(b) = c.ctl.front() else { break };
+            let b = b.clone();
+            match self.post(ep, HELLO, &[&b]) {
+                Ok(true) => {
+                    self.conns.get_mut(&ep).expect("checked").ctl.pop_front();
+                }
+                Ok(false) => return,
+                Err(e) => return self.broken(ep, e),
+            }
+        }
+        if v.closing {
+            loop {
+                let c = self.conns.get_mut(&ep).expect("checked");
+                let Some((kind, body)) = c.closeq.pop_front() else {
+                    break;
+                };
+                match self.post(ep, kind, &[&body]) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let c = self.conns.get_mut(&ep).expect("checked");
+                        c.closeq.push_front((kind, body));
+                        return;
+                    }
+                    Err(e) => return self.broken(ep, e),
+                }
+            }
+            if self.conns[&ep].sending.is_empty() {
+                let now = self.now();
+                self.mgr.flushed(ep, now);
+                self.run_mgr();
+            }
+            return;
+        }
+        let Some(peer) = v.peer.filter(|&p| self.mgr.sendable(p) == Some(ep)) else {
+            return;
+        };
         loop {
             let Some(p) = self.peers.get_mut(&peer) else {
                 return;
             };
-            let Some(id) = p.send else { return };
-            let Some(&(kind, _)) = p.queue.front() else {
+            let Some((kind, body)) = p.queue.pop_front() else {
                 return;
             };
-            let Some(c) = self.conns[id].as_ref() else {
-                return;
-            };
-            if !c.up || c.credits == 0 {
-                return;
-            }
-            let Some(slot) = self.tx_free.pop() else {
-                return;
-            };
-            let body = p.queue.pop_front().expect("front above").1;
-            match self.send_slot(id, slot, kind, &[&body]) {
+            match self.post(ep, kind, &[&body]) {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.tx_free.push(slot);
-                    let p = self.peers.get_mut(&peer).expect("above");
-                    p.queue.push_front((kind, body));
+                    self.peers
+                        .get_mut(&peer)
+                        .expect("above")
+                        .queue
+                        .push_front((kind, body));
                     return;
                 }
-                Err(e) => {
-                    self.tx_free.push(slot);
-                    self.fail_peer(peer, e);
-                    return;
-                }
+                Err(e) => return self.broken(ep, e),
             }
         }
     }
 
-    /// Copies header and parts into bounce buffer `slot` and sends it on connection `id`
-    /// (one credit). Ok(false): the endpoint's queue is full.
-    fn send_slot(
-        &mut self,
-        id: usize,
-        slot: usize,
-        kind: u8,
-        parts: &[&[u8]],
-    ) -> Result<bool, String> {
+    /// A send on `ep` failed: the manager decides what that means for its peer.
+    fn broken(&mut self, ep: EpId, why: String) {
+        let now = self.now();
+        self.mgr.endpoint_closed(ep, &why, now);
+        self.run_mgr();
+    }
+
+    /// Copies header and parts into a bounce buffer and sends it on `ep` (one credit).
+    /// Ok(false): no credit, no bounce buffer or the endpoint's queue is full.
+    fn post(&mut self, ep: EpId, kind: u8, parts: &[&[u8]]) -> Result<bool, String> {
+        if !self.conns.get(&ep).is_some_and(|c| c.up && c.credits > 0) {
+            return Ok(false);
+        }
+        if self.tx_free.is_empty() {
+            self.take_completions(&mut None);
+        }
+        let Some(slot) = self.tx_free.pop() else {
+            return Ok(false);
+        };
         let size = self.cfg.buffer;
-        let c = self.conns[id].as_mut().expect("live connection");
+        let Some(c) = self.conns.get_mut(&ep) else {
+            self.tx_free.push(slot);
+            return Ok(false);
+        };
         let buf = &mut self.tx[slot * size..(slot + 1) * size];
         buf[..HDR].copy_from_slice(&header(kind, c.owed));
         let mut n = HDR;
@@ -514,26 +786,37 @@ impl Ofi {
             buf[n..n + p.len()].copy_from_slice(p);
             n += p.len();
         }
-        // SAFETY: the slot is ours until its completion returns it to tx_free.
+        // SAFETY: the slot is ours until its completion returns it to tx_free (or the
+        // endpoint is closed, `drop_conn`).
         let ok = unsafe {
-            c.ep.send(buf.as_ptr(), n, self.tx_mr.desc(), CTX_SEND | slot)
-        }
-        .map_err(|e| format!("sending to rank {}: {e}", c.peer))?;
-        if ok {
-            c.owed = 0;
-            c.credits -= 1;
-            if kind == DATA {
-                self.stats.packets_sent += 1;
-                self.stats.bytes_sent += (n - HDR) as u64;
+            c.ep.send(buf.as_ptr(), n, self.tx_mr.desc(), ctx(CTX_SEND, ep, slot))
+        };
+        match ok {
+            Ok(true) => {
+                c.owed = 0;
+                c.credits -= 1;
+                c.sending.push(slot);
+                if kind == DATA {
+                    self.stats.packets_sent += 1;
+                    self.stats.bytes_sent += (n - HDR) as u64;
+                }
+                Ok(true)
+            }
+            Ok(false) => {
+                self.tx_free.push(slot);
+                Ok(false)
+            }
+            Err(e) => {
+                self.tx_free.push(slot);
+                Err(format!("send failed: {e}"))
             }
         }
-        Ok(ok)
     }
 
     /// Reports reposted receive buffers in a credit message where `all`, or R/2 are owed.
     fn return_credits(&mut self, all: bool) {
         let half = self.cfg.credits / 2;
-        for c in self.conns.iter_mut().flatten() {
+        for c in self.conns.values_mut() {
             if c.up && c.owed > 0 && (all || c.owed >= half) {
                 // The message uses a spare buffer of the peer's and returns no credit.
                 match c.ep.inject(&header(CREDIT, c.owed)) {
@@ -545,233 +828,82 @@ impl Ofi {
         }
     }
 
+    // -----------------------------------------------------------------------------------------
+    // Progress
+    // -----------------------------------------------------------------------------------------
+
     /// Takes events and completions; data for `deliver` (or, without one, into `arrived`).
     fn progress(&mut self, mut deliver: Option<Deliver<'_>>) -> usize {
-        let got = self.take_completions(&mut deliver);
+        self.timers();
+        let mut got = 0;
+        for ep in std::mem::take(&mut self.resume) {
+            got += self.replay(ep, &mut deliver);
+        }
+        for ep in self.mgr.held().to_vec() {
+            self.offer_hello(ep);
+        }
+        got += self.take_completions(&mut deliver);
         while let Some(ev) = self.eq.read() {
             self.event(ev);
         }
-        let peers: Vec<Proc> = self
+        let eps: Vec<EpId> = self
             .peers
             .iter()
             .filter(|(_, p)| !p.queue.is_empty())
-            .map(|(&r, _)| r)
+            .filter_map(|(&r, _)| self.mgr.sendable(r))
             .collect();
-        for p in peers {
-            self.flush(p);
+        for ep in eps {
+            self.pump(ep);
         }
         self.return_credits(false);
+        self.rearm();
         got
     }
 
-    fn completion(&mut self, e: &CqEntry, deliver: &mut Option<Deliver<'_>>) -> usize {
-        match e.context & CTX_KIND {
-            CTX_SEND => {
-                self.tx_free.push(e.context & !CTX_KIND);
-                0
-            }
-            CTX_READ => {
-                let id = (e.context & !CTX_KIND) as u64;
-                if let Some(r) = self.reads.get_mut(&id) {
-                    r.0 -= 1;
-                }
-                0
-            }
-            CTX_RECV => {
-                let rest = e.context & !CTX_KIND;
-                let (id, b) = (rest >> CTX_BUF_BITS, rest & ((1 << CTX_BUF_BITS) - 1));
-                self.received(id, b, e.len, deliver)
-            }
-            _ => 0,
+    /// Fires the manager's timers that are due.
+    fn timers(&mut self) {
+        let now = self.now();
+        if self.timer_at.is_some_and(|t| t <= now) {
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes into a valid buffer from our nonblocking timerfd.
+            unsafe { libc::read(self.timer, buf.as_mut_ptr().cast(), 8) };
+            self.timer_at = None;
+        }
+        if self.mgr.poll_timeout().is_some_and(|t| t <= now) {
+            self.mgr.handle_timeout(now);
+            self.run_mgr();
         }
     }
 
-    fn received(
-        &mut self,
-        id: usize,
-        b: usize,
-        len: usize,
-        deliver: &mut Option<Deliver<'_>>,
-    ) -> usize {
-        let size = self.recv_len();
-        let Some(c) = self.conns[id].as_mut() else {
-            return 0;
+    /// Sets the timerfd for the manager's next deadline (and a held hello's next offer).
+    fn rearm(&mut self) {
+        let now = self.now();
+        let held = (!self.mgr.held().is_empty()).then_some(now + HELD_RECHECK);
+        let next = self.mgr.poll_timeout().into_iter().chain(held).min();
+        if next == self.timer_at {
+            return;
+        }
+        // An earlier deadline armed stays: it costs one wake-up that finds nothing due.
+        if let (Some(armed), Some(t)) = (self.timer_at, next) {
+            if armed > now && armed <= t {
+                return;
+            }
+        }
+        self.timer_at = next;
+        // A due deadline fires at once (1 µs: a zero value would disarm the timer).
+        let us = next.map_or(0, |t| t.saturating_sub(now).max(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (us / 1_000_000) as libc::time_t,
+                tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
+            },
         };
-        let peer = c.peer;
-        if len < HDR {
-            self.stats.corrupt_dropped += 1;
-            let _ = self.repost(id, b);
-            return 0;
-        }
-        let h = &c.rx[b * size..b * size + HDR];
-        let kind = h[0];
-        c.credits += u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-        let body_at = b * size + HDR..b * size + len;
-        let mut got = 0;
-        match kind {
-            DATA => {
-                self.stats.packets_received += 1;
-                self.stats.bytes_received += (len - HDR) as u64;
-                got = 1;
-                match deliver {
-                    Some(d) if self.arrived.is_empty() => d(peer, &c.rx[body_at]),
-                    _ => self.arrived.push_back((peer, c.rx[body_at].to_vec())),
-                }
-            }
-            KEYREQ => {
-                let body = c.rx[body_at].to_vec();
-                self.serve_key(peer, &body);
-            }
-            KEYREP => {
-                let v = &c.rx[body_at];
-                if v.len() >= 25 {
-                    let u = |i: usize| u64::from_le_bytes(v[i..i + 8].try_into().expect("8"));
-                    let ans = (v[8] != 0).then(|| (u(9), u(17)));
-                    self.keys.insert(u(0), ans);
-                }
-            }
-            CLOSE => c.peer_closing = true,
-            CREDIT => {}
-            _ => self.stats.corrupt_dropped += 1,
-        }
-        let c = self.conns[id].as_mut().expect("above");
-        if kind != CREDIT {
-            c.owed += 1;
-        }
-        if let Err(e) = self.repost(id, b) {
-            self.fail_peer(peer, e);
-        }
-        if kind != DATA {
-            self.flush(peer);
-        }
-        got
-    }
-
-    fn completion_error(&mut self, e: ffi::CqError) {
-        let kind = e.context & CTX_KIND;
-        match kind {
-            CTX_SEND => self.tx_free.push(e.context & !CTX_KIND),
-            CTX_READ => {
-                if let Some(r) = self.reads.get_mut(&((e.context & !CTX_KIND) as u64)) {
-                    r.0 -= 1;
-                    r.1 = true;
-                }
-            }
-            _ => {}
-        }
-        if e.err == ffi::FI_ECANCELED || self.closing {
-            return; // receives flushed as an endpoint closes
-        }
-        let id = (e.context & !CTX_KIND) >> CTX_BUF_BITS;
-        if kind == CTX_RECV {
-            if let Some(peer) = self.conns.get(id).and_then(|c| c.as_ref()).map(|c| c.peer) {
-                if !self.conns[id].as_ref().is_some_and(|c| c.peer_closing) {
-                    self.fail_peer(peer, format!("receiving from rank {peer}: {}", e.why));
-                }
-            }
-        }
-    }
-
-    fn conn_of(&self, ctx: usize) -> Option<usize> {
-        let id = ctx.checked_sub(1)?;
-        self.conns.get(id)?.as_ref().map(|_| id)
-    }
-
-    fn event(&mut self, ev: EqEvent) {
-        match ev {
-            EqEvent::ConnReq { info, data } => {
-                let secret = self.secret().ok();
-                let ok = data.len() >= 12
-                    && Some(u64::from_le_bytes(data[4..12].try_into().expect("8"))) == secret;
-                if !ok {
-                    self.stats.strangers_dropped += 1;
-                    self.pep.reject(&info);
-                    return;
-                }
-                let peer = u32::from_le_bytes(data[..4].try_into().expect("4"));
-                match self.new_conn(Some(&info), peer, false) {
-                    Ok(id) => {
-                        let c = self.conns[id].as_ref().expect("just made");
-                        if let Err(e) = c.ep.accept() {
-                            self.conns[id] = None;
-                            self.fail_peer(peer, format!("accepting rank {peer}: {e}"));
-                        } else {
-                            self.stats.conns_accepted += 1;
-                        }
-                    }
-                    Err(e) => {
-                        self.pep.reject(&info);
-                        self.fail_peer(peer, format!("accepting rank {peer}: {e}"));
-                    }
-                }
-            }
-            EqEvent::Connected(ctx) => {
-                let Some(id) = self.conn_of(ctx) else { return };
-                let credits = self.cfg.credits;
-                let c = self.conns[id].as_mut().expect("conn_of");
-                c.up = true;
-                c.credits = credits;
-                let peer = c.peer;
-                let cause = if c.dialed {
-                    OpenCause::FirstMessage
-                } else {
-                    OpenCause::Peer
-                };
-                self.stats.conn.opened[cause as usize] += 1;
-                let p = self.peers.entry(peer).or_default();
-                if p.send.is_none() {
-                    p.send = Some(id);
-                }
-                self.stats.conn.open_now += 1;
-                self.stats.conn.open_peak = self.stats.conn.open_peak.max(self.stats.conn.open_now);
-                self.flush(peer);
-            }
-            EqEvent::Shutdown(ctx) => {
-                let Some(id) = self.conn_of(ctx) else { return };
-                // Packets that came before the end are on the completion queue.
-                self.take_completions(&mut None);
-                let c = self.conns[id].take().expect("conn_of");
-                self.stats.conns_closed += 1;
-                self.stats.conn.closed[CloseCause::Peer as usize] += 1;
-                if c.up {
-                    self.stats.conn.open_now = self.stats.conn.open_now.saturating_sub(1);
-                }
-                if !c.peer_closing && !self.closing {
-                    self.fail_peer(
-                        c.peer,
-                        format!(
-                            "the connection to rank {} was lost (the peer ended without closing)",
-                            c.peer
-                        ),
-                    );
-                }
-                if let Some(p) = self.peers.get_mut(&c.peer) {
-                    if p.send == Some(id) {
-                        p.send = None;
-                    }
-                }
-            }
-            EqEvent::Error { ctx, why, .. } => {
-                let Some(id) = self.conn_of(ctx) else { return };
-                let c = self.conns[id].take().expect("conn_of");
-                if !self.closing && !c.peer_closing {
-                    self.fail_peer(
-                        c.peer,
-                        format!(
-                            "connection {} rank {} failed: {why}",
-                            if c.dialed { "to" } else { "from" },
-                            c.peer
-                        ),
-                    );
-                }
-                if let Some(p) = self.peers.get_mut(&c.peer) {
-                    if p.send == Some(id) {
-                        p.send = None;
-                    }
-                }
-            }
-            EqEvent::Other => {}
-        }
+        // SAFETY: the timerfd is ours; spec is valid; the old value is not asked for.
+        unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
     }
 
     /// Takes every completion in the queue; data for `deliver` (or into `arrived`).
@@ -796,6 +928,290 @@ impl Ofi {
         got
     }
 
+    fn completion(&mut self, e: &CqEntry, deliver: &mut Option<Deliver<'_>>) -> usize {
+        match e.context & CTX_KIND {
+            CTX_SEND => {
+                self.sent(ctx_ep(e.context), e.context & CTX_BUF);
+                0
+            }
+            CTX_READ => {
+                let id = (e.context & !CTX_KIND) as u64;
+                if let Some(r) = self.reads.get_mut(&id) {
+                    r.0 -= 1;
+                }
+                0
+            }
+            CTX_RECV => self.received(ctx_ep(e.context), e.context & CTX_BUF, e.len, deliver),
+            _ => 0,
+        }
+    }
+
+    /// A send on `ep` completed: its bounce buffer is free (if the endpoint still has it:
+    /// a closed endpoint's buffers came back when it closed).
+    fn sent(&mut self, ep: EpId, slot: usize) {
+        let Some(c) = self.conns.get_mut(&ep) else {
+            return;
+        };
+        let Some(i) = c.sending.iter().position(|&s| s == slot) else {
+            return;
+        };
+        c.sending.swap_remove(i);
+        self.tx_free.push(slot);
+        if c.sending.is_empty() && self.mgr.endpoint(ep).is_some_and(|v| v.closing) {
+            self.pump(ep);
+        }
+    }
+
+    /// A message arrived in buffer `b` of `ep`.
+    fn received(
+        &mut self,
+        ep: EpId,
+        b: usize,
+        len: usize,
+        deliver: &mut Option<Deliver<'_>>,
+    ) -> usize {
+        let size = self.recv_len();
+        let Some(c) = self.conns.get_mut(&ep) else {
+            return 0;
+        };
+        if len < HDR {
+            self.stats.corrupt_dropped += 1;
+            if let Err(e) = self.repost(ep, b) {
+                self.broken(ep, e);
+            }
+            return 0;
+        }
+        let h = &c.rx[b * size..b * size + HDR];
+        let kind = h[0];
+        c.credits += u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        if kind != CREDIT {
+            c.owed += 1;
+        }
+        let body = b * size + HDR..b * size + len;
+        let view = self.mgr.endpoint(ep);
+        let readable = view.is_some_and(|v| !v.blocked) && c.stash.is_empty();
+        let mut got = 0;
+        match (kind, view) {
+            (CREDIT, _) | (_, None) => {}
+            (
+                DATA,
+                Some(EpView {
+                    phase: Phase::Up,
+                    peer: Some(peer),
+                    ..
+                }),
+            ) if readable => {
+                self.stats.packets_received += 1;
+                self.stats.bytes_received += (len - HDR) as u64;
+                got = 1;
+                match deliver {
+                    Some(d) if self.arrived.is_empty() => d(peer, &c.rx[body]),
+                    _ => self.arrived.push_back((peer, c.rx[body].to_vec())),
+                }
+                let p = self.peers.entry(peer).or_default();
+                if !p.used {
+                    p.used = true;
+                }
+                let now = self.now();
+                self.mgr.received(peer, now);
+            }
+            _ if readable => {
+                let m = c.rx[body].to_vec();
+                if let Err(e) = self.repost(ep, b) {
+                    self.broken(ep, e);
+                    return 0;
+                }
+                self.message(ep, kind, m, deliver);
+                return 0;
+            }
+            _ => {
+                // Not read now (it waits for an older connection's close): kept in order.
+                let m = c.rx[body].to_vec();
+                c.stash.push_back((kind, m));
+            }
+        }
+        if let Err(e) = self.repost(ep, b) {
+            self.broken(ep, e);
+        }
+        got
+    }
+
+    /// A message other than a directly delivered packet: handshake, close protocol, keys.
+    fn message(
+        &mut self,
+        ep: EpId,
+        kind: u8,
+        m: Vec<u8>,
+        deliver: &mut Option<Deliver<'_>>,
+    ) -> usize {
+        let now = self.now();
+        let peer = self.mgr.endpoint(ep).and_then(|v| v.peer);
+        match (kind, peer) {
+            (HELLO, _) => {
+                if let Some(c) = self.conns.get_mut(&ep) {
+                    c.hs.extend_from_slice(&m);
+                }
+                self.offer_hello(ep);
+            }
+            (DATA, Some(peer)) => {
+                self.stats.packets_received += 1;
+                self.stats.bytes_received += m.len() as u64;
+                match deliver {
+                    Some(d) if self.arrived.is_empty() => d(peer, &m),
+                    _ => self.arrived.push_back((peer, m)),
+                }
+                self.peers.entry(peer).or_default().used = true;
+                self.mgr.received(peer, now);
+                return 1;
+            }
+            (CLOSE | CLOSE_ACK, Some(_)) => {
+                self.mgr.close_frame(ep, kind == CLOSE_ACK, now);
+                self.run_mgr();
+            }
+            (BYE, _) => {
+                if let Some(c) = self.conns.get_mut(&ep) {
+                    c.bye = true;
+                }
+                self.mgr.bye(ep);
+            }
+            (KEYREQ, Some(peer)) => self.serve_key(peer, &m),
+            (KEYREP, _) if m.len() >= 25 => {
+                let u = |i: usize| u64::from_le_bytes(m[i..i + 8].try_into().expect("8"));
+                let ans = (m[8] != 0).then(|| (u(9), u(17)));
+                self.keys.insert(u(0), ans);
+            }
+            _ => self.stats.corrupt_dropped += 1,
+        }
+        0
+    }
+
+    /// Handles what a connection stashed while it waited for an older one's close.
+    fn replay(&mut self, ep: EpId, deliver: &mut Option<Deliver<'_>>) -> usize {
+        let mut got = 0;
+        while self.mgr.endpoint(ep).is_some_and(|v| !v.blocked) {
+            let Some((kind, m)) = self.conns.get_mut(&ep).and_then(|c| c.stash.pop_front()) else {
+                break;
+            };
+            got += self.message(ep, kind, m, deliver);
+        }
+        got
+    }
+
+    /// Offers the handshake bytes `ep` received to the manager (a held hello again later).
+    fn offer_hello(&mut self, ep: EpId) {
+        loop {
+            let now = self.now();
+            let phase = self.mgr.endpoint(ep).map(|v| v.phase);
+            let Some(c) = self.conns.get_mut(&ep) else {
+                return;
+            };
+            if phase != Some(Phase::Hello) || c.hs.len() < HELLO_LEN {
+                return;
+            }
+            if !self.mgr.hello(ep, &c.hs[..HELLO_LEN], now) {
+                self.run_mgr();
+                return;
+            }
+            if let Some(c) = self.conns.get_mut(&ep) {
+                c.hs.drain(..HELLO_LEN);
+            }
+            self.run_mgr();
+        }
+    }
+
+    fn completion_error(&mut self, e: ffi::CqError) {
+        let kind = e.context & CTX_KIND;
+        let ep = ctx_ep(e.context);
+        match kind {
+            CTX_SEND => self.sent(ep, e.context & CTX_BUF),
+            CTX_READ => {
+                if let Some(r) = self.reads.get_mut(&((e.context & !CTX_KIND) as u64)) {
+                    r.0 -= 1;
+                    r.1 = true;
+                }
+                return;
+            }
+            _ => {}
+        }
+        if e.err == ffi::FI_ECANCELED || self.closing || !self.conns.contains_key(&ep) {
+            return; // receives flushed as an endpoint closes
+        }
+        let what = if kind == CTX_SEND { "send" } else { "receive" };
+        self.broken(ep, format!("{what} failed: {}", e.why));
+    }
+
+    fn event(&mut self, ev: EqEvent) {
+        if self.closing {
+            return;
+        }
+        let now = self.now();
+        match ev {
+            EqEvent::ConnReq { info, data } => {
+                // A first filter (the manager's hello checks again): strangers are refused
+                // before they cost an endpoint.
+                let secret = self.secret().ok();
+                let ok = data.len() >= 12
+                    && Some(u64::from_le_bytes(data[4..12].try_into().expect("8"))) == secret;
+                let ep = if ok && self.start().is_ok() {
+                    self.mgr.accepted(now)
+                } else {
+                    None
+                };
+                let Some(ep) = ep else {
+                    self.stats.strangers_dropped += 1;
+                    self.pep.reject(&info);
+                    return;
+                };
+                let res = self
+                    .new_conn(Some(&info), ep)
+                    .and_then(|()| self.conns[&ep].ep.accept());
+                if let Err(e) = res {
+                    self.conns.remove(&ep);
+                    self.pep.reject(&info);
+                    self.mgr
+                        .endpoint_closed(ep, &format!("accepting: {e}"), now);
+                }
+                self.run_mgr();
+            }
+            EqEvent::Connected(c) => {
+                let ep = EpId(c as u64);
+                let credits = self.cfg.credits;
+                let Some(c) = self.conns.get_mut(&ep) else {
+                    return;
+                };
+                c.up = true;
+                c.credits = credits;
+                if self.mgr.endpoint(ep).is_some_and(|v| v.outgoing) {
+                    self.mgr.endpoint_connected(ep, now);
+                }
+                self.run_mgr();
+                self.pump(ep);
+            }
+            EqEvent::Shutdown(c) => {
+                let ep = EpId(c as u64);
+                if !self.conns.contains_key(&ep) {
+                    return;
+                }
+                // What came before the end is on the completion queue.
+                self.take_completions(&mut None);
+                self.mgr.endpoint_closed(ep, "closed by the peer", now);
+                self.run_mgr();
+                // (The manager's Close dropped it, unless it forgot it before.)
+                self.conns.remove(&ep);
+            }
+            EqEvent::Error { ctx, why, .. } => {
+                let ep = EpId(ctx as u64);
+                if !self.conns.contains_key(&ep) {
+                    return;
+                }
+                self.mgr.endpoint_closed(ep, &why, now);
+                self.run_mgr();
+                self.conns.remove(&ep);
+            }
+            EqEvent::Other => {}
+        }
+    }
+
     /// A peer asks for a key to `len` bytes at `addr` of ours (its rendezvous read).
     fn serve_key(&mut self, peer: Proc, body: &[u8]) {
         if body.len() < 24 {
@@ -816,6 +1232,9 @@ impl Ofi {
             .or_default()
             .queue
             .push_front((KEYREP, rep));
+        if let Some(ep) = self.mgr.sendable(peer) {
+            self.pump(ep);
+        }
     }
 
     /// The key and remote address under which peers read `[addr, addr+len)`: a cached
@@ -849,12 +1268,17 @@ impl Ofi {
         Some((region, raddr))
     }
 
-    /// Blocks in the kernel until the queues may have something (at most `ms`). The tcp
-    /// provider of libfabric 1.17 does not always make its wait fds readable when a
-    /// completion is ready (measured: waits inside a rendezvous ran to their timeout), so the
-    /// rendezvous waits use 1 ms slices.
+    /// Whether the queues' wait fds may be slept on (fi_trywait, which libfabric requires
+    /// before blocking on them: -FI_EAGAIN means poll the queues again). The tcp provider's
+    /// hook also asks for POLLOUT on sockets with bytes still to send there, and refuses
+    /// while a socket's user-space buffer holds unread bytes.
+    fn may_block(&mut self) -> bool {
+        self.fabric.trywait(&self.eq, &self.cq)
+    }
+
+    /// Blocks in the kernel until the queues may have something (at most `ms`).
     fn wait(&mut self, ms: i32) {
-        if !self.fabric.trywait(&self.eq, &self.cq) {
+        if !self.may_block() {
             return;
         }
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 4];
@@ -862,19 +1286,24 @@ impl Ofi {
         unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 4, ms) };
     }
 
-    fn up_conn(&self, peer: Proc) -> Option<usize> {
-        let p = self.peers.get(&peer)?;
-        p.send
-            .filter(|&i| self.conns[i].as_ref().is_some_and(|c| c.up))
-            .or_else(|| {
-                self.conns
-                    .iter()
-                    .position(|c| c.as_ref().is_some_and(|c| c.up && c.peer == peer))
-            })
+    /// Waits (in the kernel) inside a rendezvous read until `done`, or `from` failed.
+    fn wait_for(&mut self, from: Proc, done: &dyn Fn(&Ofi) -> bool) -> MpiResult<()> {
+        loop {
+            self.progress(None);
+            if done(self) {
+                return Ok(());
+            }
+            if let Some(f) = self.mgr.failure(from) {
+                return Err(failure_err(f));
+            }
+            self.return_credits(true);
+            // A wake-up comes with the completion (`may_block`); the limit is a safety net.
+            self.wait(100);
+        }
     }
 
     fn rdma_read(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
-        if self.up_conn(from).is_none() {
+        if self.mgr.sendable(from).is_none() {
             return Ok(false);
         }
         let id = self.next_id;
@@ -887,26 +1316,15 @@ impl Ofi {
             .or_default()
             .queue
             .push_back((KEYREQ, req));
-        self.flush(from);
-        let ans = loop {
-            if let Some(a) = self.keys.remove(&id) {
-                break a;
-            }
-            if let Some(why) = self.peers.get(&from).and_then(|p| p.failed.clone()) {
-                return Err(mpi_err!(MPI_ERR_PROC_ABORTED, "ofi transport: {why}"));
-            }
-            self.progress(None);
-            if self.keys.contains_key(&id) {
-                continue;
-            }
-            self.return_credits(true);
-            self.wait(1);
-        };
-        let Some((key, raddr)) = ans else {
+        if let Some(ep) = self.mgr.sendable(from) {
+            self.pump(ep);
+        }
+        self.wait_for(from, &|t| t.keys.contains_key(&id))?;
+        let Some((key, raddr)) = self.keys.remove(&id).expect("waited for") else {
             self.stats.remote_read_fallbacks += 1;
             return Ok(false);
         };
-        let Some(cid) = self.up_conn(from) else {
+        let Some(cid) = self.mgr.sendable(from) else {
             return Ok(false);
         };
         // Memory the provider writes into must be registered where it says so.
@@ -934,9 +1352,8 @@ impl Ofi {
         let mut off = 0;
         while off < dst.len() {
             let n = chunk.min(dst.len() - off);
-            let c = match self.conns[cid].as_ref() {
-                Some(c) => c,
-                None => break,
+            let Some(c) = self.conns.get(&cid) else {
+                break;
             };
             // SAFETY: dst outlives the read: this call waits for its completion below.
             match unsafe {
@@ -962,27 +1379,27 @@ impl Ofi {
                 }
             }
         }
-        loop {
-            let (left, _) = self.reads[&rid];
-            if left == 0 {
-                break;
-            }
-            self.progress(None);
-            if self.reads[&rid].0 == 0 {
-                break;
-            }
-            self.return_credits(true);
-            self.wait(1);
-        }
-        let (_, failed) = self.reads.remove(&rid).expect("inserted");
+        // The endpoint may close under the read (its peer gone): then no completion comes.
+        let res = self.wait_for(from, &|t| {
+            t.reads[&rid].0 == 0 || !t.conns.contains_key(&cid)
+        });
+        let (left, failed) = self.reads.remove(&rid).expect("inserted");
         drop(local);
-        if failed || off < dst.len() {
+        res?;
+        if failed || left > 0 || off < dst.len() {
             self.stats.remote_read_fallbacks += 1;
             return Ok(false);
         }
         self.stats.remote_reads += 1;
         self.stats.remote_read_bytes += dst.len() as u64;
         Ok(true)
+    }
+
+    /// Packets accepted by `try_send` that have not left.
+    fn queued(&self) -> bool {
+        self.tx_free.len() < TX_SLOTS
+            || self.peers.values().any(|p| !p.queue.is_empty())
+            || self.conns.values().any(|c| !c.closeq.is_empty())
     }
 }
 
@@ -1004,40 +1421,54 @@ impl Transport for Ofi {
             ))
             .into());
         }
-        if let Some(why) = self.peers.get(&to).and_then(|p| p.failed.clone()) {
-            return Err(mpi_err!(MPI_ERR_PROC_ABORTED, "ofi transport: {why}").into());
+        if let Some(f) = self.mgr.failure(to) {
+            return Err(failure_err(f).into());
         }
-        if self.peers.get(&to).is_none_or(|p| p.send.is_none()) {
-            let id = self.dial(to)?;
-            self.peers.entry(to).or_default().send = Some(id);
+        if self
+            .peers
+            .get(&to)
+            .is_some_and(|p| p.queue.len() >= QUEUE_MAX)
+        {
+            self.stats.no_room += 1;
+            return Ok(false);
         }
-        let p = self.peers.get_mut(&to).expect("above");
+        // The manager keeps the LRU order and asks for the connection (making room under the
+        // budget first); the packets wait in the peer's queue, in order, until it is up.
+        let now = self.now();
+        self.start()?;
+        self.mgr.send(to, len, now);
+        self.run_mgr();
+        if let Some(f) = self.mgr.failure(to) {
+            return Err(failure_err(f).into());
+        }
+        let usable = self.mgr.sendable(to);
+        let p = self.peers.entry(to).or_default();
         p.used = true;
-        let id = p.send.expect("above");
-        if p.queue.is_empty() {
-            let c = self.conns[id].as_ref().expect("send connection");
-            if c.up && c.credits > 0 {
-                if self.tx_free.is_empty() {
-                    self.take_completions(&mut None);
+        if let (Some(ep), true) = (usable, p.queue.is_empty()) {
+            match self.post(ep, DATA, parts) {
+                Ok(true) => {
+                    self.rearm();
+                    return Ok(true);
                 }
-                if let Some(slot) = self.tx_free.pop() {
-                    match self.send_slot(id, slot, DATA, parts) {
-                        Ok(true) => return Ok(true),
-                        Ok(false) => self.tx_free.push(slot),
-                        Err(e) => {
-                            self.tx_free.push(slot);
-                            return Err(err(e).into());
-                        }
+                Ok(false) => {}
+                Err(e) => {
+                    self.broken(ep, e);
+                    if let Some(f) = self.mgr.failure(to) {
+                        return Err(failure_err(f).into());
                     }
                 }
             }
         }
-        let p = self.peers.get_mut(&to).expect("above");
-        if p.queue.len() >= QUEUE_MAX {
-            self.stats.no_room += 1;
-            return Ok(false);
+        self.peers
+            .entry(to)
+            .or_default()
+            .queue
+            .push_back((DATA, parts.concat()));
+        if self.mgr.connection(to).is_none() && self.mgr.closing_of(to).is_none() {
+            self.mgr.packets_waiting(to, now);
+            self.run_mgr();
         }
-        p.queue.push_back((DATA, parts.concat()));
+        self.rearm();
         Ok(true)
     }
 
@@ -1064,59 +1495,89 @@ impl Transport for Ofi {
     fn arm(&mut self) -> bool {
         // Owed credits go now: the peer may be waiting for them.
         self.return_credits(true);
-        self.arrived.is_empty() && self.fabric.trywait(&self.eq, &self.cq)
+        let now = self.now();
+        let timer_due = self.mgr.poll_timeout().is_some_and(|t| t <= now);
+        self.arrived.is_empty() && self.resume.is_empty() && !timer_due && self.may_block()
     }
 
     fn pending(&self) -> bool {
-        self.tx_free.len() < TX_SLOTS || self.peers.values().any(|p| !p.queue.is_empty())
+        self.queued()
     }
 
     fn take_failures(&mut self) -> Vec<(Proc, String)> {
-        std::mem::take(&mut self.failures)
+        std::mem::take(&mut self.dead)
     }
 
-    fn shutdown(&mut self) {
-        let peers: Vec<Proc> = self
-            .peers
-            .iter()
-            .filter(|(_, p)| p.failed.is_none())
-            .map(|(&r, _)| r)
-            .collect();
-        for &p in &peers {
-            // Every connection to p says so: the one we send on carries it after our data.
-            let ids: Vec<usize> = self
-                .conns
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.as_ref().is_some_and(|c| c.up && c.peer == p))
-                .map(|(i, _)| i)
-                .collect();
-            for id in ids {
-                if Some(id) == self.peers[&p].send {
-                    self.peers
-                        .get_mut(&p)
-                        .expect("listed")
-                        .queue
-                        .push_back((CLOSE, Vec::new()));
-                } else if let Some(c) = self.conns[id].as_ref() {
-                    let _ = c.ep.inject(&header(CLOSE, 0));
-                }
-            }
-            self.flush(p);
+    fn connect_init(&mut self) -> super::TResult<()> {
+        if self.mgr.init_peers().is_empty() {
+            return Ok(());
         }
-        // Let the last packets leave (bounded: a dead peer must not hang MPI_Finalize).
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while self.pending() && std::time::Instant::now() < until {
+        self.start()?;
+        let now = self.now();
+        self.mgr.init(now);
+        self.run_mgr();
+        self.rearm();
+        Ok(())
+    }
+
+    fn init_connecting(&self) -> bool {
+        self.mgr.init_connecting()
+    }
+
+    /// Lets every peer take the last packets (connecting first if some still wait for a
+    /// connection), says BYE on every connection (so its end is a clean close) and waits for
+    /// the peers' BYE, at most FERRITE_TCP_LINGER_MS in all.
+    fn shutdown(&mut self) {
+        let deadline = Instant::now() + std::time::Duration::from_millis(self.cfg.linger_ms);
+        let left = |d: Instant| d.saturating_duration_since(Instant::now()).as_millis() as i32;
+        while (self.queued() || self.mgr.closing()) && left(deadline) > 0 {
             self.progress(None);
-            if self.pending() {
-                self.wait(50);
+            if self.queued() || self.mgr.closing() {
+                self.wait(left(deadline).min(10));
             }
+        }
+        let up = self.mgr.up();
+        for &(r, ep) in &up {
+            self.peers
+                .entry(r)
+                .or_default()
+                .queue
+                .push_back((BYE, Vec::new()));
+            self.pump(ep);
+        }
+        while left(deadline) > 0 {
+            self.progress(None);
+            let done = up.iter().all(|&(r, ep)| {
+                self.peers.get(&r).is_none_or(|p| p.queue.is_empty())
+                    && self
+                        .conns
+                        .get(&ep)
+                        .is_none_or(|c| c.bye && c.sending.is_empty())
+            });
+            if done {
+                break;
+            }
+            self.wait(left(deadline).min(10));
         }
         self.closing = true;
+        for c in self.conns.values() {
+            c.ep.shutdown();
+        }
     }
 
     fn stats(&self) -> TransportStats {
-        let mut s = self.stats;
+        let cm = self.mgr.cm_stats();
+        let m = self.mgr.stats();
+        let mut s = TransportStats {
+            strangers_dropped: self.stats.strangers_dropped + m.strangers + cm.silent,
+            handshake_retries: cm.retries,
+            race_losers: cm.races_lost,
+            conns_opened_first_message: m.opened,
+            conns_accepted: m.accepted,
+            conns_closed: m.closed,
+            conn: self.mgr.counters(),
+            ..self.stats
+        };
         s.peers_used = self.peers.values().filter(|p| p.used).count() as u64;
         s.mr_cache_hits = self.ofi_stats.cache.hits;
         s.mr_cache_misses = self.ofi_stats.cache.misses;
@@ -1127,13 +1588,16 @@ impl Transport for Ofi {
 impl Drop for Ofi {
     fn drop(&mut self) {
         self.closing = true;
-        for c in self.conns.iter().flatten() {
+        for c in self.conns.values() {
             c.ep.shutdown();
         }
         self.conns.clear();
         drop(self.cache.drain());
-        // SAFETY: the epoll fd is ours, closed once.
-        unsafe { libc::close(self.epoll) };
+        // SAFETY: the epoll and timer fds are ours, closed once.
+        unsafe {
+            libc::close(self.epoll);
+            libc::close(self.timer);
+        }
     }
 }
 

@@ -130,7 +130,7 @@ pub fn conn_setup() -> TResult<policy::Mechanism> {
 /// How long cm waits for a hello: 2 s, longer with many ranks per CPU (a rank among 128 per
 /// CPU, dialing 255 peers at once under static, took over 2 s to write some hellos, and every
 /// such socket closed and was dialed again: thousands of retries at 256 ranks on 2 CPUs).
-fn hello_wait(job_size: u32) -> Micros {
+pub fn hello_wait(job_size: u32) -> Micros {
     // SAFETY: plain query.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
     2_000_000 * (u64::from(job_size) / (16 * cpus)).clamp(1, 15)
