@@ -23,15 +23,15 @@ KNOWN = [  # (from prefix, to prefix)
     ("objects/", "io/"),
     # The ofi transport still makes MpiErrors (error.rs) inside, converted to the transports'
     # own error at its trait methods, and reads the job secret through runtime/mod.rs's
-    # re-export: left while it moves onto conn/manager.rs.
+    # re-export (not yet converted).
     ("transport/ofi/", "error.rs"), ("transport/ofi/", "runtime/mod.rs"),
     # The progress engine's hook that advances MPI-IO's collective accesses in the background
-    # (io/engine.rs), and the hook that runs their read conversions after the lock is let go
-    # (state.rs): io sits above the core because its entry points call MPI as ROMIO does, but
-    # its nonblocking collectives are driven from below, like coll's schedules.
-    ("progress.rs", "io/engine.rs"), ("state.rs", "io/engine.rs"),
+    # (io/engine.rs): io sits above the core because its entry points call MPI as ROMIO does,
+    # but its nonblocking collectives are driven from below, like coll's schedules.
+    ("progress.rs", "io/engine.rs"),
 ]
-MACROS = {"mpi_err": "error.rs", "terr": "transport/error.rs", "mpi_fn": "abi/macros.rs", "twins": "abi/macros.rs"}
+MACROS = {"mpi_err": "error.rs", "terr": "transport/error.rs", "mpi_fn": "abi/macros.rs", "twins": "abi/macros.rs",
+          "mpi_fn_each": "abi/macros.rs"}
 
 
 def layer(path):
