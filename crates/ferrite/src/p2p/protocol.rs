@@ -219,9 +219,7 @@ impl P2p {
         tag: i32,
         data: &[u8],
     ) -> MpiResult<bool> {
-        if data.len() > self.eager_max(wire, to)
-            || (self.backlog_len > 0 && self.backlog.get(&to).is_some_and(|q| !q.is_empty()))
-        {
+        if self.backlog_len > 0 && self.backlog.get(&to).is_some_and(|q| !q.is_empty()) {
             return Ok(false);
         }
         // No request: the receiver echoes `sreq` only for synchronous and rendezvous sends.
@@ -235,7 +233,7 @@ impl P2p {
             rreq: 0,
             arg: 0,
         };
-        wire.try_send(to, &[&hdr.encode(), data])
+        wire.try_send_eager(to, &hdr.encode(), data, self.eager_limit)
     }
 
     /// A new request in the table.
