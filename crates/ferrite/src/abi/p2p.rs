@@ -144,9 +144,7 @@ macro_rules! recv_fns {
             fn $recv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
                      tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) on ErrObj::Comm(comm) => {
                 let s = state::with_held(|st| {
-                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
-                    let h = st.start_new_owned(comm, spec)?;
-                    wait_status(st, h, comm)
+                    st.recv_blocking(buf.cast(), cnt(count), datatype, source, tag, comm)
                 })?;
                 // SAFETY: `status` is the caller's MPI_Status* or MPI_STATUS_IGNORE.
                 unsafe { store(status, &s) };

@@ -37,6 +37,21 @@ pub trait Wire {
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool>;
     /// Single-copy read from `from`'s memory; `Ok(false)`: not possible, use packets.
     fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool>;
+    /// Sends header `hdr` and a whole message `data` as one packet if `data` fits the eager
+    /// size for `to` (and `limit`, unless 0) and there is room; `Ok(false)`: nothing sent.
+    fn try_send_eager(
+        &mut self,
+        to: Proc,
+        hdr: &[u8],
+        data: &[u8],
+        limit: usize,
+    ) -> MpiResult<bool> {
+        let room = self.eager_packet(to).saturating_sub(hdr.len());
+        if data.len() > room || (limit != 0 && data.len() > limit) {
+            return Ok(false);
+        }
+        self.try_send(to, &[hdr, data])
+    }
 }
 
 impl Wire for Net {
@@ -51,5 +66,14 @@ impl Wire for Net {
     }
     fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
         Ok(Net::read_remote(self, from, addr, dst)?)
+    }
+    fn try_send_eager(
+        &mut self,
+        to: Proc,
+        hdr: &[u8],
+        data: &[u8],
+        limit: usize,
+    ) -> MpiResult<bool> {
+        Ok(Net::try_send_eager(self, to, hdr, data, limit)?)
     }
 }

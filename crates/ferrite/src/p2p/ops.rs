@@ -15,6 +15,7 @@
 //! match user point-to-point traffic; ranks are ranks in the communicator; any tag value is
 //! allowed (collectives may use their own tag space).
 
+use super::protocol::RecvNow;
 use super::request::{Mode, Op, Ptr, RecvOp, RecvStage, Source, Spec, Target};
 use super::status::Status;
 use crate::consts::*;
@@ -373,6 +374,14 @@ impl Ferrite {
                 victims.push((h, *src, why.clone()));
             }
         }
+        for (h, comm, src) in p2p.posted_waiters() {
+            let world = usize::try_from(src)
+                .ok()
+                .and_then(|s| Some(*objects.comms.get(comm).ok()?.peers().get(s)?));
+            if let Some(why) = world.and_then(|w| p2p.dead.get(&w)) {
+                victims.push((h, src, why.clone()));
+            }
+        }
         for (h, src, why) in victims {
             p2p.fail_posted(h, src, &format!("receive from rank {src}: {why}"));
         }
@@ -530,6 +539,54 @@ impl Ferrite {
 
 /// Blocking internal communication: waits let the state lock go (see `Held::wait_until`).
 impl Held {
+    /// MPI_Recv: the status of the message received into `buf` (its MPI_ERROR set on
+    /// truncation). No request unless the message comes by rendezvous (`P2p::recv_now`).
+    pub fn recv_blocking(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: MPI_Datatype,
+        src: i32,
+        tag: i32,
+        comm: MPI_Comm,
+    ) -> MpiResult<Status> {
+        let Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target,
+        } = self.recv_spec(buf, count, dt, src, tag, comm)?
+        else {
+            unreachable!("recv_spec gives a receive")
+        };
+        if src == MPI_PROC_NULL {
+            return Ok(super::protocol::proc_null_status());
+        }
+        let Ferrite { p2p, net, .. } = &mut **self;
+        let now = p2p.recv_now(comm, ctx, src, tag, target);
+        p2p.flush(net);
+        let h = match now {
+            RecvNow::Done(st) => {
+                self.take_net_error(comm)?;
+                return Ok(st);
+            }
+            RecvNow::Request(h) => h,
+            RecvNow::Waiter(w) => {
+                self.wait_until(|st| st.p2p.waiter_done(w))?;
+                match self.p2p.take_waiter(w) {
+                    Ok(st) => {
+                        self.take_net_error(comm)?;
+                        return Ok(st);
+                    }
+                    Err(h) => h,
+                }
+            }
+        };
+        self.wait_until(|st| st.p2p.is_done(h))?;
+        self.take_net_error(comm)?;
+        Ok(self.release(h).0)
+    }
+
     /// Waits for an internal request and releases it: its status (MPI_ERROR set on
     /// truncation) and, for `coll_irecv`, the bytes received.
     pub fn req_wait(&mut self, h: MPI_Request) -> MpiResult<(Status, Vec<u8>)> {

@@ -55,6 +55,8 @@ pub struct P2p {
     /// Messages (and their payload bytes) this process started sending and that arrived
     /// here, collectives' and RMA's own included: the tool interface's counters.
     pub counts: MessageCounts,
+    /// Blocking receives (MPI_Recv) waiting without a request (see [`Waiter`]).
+    pub waiters: HandleTable<Waiter>,
 }
 
 /// Plain counters kept under the state lock (one add per message; read by tool/pvars.rs).
@@ -64,6 +66,41 @@ pub struct MessageCounts {
     pub bytes_sent: u64,
     pub messages_received: u64,
     pub bytes_received: u64,
+}
+
+/// Handle type code of [`Waiter`]s: not one of MPICH's object types, so the request table
+/// never owns such a handle and users never see one.
+const WAITER_KIND: u32 = 0xf;
+
+/// A blocking receive waiting with no request: posted in `matching` like a request (same
+/// sequence numbers, so matching order is the same), under a handle of the `waiters`
+/// table. An eager message lands straight in its target; a rendezvous one turns it into a
+/// request (`Waited::Request`), since that protocol names the receive on the wire.
+pub struct Waiter {
+    comm: MPI_Comm,
+    ctx: u32,
+    src: i32,
+    tag: i32,
+    target: Target,
+    status: Status,
+    state: Waited,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waited {
+    Posted,
+    Done,
+    Request(MPI_Request),
+}
+
+/// How MPI_Recv's start went ([`P2p::recv_now`]).
+pub enum RecvNow {
+    /// Received already (an unexpected eager message): its status.
+    Done(Status),
+    /// Wait for [`P2p::waiter_done`], then [`P2p::take_waiter`].
+    Waiter(MPI_Request),
+    /// Matched an unexpected rendezvous message: wait for and release this request.
+    Request(MPI_Request),
 }
 
 impl Default for P2p {
@@ -115,6 +152,7 @@ impl P2p {
             dead_news: false,
             part_inits: FxHashMap::default(),
             counts: MessageCounts::default(),
+            waiters: HandleTable::new(WAITER_KIND),
         }
     }
 
@@ -122,6 +160,12 @@ impl P2p {
     pub fn fail_posted(&mut self, h: MPI_Request, src: i32, why: &str) {
         if self.matching.cancel_posted(|&x| x == h).is_none() {
             return; // not posted (any more)
+        }
+        if let Some(w) = self.waiters.get_mut(h) {
+            w.status.source = src;
+            w.status.error = make_code(MPI_ERR_PROC_ABORTED, why.to_string());
+            w.state = Waited::Done;
+            return;
         }
         if let Some(r) = self.reqs.get_mut(h) {
             r.status.source = src;
@@ -188,9 +232,7 @@ impl P2p {
         tag: i32,
         data: &[u8],
     ) -> MpiResult<bool> {
-        if data.len() > self.eager_max(wire, to)
-            || (self.backlog_len > 0 && self.backlog.get(&to).is_some_and(|q| !q.is_empty()))
-        {
+        if self.backlog_len > 0 && self.backlog.get(&to).is_some_and(|q| !q.is_empty()) {
             return Ok(false);
         }
         // No request: the receiver echoes `sreq` only for synchronous and rendezvous sends.
@@ -204,7 +246,7 @@ impl P2p {
             rreq: 0,
             arg: 0,
         };
-        let sent = wire.try_send(to, &[&hdr.encode(), data])?;
+        let sent = wire.try_send_eager(to, &hdr.encode(), data, self.eager_limit)?;
         if sent {
             self.counts.messages_sent += 1;
             self.counts.bytes_sent += data.len() as u64;
@@ -490,6 +532,124 @@ impl P2p {
         h
     }
 
+    /// MPI_Recv's start, with no request unless one is needed: the earliest unexpected
+    /// message the receive accepts lands in `target` at once if it is eager; otherwise the
+    /// receive is posted as a [`Waiter`] (same matching order as a posted request). An
+    /// unexpected rendezvous message gets a request (`RecvNow::Request`). `src` is not
+    /// MPI_PROC_NULL.
+    pub fn recv_now(
+        &mut self,
+        comm: MPI_Comm,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        mut target: Target,
+    ) -> RecvNow {
+        match self.matching.take_unexpected(ctx, src, tag) {
+            Some((
+                s,
+                t,
+                Unexpected {
+                    from,
+                    len,
+                    body: Body::Eager { data, ack },
+                },
+            )) => {
+                let mut st = Status {
+                    source: s,
+                    tag: t,
+                    ..Status::default()
+                };
+                store_message(&mut target, &mut st, &data, len);
+                if let Some(sreq) = ack {
+                    self.queue(from, &Header::control(Kind::Ack, sreq, 0), &[]);
+                }
+                RecvNow::Done(st)
+            }
+            Some((s, t, u)) => {
+                let mut r = Request::new(comm, true);
+                r.op = Op::Recv(RecvOp {
+                    ctx,
+                    src,
+                    tag,
+                    target,
+                    stage: RecvStage::Posted,
+                });
+                let h = self.reqs.insert(r);
+                self.match_unexpected(h, s, t, u);
+                RecvNow::Request(h)
+            }
+            None => {
+                let w = self.waiters.insert(Waiter {
+                    comm,
+                    ctx,
+                    src,
+                    tag,
+                    target,
+                    status: Status::default(),
+                    state: Waited::Posted,
+                });
+                self.matching.post(ctx, src, tag, w);
+                self.dead_news |= !self.dead.is_empty();
+                RecvNow::Waiter(w)
+            }
+        }
+    }
+
+    /// Whether waiter `w` (from [`Self::recv_now`]) has its message (or its request is
+    /// complete).
+    #[inline]
+    pub fn waiter_done(&self, w: MPI_Request) -> bool {
+        match self.waiters.get(w).map(|x| x.state) {
+            Some(Waited::Posted) => false,
+            Some(Waited::Request(h)) => self.is_done(h),
+            Some(Waited::Done) | None => true,
+        }
+    }
+
+    /// Removes a done waiter: its status, or `Err(h)` when it became request `h` (complete;
+    /// the caller releases it).
+    pub fn take_waiter(&mut self, w: MPI_Request) -> Result<Status, MPI_Request> {
+        match self.waiters.remove(w) {
+            Some(Waiter {
+                state: Waited::Request(h),
+                ..
+            }) => Err(h),
+            Some(x) => Ok(x.status),
+            None => Ok(empty_status()),
+        }
+    }
+
+    /// Posted waiters, for the sweep of receives from dead peers: (handle, comm, source).
+    pub fn posted_waiters(&self) -> impl Iterator<Item = (MPI_Request, MPI_Comm, i32)> + '_ {
+        self.waiters
+            .iter()
+            .filter(|(_, w)| w.state == Waited::Posted)
+            .map(|(h, w)| (h, w.comm, w.src))
+    }
+
+    /// A message matched the posted receive `h`: a request as it is, a waiter turned into
+    /// a request (for the protocols that name the receive on the wire).
+    fn as_request(&mut self, h: MPI_Request) -> MPI_Request {
+        let Some(w) = self.waiters.get_mut(h) else {
+            return h;
+        };
+        let target = std::mem::replace(&mut w.target, Target::Owned(Vec::new()));
+        let mut r = Request::new(w.comm, true);
+        r.op = Op::Recv(RecvOp {
+            ctx: w.ctx,
+            src: w.src,
+            tag: w.tag,
+            target,
+            stage: RecvStage::Posted,
+        });
+        let r = self.reqs.insert(r);
+        if let Some(w) = self.waiters.get_mut(h) {
+            w.state = Waited::Request(r);
+        }
+        r
+    }
+
     /// Receive `h` (holding its posted `RecvOp`) takes the earliest unexpected message it
     /// accepts, or joins the posted queue.
     fn match_or_post(&mut self, h: MPI_Request, ctx: u32, src: i32, tag: i32) {
@@ -525,45 +685,26 @@ impl P2p {
 
     /// The final status bytes and error of a `len`-byte message into `cap` bytes.
     fn finish_recv(&mut self, h: MPI_Request, len: u64, cap: u64) {
-        if let Some(r) = self.reqs.get_mut(h) {
-            r.status.bytes = len.min(cap);
-            if len > cap {
-                r.status.error = make_code(
-                    MPI_ERR_TRUNCATE,
-                    format!(
-                        "message truncated: {len} bytes from rank {} with tag {} do not fit \
-                         in the receive buffer of {cap} bytes",
-                        r.status.source, r.status.tag
-                    ),
-                );
-            } else if let Op::Recv(RecvOp {
-                target: Target::User { dt, .. },
-                ..
-            }) = &r.op
-            {
-                // A message that ends inside a basic element of a derived receive type has a
-                // type signature that cannot match: MPI_ERR_TRUNCATE, the class MPICH gives
-                // it (its truncmsg2 test).
-                if dt.size() > 0
-                    && !len.is_multiple_of(dt.size() as u64)
-                    && dt.elements_in(len).is_none()
-                {
-                    r.status.error = make_code(
-                        MPI_ERR_TRUNCATE,
-                        format!(
-                            "the {len} bytes from rank {} with tag {} end inside a basic \
-                             element of the receive datatype: the type signatures do not match",
-                            r.status.source, r.status.tag
-                        ),
-                    );
-                }
-            }
+        if let Some(Request {
+            op: Op::Recv(op),
+            status,
+            ..
+        }) = self.reqs.get_mut(h)
+        {
+            recv_result(status, &op.target, len, cap);
         }
         self.complete(h);
     }
 
-    /// Stores a whole eager message into receive `h`.
+    /// Stores a whole eager message into the posted receive `h` (a request or a waiter).
     fn deliver(&mut self, h: MPI_Request, s: i32, t: i32, data: &[u8], len: u64) {
+        if let Some(w) = self.waiters.get_mut(h) {
+            w.status.source = s;
+            w.status.tag = t;
+            store_message(&mut w.target, &mut w.status, data, len);
+            w.state = Waited::Done;
+            return;
+        }
         let Some(Request {
             op: Op::Recv(r),
             status,
@@ -574,10 +715,8 @@ impl P2p {
         };
         status.source = s;
         status.tag = t;
-        let cap = r.target.capacity();
-        let n = (len.min(cap) as usize).min(data.len());
-        r.target.store(&data[..n]);
-        self.finish_recv(h, len, cap);
+        store_message(&mut r.target, status, data, len);
+        self.complete(h);
     }
 
     /// Receive `h` matched an RTS: `flush` will read the data.
@@ -715,7 +854,10 @@ impl P2p {
                 }
             }
             Kind::Rts => match self.matching.arrive(h.context, h.src, h.tag) {
-                Some(r) => self.pull(r, h.src, h.tag, from, h.sreq, h.arg, h.len),
+                Some(r) => {
+                    let r = self.as_request(r);
+                    self.pull(r, h.src, h.tag, from, h.sreq, h.arg, h.len)
+                }
                 None => self.matching.add_unexpected(
                     h.context,
                     h.src,
@@ -934,5 +1076,44 @@ impl P2p {
         }
         self.streams = waiting;
         did
+    }
+}
+
+/// Stores a whole eager message (`len` bytes announced, `data` what arrived) into `target`
+/// and sets the status's count and error.
+fn store_message(target: &mut Target, st: &mut Status, data: &[u8], len: u64) {
+    let cap = target.capacity();
+    let n = (len.min(cap) as usize).min(data.len());
+    target.store(&data[..n]);
+    recv_result(st, target, len, cap);
+}
+
+/// The count and error of a receive of a `len`-byte message into `target` (`cap` bytes),
+/// whose status already names the source and tag.
+fn recv_result(st: &mut Status, target: &Target, len: u64, cap: u64) {
+    st.bytes = len.min(cap);
+    if len > cap {
+        st.error = make_code(
+            MPI_ERR_TRUNCATE,
+            format!(
+                "message truncated: {len} bytes from rank {} with tag {} do not fit in the \
+                 receive buffer of {cap} bytes",
+                st.source, st.tag
+            ),
+        );
+    } else if let Target::User { dt, .. } = target {
+        // A message that ends inside a basic element of a derived receive type has a type
+        // signature that cannot match: MPI_ERR_TRUNCATE, the class MPICH gives it (its
+        // truncmsg2 test).
+        if dt.size() > 0 && !len.is_multiple_of(dt.size() as u64) && dt.elements_in(len).is_none() {
+            st.error = make_code(
+                MPI_ERR_TRUNCATE,
+                format!(
+                    "the {len} bytes from rank {} with tag {} end inside a basic element of \
+                     the receive datatype: the type signatures do not match",
+                    st.source, st.tag
+                ),
+            );
+        }
     }
 }

@@ -616,3 +616,170 @@ fn sync_sends_to_self_complete_on_their_receives() {
         }
     }
 }
+
+// ----- MPI_Recv without a request (`P2p::recv_now`, waiters) -----
+
+fn bytes_target(buf: &mut [u8]) -> Target {
+    Target::Bytes {
+        buf: Ptr(buf.as_mut_ptr()),
+        len: buf.len(),
+    }
+}
+
+/// Runs a blocking receive started with `recv_now` to its end: its status and whether it
+/// needed a request.
+fn finish_blocking(sim: &mut Sim, at: Proc, now: super::protocol::RecvNow) -> (Status, bool) {
+    use super::protocol::RecvNow;
+    let h = match now {
+        RecvNow::Done(st) => return (st, false),
+        RecvNow::Request(h) => h,
+        RecvNow::Waiter(w) => {
+            sim.run_until(|s| s.procs[at as usize].waiter_done(w));
+            match sim.procs[at as usize].take_waiter(w) {
+                Ok(st) => return (st, false),
+                Err(h) => h,
+            }
+        }
+    };
+    sim.run_until(|s| s.done(at, h));
+    let st = sim.status(at, h);
+    sim.procs[at as usize].reqs.remove(h);
+    (st, true)
+}
+
+#[test]
+fn blocking_receives_carry_exact_data_with_a_request_only_for_rendezvous() {
+    for can_read in [true, false] {
+        for &n in SIZES {
+            for posted_first in [true, false] {
+                let mut sim = Sim::new(2, 4, can_read, 0);
+                let data = pattern(n, 7);
+                let mut buf = vec![0u8; n];
+                let (now, s) = if posted_first {
+                    let now =
+                        sim.procs[1].recv_now(MPI_COMM_WORLD, 0, 0, 4, bytes_target(&mut buf));
+                    (now, sim.send(0, 1, 4, &data, Mode::Standard))
+                } else {
+                    let s = sim.send(0, 1, 4, &data, Mode::Standard);
+                    sim.settle();
+                    let now =
+                        sim.procs[1].recv_now(MPI_COMM_WORLD, 0, 0, 4, bytes_target(&mut buf));
+                    (now, s)
+                };
+                let (st, request) = finish_blocking(&mut sim, 1, now);
+                sim.run_until(|s2| s2.done(0, s));
+                assert_eq!((st.source, st.tag, st.error, st.bytes), (0, 4, 0, n as u64));
+                assert!(buf == data, "{n} bytes, posted first {posted_first}");
+                assert_eq!(
+                    request,
+                    n > 984,
+                    "a request only for rendezvous ({n} bytes)"
+                );
+                assert!(sim.procs[1].waiters.is_empty() && sim.procs[1].reqs.is_empty());
+                assert_eq!(sim.procs[1].matching.posted_len(), 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn blocking_receive_keeps_matching_order_with_posted_requests() {
+    let mut sim = Sim::new(3, 64, true, 0);
+    // An Irecv posted before the blocking receive takes the first message that both accept;
+    // a blocking ANY_SOURCE receive posted before a specific Irecv takes the first.
+    let mut a = [0u8; 4];
+    let mut b = [0u8; 4];
+    let r = sim.recv(2, 0, MPI_ANY_TAG, &mut a);
+    let w = sim.procs[2].recv_now(MPI_COMM_WORLD, 0, 0, 3, bytes_target(&mut b));
+    sim.send(0, 2, 3, &[1; 4], Mode::Standard);
+    sim.send(0, 2, 3, &[2; 4], Mode::Standard);
+    let (st, _) = finish_blocking(&mut sim, 2, w);
+    sim.run_until(|s| s.done(2, r));
+    assert_eq!((a, b, st.source, st.tag), ([1; 4], [2; 4], 0, 3));
+
+    let mut c = [0u8; 4];
+    let mut d = [0u8; 4];
+    let w = sim.procs[2].recv_now(
+        MPI_COMM_WORLD,
+        0,
+        MPI_ANY_SOURCE,
+        MPI_ANY_TAG,
+        bytes_target(&mut c),
+    );
+    let r = sim.recv(2, 1, 6, &mut d);
+    sim.send(1, 2, 6, &[3; 4], Mode::Standard);
+    sim.send(1, 2, 6, &[4; 4], Mode::Standard);
+    let (st, _) = finish_blocking(&mut sim, 2, w);
+    sim.run_until(|s| s.done(2, r));
+    assert_eq!((c, d, st.source, st.tag), ([3; 4], [4; 4], 1, 6));
+
+    // Unexpected messages from two senders: ANY_SOURCE takes the earliest arrival.
+    sim.send(1, 2, 8, &[5; 4], Mode::Standard);
+    sim.settle();
+    sim.send(0, 2, 8, &[6; 4], Mode::Standard);
+    sim.settle();
+    for (want, src) in [([5u8; 4], 1), ([6; 4], 0)] {
+        let mut e = [0u8; 4];
+        let now = sim.procs[2].recv_now(MPI_COMM_WORLD, 0, MPI_ANY_SOURCE, 8, bytes_target(&mut e));
+        let (st, req) = finish_blocking(&mut sim, 2, now);
+        assert_eq!((e, st.source, req), (want, src, false));
+    }
+    assert!(sim.procs[2].waiters.is_empty());
+    assert_eq!(sim.procs[2].matching.posted_len(), 0);
+}
+
+#[test]
+fn blocking_receive_truncates_and_acks_synchronous_sends() {
+    for (n, can_read) in [(500, true), (5000, true), (5000, false)] {
+        for posted_first in [true, false] {
+            let mut sim = Sim::new(2, 8, can_read, 0);
+            let data = pattern(n, 1);
+            let mut buf = vec![0xEEu8; 400];
+            let target = Target::Bytes {
+                buf: Ptr(buf.as_mut_ptr()),
+                len: 300,
+            };
+            let (now, s) = if posted_first {
+                let now = sim.procs[1].recv_now(MPI_COMM_WORLD, 0, 0, 5, target);
+                (now, sim.send(0, 1, 5, &data, Mode::Sync))
+            } else {
+                let s = sim.send(0, 1, 5, &data, Mode::Sync);
+                sim.settle();
+                (sim.procs[1].recv_now(MPI_COMM_WORLD, 0, 0, 5, target), s)
+            };
+            let (st, _) = finish_blocking(&mut sim, 1, now);
+            {
+                let (p, mut w) = sim.wire(1);
+                p.flush(&mut w);
+            }
+            sim.run_until(|s2| s2.done(0, s));
+            assert_eq!(class_of(st.error), MPI_ERR_TRUNCATE, "{n} bytes");
+            assert_eq!((st.bytes, st.source, st.tag), (300, 0, 5));
+            assert_eq!(&buf[..300], &data[..300]);
+            assert!(buf[300..].iter().all(|&b| b == 0xEE));
+            assert_eq!(sim.status(0, s).error, 0);
+        }
+    }
+}
+
+#[test]
+fn blocking_receive_from_a_dead_peer_fails() {
+    let mut sim = Sim::new(2, 8, true, 0);
+    let mut buf = [0u8; 8];
+    let now = sim.procs[1].recv_now(MPI_COMM_WORLD, 0, 0, 1, bytes_target(&mut buf));
+    let super::protocol::RecvNow::Waiter(w) = now else {
+        panic!("nothing had arrived: the receive waits");
+    };
+    let posted: Vec<_> = sim.procs[1].posted_waiters().collect();
+    assert_eq!(posted, vec![(w, MPI_COMM_WORLD, 0)]);
+    sim.procs[1].fail_posted(w, 0, "gone");
+    assert!(sim.procs[1].waiter_done(w));
+    let st = sim.procs[1].take_waiter(w).unwrap();
+    assert_eq!((class_of(st.error), st.source), (MPI_ERR_PROC_ABORTED, 0));
+    assert_eq!(sim.procs[1].matching.posted_len(), 0);
+    // A message sent now is unexpected, not delivered into the failed receive.
+    sim.send(0, 1, 1, &[9; 8], Mode::Standard);
+    sim.settle();
+    assert_eq!(buf, [0; 8]);
+    assert_eq!(sim.procs[1].matching.unexpected_len(), 1);
+}
