@@ -7,6 +7,7 @@ pub mod nodes;
 pub mod ofi;
 pub mod shm;
 pub mod tcp;
+pub mod timer;
 pub mod udp;
 
 use crate::runtime::config;

@@ -27,6 +27,7 @@
 pub mod ffi;
 pub mod regcache;
 
+use super::timer::Timer;
 use super::{tcp, Proc, Transport, TransportStats};
 use crate::conn::handshake;
 use crate::conn::manager::{
@@ -343,8 +344,7 @@ pub struct Ofi {
     secret: Option<u64>,
     epoll: RawFd,
     /// Readable (in `epoll`) when the manager's next timer is due.
-    timer: RawFd,
-    timer_at: Option<Micros>,
+    timer: Timer,
     t0: Instant,
     closing: bool,
     stats: TransportStats,
@@ -386,7 +386,9 @@ impl Ofi {
             // A provider that pins pages: freed heap memory stays mapped (regcache.rs).
             ffi::keep_heap_mapped();
         }
-        // SAFETY: plain syscalls; the epoll and timer fds are ours, closed in Drop.
+        let timer = Timer::new().map_err(|e| err(format!("timerfd_create: {e}")))?;
+        let fds = [eq.fd().map_err(err)?, cq.fd().map_err(err)?, timer.fd()];
+        // SAFETY: plain syscall; the epoll fd is ours, closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epoll < 0 {
             return Err(err(format!(
@@ -394,29 +396,16 @@ impl Ofi {
                 std::io::Error::last_os_error()
             )));
         }
-        // SAFETY: as above.
-        let timer = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        let fds = [eq.fd().map_err(err)?, cq.fd().map_err(err)?, timer];
         for fd in fds {
             let mut ev = libc::epoll_event {
                 events: libc::EPOLLIN as u32,
                 u64: fd as u64,
             };
-            // SAFETY: the fds are open (a failed timerfd_create fails here); ev is valid.
-            if fd < 0 || unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+            // SAFETY: the fds are open; ev is valid.
+            if unsafe { libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
                 let e = std::io::Error::last_os_error();
                 // SAFETY: ours, closed once.
-                unsafe {
-                    libc::close(epoll);
-                    if timer >= 0 {
-                        libc::close(timer);
-                    }
-                }
+                unsafe { libc::close(epoll) };
                 return Err(err(format!("epoll_ctl(ADD, wait fd or timerfd): {e}")));
             }
         }
@@ -465,7 +454,6 @@ impl Ofi {
             secret: None,
             epoll,
             timer,
-            timer_at: None,
             t0: Instant::now(),
             closing: false,
             stats: TransportStats::default(),
@@ -863,11 +851,8 @@ impl Ofi {
     /// Fires the manager's timers that are due.
     fn timers(&mut self) {
         let now = self.now();
-        if self.timer_at.is_some_and(|t| t <= now) {
-            let mut buf = [0u8; 8];
-            // SAFETY: reading 8 bytes into a valid buffer from our nonblocking timerfd.
-            unsafe { libc::read(self.timer, buf.as_mut_ptr().cast(), 8) };
-            self.timer_at = None;
+        if self.timer.armed().is_some_and(|t| t <= now) {
+            self.timer.drain();
         }
         if self.mgr.poll_timeout().is_some_and(|t| t <= now) {
             self.mgr.handle_timeout(now);
@@ -880,30 +865,7 @@ impl Ofi {
         let now = self.now();
         let held = (!self.mgr.held().is_empty()).then_some(now + HELD_RECHECK);
         let next = self.mgr.poll_timeout().into_iter().chain(held).min();
-        if next == self.timer_at {
-            return;
-        }
-        // An earlier deadline armed stays: it costs one wake-up that finds nothing due.
-        if let (Some(armed), Some(t)) = (self.timer_at, next) {
-            if armed > now && armed <= t {
-                return;
-            }
-        }
-        self.timer_at = next;
-        // A due deadline fires at once (1 µs: a zero value would disarm the timer).
-        let us = next.map_or(0, |t| t.saturating_sub(now).max(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (us / 1_000_000) as libc::time_t,
-                tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
-            },
-        };
-        // SAFETY: the timerfd is ours; spec is valid; the old value is not asked for.
-        unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
+        self.timer.set(next, now);
     }
 
     /// Takes every completion in the queue; data for `deliver` (or into `arrived`).
@@ -1593,11 +1555,8 @@ impl Drop for Ofi {
         }
         self.conns.clear();
         drop(self.cache.drain());
-        // SAFETY: the epoll and timer fds are ours, closed once.
-        unsafe {
-            libc::close(self.epoll);
-            libc::close(self.timer);
-        }
+        // SAFETY: the epoll fd is ours, closed once (the timer closes with its Timer).
+        unsafe { libc::close(self.epoll) };
     }
 }
 

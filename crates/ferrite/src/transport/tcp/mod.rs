@@ -23,6 +23,7 @@ pub mod card;
 pub mod conn;
 pub mod listener;
 
+use super::timer::Timer;
 use super::{Proc, Transport, TransportStats};
 use crate::conn::handshake;
 use crate::conn::manager::{self, Action, EpId, FailKind, Failure, Manager, Phase, HELLO_LEN};
@@ -183,9 +184,7 @@ pub struct Tcp {
     chan: Option<Channel>,
     /// Fires (readable in the epoll set) when the manager's next timer is due, so a process
     /// blocked in the progress engine redials and gives up on time.
-    timer: RawFd,
-    /// The deadline `timer` is set for.
-    timer_at: Option<Micros>,
+    timer: Timer,
     /// Accepting failed (out of resources): the listener is out of the epoll set until then.
     accept_paused: Option<Micros>,
     /// Accept ran out of descriptors and paused REFUSE_DELAY: refuse what waits now.
@@ -229,6 +228,8 @@ impl Tcp {
             );
             Error::os(&e, msg)
         })?;
+        let timer = Timer::new()
+            .map_err(|e| Error::os(&e, format!("tcp transport: timerfd_create failed: {e}")))?;
         // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epoll < 0 {
@@ -269,8 +270,7 @@ impl Tcp {
             resume: Vec::new(),
             dead: Vec::new(),
             chan: None,
-            timer: -1,
-            timer_at: None,
+            timer,
             accept_paused: None,
             refuse_now: false,
             t0: Instant::now(),
@@ -279,22 +279,13 @@ impl Tcp {
         let fd = tcp.listener.sock.as_raw_fd();
         tcp.epoll_ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, LISTENER)
             .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
-        // SAFETY: plain syscall; the fd is owned by the Tcp and closed in Drop.
-        tcp.timer = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if tcp.timer < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(Error::os(
-                &e,
-                format!("tcp transport: timerfd_create failed: {e}"),
-            ));
-        }
-        tcp.epoll_ctl(libc::EPOLL_CTL_ADD, tcp.timer, libc::EPOLLIN as u32, TIMER)
-            .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
+        tcp.epoll_ctl(
+            libc::EPOLL_CTL_ADD,
+            tcp.timer.fd(),
+            libc::EPOLLIN as u32,
+            TIMER,
+        )
+        .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         let addr = tcp.listener.addr;
         tcp.board.put(rank, addr)?;
         Ok(tcp)
@@ -905,32 +896,7 @@ impl Tcp {
             .chain(held)
             .chain(self.accept_paused)
             .min();
-        if next == self.timer_at && next.is_none_or(|t| t > now) {
-            return;
-        }
-        // A later deadline keeps the earlier one armed: it only costs a wake-up that finds
-        // nothing due (and re-arms then), where moving it cost a timerfd_settime per message
-        // (adaptive's idle timer moves with every packet).
-        if let (Some(armed), Some(t)) = (self.timer_at, next) {
-            if armed > now && armed <= t {
-                return;
-            }
-        }
-        self.timer_at = next;
-        // A due deadline fires at once (1 µs: a zero value would disarm the timer).
-        let us = next.map_or(0, |t| t.saturating_sub(now).max(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (us / 1_000_000) as libc::time_t,
-                tv_nsec: ((us % 1_000_000) * 1000) as libc::c_long,
-            },
-        };
-        // SAFETY: the timerfd is ours; spec is valid; the old value is not asked for.
-        unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
+        self.timer.set(next, now);
     }
 
     /// Puts the listener back into the epoll set after a pause (`accept_all`).
@@ -940,14 +906,6 @@ impl Tcp {
             // If this fails the listener stays paused; the next pause attempt retries.
             let _ = self.epoll_ctl(libc::EPOLL_CTL_MOD, fd, libc::EPOLLIN as u32, LISTENER);
         }
-    }
-
-    /// Clears the timerfd's expirations (the timers themselves run in `timers`).
-    fn drain_timer(&mut self) {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a valid buffer from our nonblocking timerfd.
-        unsafe { libc::read(self.timer, buf.as_mut_ptr().cast(), 8) };
-        self.timer_at = None;
     }
 
     /// Unwritten bytes to peers (MPI_Finalize waits for none).
@@ -1040,7 +998,8 @@ impl Tcp {
                 continue;
             }
             if token == TIMER {
-                self.drain_timer();
+                // Its expirations cleared; the timers themselves run in `timers`.
+                self.timer.drain();
                 self.timers();
                 for ep in self.mgr.held().to_vec() {
                     n += self.read_sock(ep, deliver);
@@ -1292,12 +1251,9 @@ impl Transport for Tcp {
 
 impl Drop for Tcp {
     fn drop(&mut self) {
-        // Sockets close with their streams; the epoll and timer fds are ours.
-        // SAFETY: both fds are owned by this Tcp and closed once.
-        unsafe {
-            libc::close(self.epoll);
-            libc::close(self.timer);
-        }
+        // Sockets close with their streams, the timer with its Timer; the epoll fd is ours.
+        // SAFETY: owned by this Tcp and closed once.
+        unsafe { libc::close(self.epoll) };
     }
 }
 

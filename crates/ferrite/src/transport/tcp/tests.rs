@@ -943,11 +943,11 @@ fn a_blocked_endpoint_is_woken_by_its_redial_timer() {
     // process that sleeps on the wake fd with nothing else to wait for.
     for _ in 0..100_000 {
         ep.poll(&mut |_, _| {});
-        if ep.socks.is_empty() && ep.timer_at.is_some() {
+        if ep.socks.is_empty() && ep.timer.armed().is_some() {
             break; // refused; the redial waits for the backoff
         }
     }
-    assert!(ep.socks.is_empty() && ep.timer_at.is_some());
+    assert!(ep.socks.is_empty() && ep.timer.armed().is_some());
     let before = ep.stats().handshake_retries;
     let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
     // SAFETY: ev is valid for one event; the wake fd is the endpoint's epoll fd.

@@ -21,6 +21,7 @@
 //! being overtaken.
 
 use super::super::tcp::card::Board;
+use super::super::timer::Timer;
 use super::super::Proc;
 use crate::conn::reliable::{self, Event, Reliable};
 use crate::conn::wire::{self, Kind};
@@ -88,9 +89,8 @@ pub struct Channel {
     /// Peers we sent data to (for `pending`).
     sent_to: BTreeSet<Proc>,
     epoll: RawFd,
-    timer: RawFd,
-    /// The deadline the timerfd is set for.
-    armed: Option<Micros>,
+    /// Set for the machine's next deadline.
+    timer: Timer,
     t0: Instant,
     inject: Inject,
     rng: u64,
@@ -130,18 +130,11 @@ impl Channel {
         if epoll < 0 {
             return Err(os_err("epoll_create1"));
         }
-        // SAFETY: as above.
-        let timer = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if timer < 0 {
+        let Ok(timer) = Timer::new() else {
             // SAFETY: closing the epoll fd we just made.
             unsafe { libc::close(epoll) };
             return Err(os_err("timerfd_create"));
-        }
+        };
         let mut ch = Channel {
             rank,
             sock,
@@ -156,7 +149,6 @@ impl Channel {
             sent_to: BTreeSet::new(),
             epoll,
             timer,
-            armed: None,
             t0: Instant::now(),
             inject: cfg.inject,
             rng: cfg.inject.seed ^ (u64::from(rank) << 32) ^ 0x9e37_79b9_7f4a_7c15,
@@ -166,7 +158,7 @@ impl Channel {
             last_data: Instant::now(),
             stats: ChannelStats::default(),
         };
-        for fd in [ch.sock.as_raw_fd(), ch.timer] {
+        for fd in [ch.sock.as_raw_fd(), ch.timer.fd()] {
             let mut ev = libc::epoll_event {
                 events: libc::EPOLLIN as u32,
                 u64: fd as u64,
@@ -341,7 +333,7 @@ impl Channel {
         deliver: &mut dyn FnMut(Proc, &[u8]),
         control: &mut dyn FnMut(&[u8]),
     ) -> usize {
-        self.drain_timerfd();
+        self.timer.drain();
         self.retry_backlog();
         let mut n = self.timers(deliver);
         for _ in 0..1024 {
@@ -522,38 +514,13 @@ impl Channel {
         }
     }
 
-    fn drain_timerfd(&mut self) {
-        let mut b = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into `b` from our nonblocking timerfd.
-        let r = unsafe { libc::read(self.timer, b.as_mut_ptr().cast(), 8) };
-        if r == 8 {
-            self.armed = None; // it fired
-        }
-    }
-
-    /// Sets the timerfd for the machine's next deadline when that is earlier than what it is
-    /// set for (a later deadline only costs a spurious wake-up).
+    /// Sets the timerfd for the machine's next deadline (`Timer::set`; with none it stays as
+    /// it is: a spurious wake-up at most).
     fn rearm(&mut self) {
-        let Some(want) = self.next_timeout() else {
-            return;
-        };
-        if self.armed.is_some_and(|a| a <= want) {
-            return;
+        if let Some(want) = self.next_timeout() {
+            let now = self.now();
+            self.timer.set(Some(want), now);
         }
-        let delay = want.saturating_sub(self.now()).max(1);
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (delay / 1_000_000) as libc::time_t,
-                tv_nsec: ((delay % 1_000_000) * 1000) as libc::c_long,
-            },
-        };
-        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
-        unsafe { libc::timerfd_settime(self.timer, 0, &spec, std::ptr::null_mut()) };
-        self.armed = Some(want);
     }
 
     /// Nothing unacknowledged or owed, and no data for two initial retransmission timeouts
@@ -600,10 +567,7 @@ fn set_buffers(fd: RawFd, bytes: usize) {
 
 impl Drop for Channel {
     fn drop(&mut self) {
-        // SAFETY: both fds are owned by this Channel and closed once.
-        unsafe {
-            libc::close(self.timer);
-            libc::close(self.epoll);
-        }
+        // SAFETY: owned by this Channel and closed once (the timer closes with its Timer).
+        unsafe { libc::close(self.epoll) };
     }
 }
