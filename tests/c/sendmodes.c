@@ -3,7 +3,8 @@
  * checked by data, the receiver posts only after a message the sender sends once it has
  * seen the Issend incomplete), Bsend/Ibsend with an attached buffer (complete before any
  * receive is posted; Buffer_detach gives back the buffer and size), Rsend/Irsend to a
- * posted receive. Small and large messages. */
+ * posted receive; (Ferrite only) Ibsends in a row into a buffer with room for one message.
+ * Small and large messages. */
 #include "common.h"
 
 #define BIG (200 * 1000)
@@ -109,6 +110,35 @@ int main(int argc, char **argv)
         MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
         check(rbuf, n, peer + base + 6, "Rsend", &s2[0], peer, base + 6);
         check(rbuf + n, n, peer + base + 7, "Irsend", &s2[1], peer, base + 7);
+
+        /* Ferrite's choice beyond the standard (which makes a Bsend without room
+         * erroneous): a buffer with room for one message, four Ibsends in a row whose
+         * receives the partner posted first. Each waits for the block of the one before to
+         * come free (large ones: when the partner has taken its data) instead of failing
+         * with MPI_ERR_BUFFER, as programs that size the buffer for one round expect
+         * (MPICH's threads/pt2pt/mt_ibsendirecv_huge). */
+        if (t_expect_ferrite()) {
+            MPI_Request r4[4];
+            MPI_Status s4[4];
+            for (int k = 0; k < 4; k++)
+                MPI_CHECK(MPI_Irecv(rbuf + k * n, n, MPI_INT, peer, base + 10 + k, MPI_COMM_WORLD,
+                                    &r4[k]));
+            int osize = n * (int)sizeof(int) + MPI_BSEND_OVERHEAD;
+            char *obuf = malloc(osize);
+            MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Buffer_attach(obuf, osize));
+            for (int k = 0; k < 4; k++) {
+                fill(sbuf, n, t_rank + base + 10 + k);
+                MPI_CHECK(MPI_Ibsend(sbuf, n, MPI_INT, peer, base + 10 + k, MPI_COMM_WORLD, &rq));
+                MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+            }
+            MPI_CHECK(MPI_Waitall(4, r4, s4));
+            for (int k = 0; k < 4; k++)
+                check(rbuf + k * n, n, peer + base + 10 + k, "Ibsend into a one-message buffer",
+                      &s4[k], peer, base + 10 + k);
+            MPI_CHECK(MPI_Buffer_detach(&back, &backsize));
+            free(obuf);
+        }
     }
     free(sbuf);
     free(rbuf);

@@ -65,6 +65,14 @@ fn send(
             });
         }
         let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
+        if let Spec::Send {
+            mode: Mode::Buffered,
+            src: Source::User { count, dt, .. },
+            ..
+        } = &spec
+        {
+            st.bsend_room(dt.size() * count)?;
+        }
         let h = st.start_new(comm, &spec)?;
         if request.is_none() {
             let s = wait_status(st, h, comm)?;

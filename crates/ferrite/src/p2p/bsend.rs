@@ -30,21 +30,32 @@ impl Attached {
 
     /// Reserves room for a message of `len` bytes; returns the offset of its data.
     pub fn alloc(&mut self, len: usize) -> Option<usize> {
+        let (pos, at, need) = self.find(len)?;
+        self.used.insert(pos, (at, need));
+        Some(at)
+    }
+
+    /// Whether `alloc(len)` would succeed now.
+    pub fn fits(&self, len: usize) -> bool {
+        self.find(len).is_some()
+    }
+
+    /// Blocks in use.
+    pub fn blocks(&self) -> usize {
+        self.used.len()
+    }
+
+    /// First fit for `len` bytes plus the overhead: (index in `used`, offset, block length).
+    fn find(&self, len: usize) -> Option<(usize, usize, usize)> {
         let need = len.checked_add(MPI_BSEND_OVERHEAD as usize)?;
         let mut at = 0usize;
-        let mut pos = self.used.len();
         for (i, &(off, l)) in self.used.iter().enumerate() {
             if off - at >= need {
-                pos = i;
-                break;
+                return Some((i, at, need));
             }
             at = off + l;
         }
-        if pos == self.used.len() && self.size.checked_sub(at)? < need {
-            return None;
-        }
-        self.used.insert(pos, (at, need));
-        Some(at)
+        (self.size.checked_sub(at)? >= need).then_some((self.used.len(), at, need))
     }
 
     pub fn free(&mut self, off: usize) {

@@ -23,6 +23,7 @@ use crate::error::{ErrObj, MpiError, MpiResult};
 use crate::objects::datatype::Datatype;
 use crate::state::{Ferrite, Held};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Largest tag value (the value of the MPI_TAG_UB attribute).
 pub const TAG_UB: i32 = i32::MAX;
@@ -539,6 +540,38 @@ impl Ferrite {
 
 /// Blocking internal communication: waits let the state lock go (see `Held::wait_until`).
 impl Held {
+    /// Before a buffered send of `len` packed bytes into the attached buffer: when room is
+    /// missing only because earlier buffered sends still hold their blocks (rendezvous data
+    /// the receiver has not taken yet, or whose acknowledgement is on its way), waits while
+    /// those blocks keep coming free. Programs size the buffer assuming their earlier
+    /// messages have left (MPICH's threads/pt2pt/mt_ibsendirecv_huge sizes it for one round
+    /// of sends); a buffer too small for good gives up after a second in which no block was
+    /// freed, and the send then fails with MPI_ERR_BUFFER as before.
+    pub fn bsend_room(&mut self, len: usize) -> MpiResult<()> {
+        loop {
+            let held = match self.p2p.attached.as_ref() {
+                Some(a) if a.in_use() && !a.fits(len) => a.blocks(),
+                _ => return Ok(()),
+            };
+            let give_up = Instant::now() + Duration::from_secs(1);
+            self.wait_until(|st| {
+                st.p2p
+                    .attached
+                    .as_ref()
+                    .is_none_or(|a| a.fits(len) || a.blocks() < held)
+                    || Instant::now() >= give_up
+            })?;
+            if self
+                .p2p
+                .attached
+                .as_ref()
+                .is_some_and(|a| !a.fits(len) && a.blocks() >= held)
+            {
+                return Ok(());
+            }
+        }
+    }
+
     /// MPI_Recv: the status of the message received into `buf` (its MPI_ERROR set on
     /// truncation). No request unless the message comes by rendezvous (`P2p::recv_now`).
     pub fn recv_blocking(
