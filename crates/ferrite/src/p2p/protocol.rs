@@ -519,6 +519,20 @@ impl P2p {
             self.complete_with(h, proc_null_status());
             return h;
         }
+        let h = self.recv_request(comm, ctx, src, tag, target);
+        self.match_or_post(h, ctx, src, tag);
+        h
+    }
+
+    /// A receive request in the table, not yet matched or posted.
+    fn recv_request(
+        &mut self,
+        comm: MPI_Comm,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        target: Target,
+    ) -> MPI_Request {
         let mut r = Request::new(comm, true);
         r.op = Op::Recv(RecvOp {
             ctx,
@@ -527,9 +541,7 @@ impl P2p {
             target,
             stage: RecvStage::Posted,
         });
-        let h = self.reqs.insert(r);
-        self.match_or_post(h, ctx, src, tag);
-        h
+        self.reqs.insert(r)
     }
 
     /// MPI_Recv's start, with no request unless one is needed: the earliest unexpected
@@ -567,15 +579,7 @@ impl P2p {
                 RecvNow::Done(st)
             }
             Some((s, t, u)) => {
-                let mut r = Request::new(comm, true);
-                r.op = Op::Recv(RecvOp {
-                    ctx,
-                    src,
-                    tag,
-                    target,
-                    stage: RecvStage::Posted,
-                });
-                let h = self.reqs.insert(r);
+                let h = self.recv_request(comm, ctx, src, tag, target);
                 self.match_unexpected(h, s, t, u);
                 RecvNow::Request(h)
             }
@@ -635,15 +639,8 @@ impl P2p {
             return h;
         };
         let target = std::mem::replace(&mut w.target, Target::Owned(Vec::new()));
-        let mut r = Request::new(w.comm, true);
-        r.op = Op::Recv(RecvOp {
-            ctx: w.ctx,
-            src: w.src,
-            tag: w.tag,
-            target,
-            stage: RecvStage::Posted,
-        });
-        let r = self.reqs.insert(r);
+        let (comm, ctx, src, tag) = (w.comm, w.ctx, w.src, w.tag);
+        let r = self.recv_request(comm, ctx, src, tag, target);
         if let Some(w) = self.waiters.get_mut(h) {
             w.state = Waited::Request(r);
         }
