@@ -25,16 +25,6 @@ static pthread_barrier_t bar;
 static char errmsg[NT + 1][256];
 static volatile int workers_done;
 
-#define TFAIL(t, ...)                                                                          \
-    do {                                                                                      \
-        snprintf(errmsg[t], sizeof errmsg[t], __VA_ARGS__);                                   \
-        return NULL;                                                                          \
-    } while (0)
-#define OK(t, call)                                                                           \
-    do {                                                                                      \
-        int rc_ = (call);                                                                     \
-        if (rc_ != MPI_SUCCESS) TFAIL(t, "thread %d: %s returned %d", t, #call, rc_);          \
-    } while (0)
 
 static int val(int t, int r, int i, int k) { return (t * 131 + r * 17 + i * 7 + k) % 1000 - 400; }
 
@@ -43,18 +33,18 @@ static void *worker(void *arg)
     int t = (int)(long)arg;
     MPI_Comm comm = tcomm[t];
     int me, n;
-    OK(t, MPI_Comm_rank(comm, &me));
-    OK(t, MPI_Comm_size(comm, &n));
+    TOK(t, MPI_Comm_rank(comm, &me));
+    TOK(t, MPI_Comm_size(comm, &n));
     int *s = malloc(sizeof(int) * BIG), *r = malloc(sizeof(int) * BIG * n);
     /* The segment's set-up (collective messages), then the count starts. */
-    OK(t, MPI_Barrier(comm));
+    TOK(t, MPI_Barrier(comm));
     pthread_barrier_wait(&bar);
     if (t == 0 && FERRITE_Coll_peers) FERRITE_Coll_peers(1, &(int){0});
     pthread_barrier_wait(&bar);
     for (int i = 0; i < ITERS; i++) {
         int cnt = i % 3 == 0 ? BIG : 1 + i % 5;
         for (int k = 0; k < cnt; k++) s[k] = val(t, me, i, k);
-        OK(t, MPI_Allreduce(s, r, cnt, MPI_INT, MPI_SUM, comm));
+        TOK(t, MPI_Allreduce(s, r, cnt, MPI_INT, MPI_SUM, comm));
         for (int k = 0; k < cnt; k++) {
             int want = 0;
             for (int q = 0; q < n; q++) want += val(t, q, i, k);
@@ -62,24 +52,24 @@ static void *worker(void *arg)
         }
         int root = i % n;
         for (int k = 0; k < cnt; k++) r[k] = me == root ? val(t, root, i, k + 1) : -1;
-        OK(t, MPI_Bcast(r, cnt, MPI_INT, root, comm));
+        TOK(t, MPI_Bcast(r, cnt, MPI_INT, root, comm));
         for (int k = 0; k < cnt; k++)
             if (r[k] != val(t, root, i, k + 1)) TFAIL(t, "thread %d iter %d: Bcast [%d] = %d", t, i, k, r[k]);
         for (int k = 0; k < cnt; k++) r[k] = -1;
-        OK(t, MPI_Reduce(s, r, cnt, MPI_INT, MPI_MAX, root, comm));
+        TOK(t, MPI_Reduce(s, r, cnt, MPI_INT, MPI_MAX, root, comm));
         for (int k = 0; k < cnt && me == root; k++) {
             int want = val(t, 0, i, k);
             for (int q = 1; q < n; q++) want = val(t, q, i, k) > want ? val(t, q, i, k) : want;
             if (r[k] != want) TFAIL(t, "thread %d iter %d: Reduce [%d] = %d, want %d", t, i, k, r[k], want);
         }
         if (i % 2) {
-            OK(t, MPI_Allgather(s, cnt, MPI_INT, r, cnt, MPI_INT, comm));
+            TOK(t, MPI_Allgather(s, cnt, MPI_INT, r, cnt, MPI_INT, comm));
             for (int q = 0; q < n; q++)
                 for (int k = 0; k < cnt; k++)
                     if (r[q * cnt + k] != val(t, q, i, k))
                         TFAIL(t, "thread %d iter %d: Allgather [%d][%d] = %d", t, i, q, k, r[q * cnt + k]);
         } else {
-            OK(t, MPI_Barrier(comm));
+            TOK(t, MPI_Barrier(comm));
         }
     }
     free(s);
@@ -99,11 +89,11 @@ static void *pingpong(void *arg)
         mine_done = __atomic_load_n(&workers_done, __ATOMIC_ACQUIRE) == NT;
         int out[2] = {i, mine_done}, in[2] = {-1, -1};
         if (t_rank < peer) {
-            OK(t, MPI_Send(out, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD));
-            OK(t, MPI_Recv(in, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            TOK(t, MPI_Send(out, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD));
+            TOK(t, MPI_Recv(in, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         } else {
-            OK(t, MPI_Recv(in, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            OK(t, MPI_Send(out, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD));
+            TOK(t, MPI_Recv(in, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            TOK(t, MPI_Send(out, 2, MPI_INT, peer, TAG_PP, MPI_COMM_WORLD));
         }
         if (in[0] != i) TFAIL(t, "ping-pong %d got %d", i, in[0]);
         theirs_done = in[1];
@@ -118,16 +108,7 @@ int main(int argc, char **argv)
                            "FERRITE_COLL_ALLGATHER_ALGO"};
     for (unsigned k = 0; k < sizeof knobs / sizeof *knobs; k++) setenv(knobs[k], "shm", 1);
     setenv("FERRITE_COLL_SHM_MAX", "4096", 1);
-    int provided = -1;
-    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &t_size));
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK(!t_expect_ferrite(), "Ferrite provides thread level %d, not MULTIPLE", provided);
-        MPI_CHECK(MPI_Finalize());
-        if (t_rank == 0) printf("skipped: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
-        return 0;
-    }
+    if (!t_init_multiple(&argc, &argv)) return 0;
     if (FERRITE_Coll_reload_knobs) MPI_CHECK(FERRITE_Coll_reload_knobs());
     /* Shared-memory algorithms need every rank on this host. tests/hosts spreads the ranks
      * over network namespaces of one machine (same host name, no shm between them), so

@@ -107,6 +107,38 @@ static __attribute__((unused)) int t_expect_ferrite(void)
     return is;
 }
 
+/* MPI_Init_thread asking for MPI_THREAD_MULTIPLE, with t_rank and t_size set and
+ * MPI_Query_thread agreeing. Returns 0 when that level is not provided: a failure on
+ * Ferrite; elsewhere MPI is finalized and a "skipped" line printed, and the program
+ * returns 0. */
+static __attribute__((unused)) int t_init_multiple(int *argc, char ***argv)
+{
+    int provided = -1, q = -1;
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &t_size));
+    MPI_CHECK(MPI_Query_thread(&q));
+    CHECK(q == provided, "Query_thread says %d, Init_thread provided %d", q, provided);
+    if (provided >= MPI_THREAD_MULTIPLE) return 1;
+    CHECK(!t_expect_ferrite(), "Ferrite provides thread level %d, not MULTIPLE", provided);
+    MPI_CHECK(MPI_Finalize());
+    if (t_rank == 0) printf("skipped: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
+    return 0;
+}
+
+/* In a thread of a test: record the first failure in errmsg[t] (a char[][256] the program
+ * defines; main reports it after the join) and leave the thread. */
+#define TFAIL(t, ...)                                                                          \
+    do {                                                                                      \
+        snprintf(errmsg[t], sizeof errmsg[t], __VA_ARGS__);                                   \
+        return NULL;                                                                          \
+    } while (0)
+#define TOK(t, call)                                                                          \
+    do {                                                                                      \
+        int rc_ = (call);                                                                     \
+        if (rc_ != MPI_SUCCESS) TFAIL(t, "thread %d: %s returned %d", t, #call, rc_);          \
+    } while (0)
+
 /* Partner for pairwise tests: 0<->1, 2<->3, ...; the odd last rank (and rank 0 of a
  * one-rank job) talks to itself. */
 static __attribute__((unused)) int t_partner(void)

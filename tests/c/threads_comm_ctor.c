@@ -142,16 +142,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    int provided = -1;
-    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &t_size));
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK(!t_expect_ferrite(), "Ferrite provides thread level %d, not MULTIPLE", provided);
-        MPI_CHECK(MPI_Finalize());
-        if (t_rank == 0) printf("skipped: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
-        return 0;
-    }
+    if (!t_init_multiple(&argc, &argv)) return 0;
     for (int t = 0; t < NT; t++) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &parent[t]));
     pthread_t th[NT];
     for (int t = 0; t < NT; t++)

@@ -35,16 +35,6 @@ static int handbuf[NT][2];
 static unsigned char *seen;
 static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define TFAIL(t, ...)                                                                          \
-    do {                                                                                      \
-        snprintf(errmsg[t], sizeof errmsg[t], __VA_ARGS__);                                   \
-        return NULL;                                                                          \
-    } while (0)
-#define OK(t, call)                                                                           \
-    do {                                                                                      \
-        int rc_ = (call);                                                                     \
-        if (rc_ != MPI_SUCCESS) TFAIL(t, "thread %d: %s returned %d", t, #call, rc_);          \
-    } while (0)
 
 static int iters(void) { return t_size > 2 ? ITERS / 4 : ITERS; }
 
@@ -52,26 +42,26 @@ static void *worker(void *arg)
 {
     int t = (int)(long)arg;
     int flag = -1;
-    OK(t, MPI_Is_thread_main(&flag));
+    TOK(t, MPI_Is_thread_main(&flag));
     if (flag != 0) TFAIL(t, "thread %d: Is_thread_main says %d", t, flag);
 
     /* 2. distinct tags, blocking calls */
     for (int i = 0; i < iters(); i++) {
         int out[2] = {t_rank * 100 + t, i}, in[2] = {-1, -1};
         if (i % 2) {
-            OK(t, MPI_Sendrecv(out, 2, MPI_INT, peer, t, in, 2, MPI_INT, peer, t,
+            TOK(t, MPI_Sendrecv(out, 2, MPI_INT, peer, t, in, 2, MPI_INT, peer, t,
                                MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         } else if (t_rank < peer) {
-            OK(t, MPI_Send(out, 2, MPI_INT, peer, t, MPI_COMM_WORLD));
-            OK(t, MPI_Recv(in, 2, MPI_INT, peer, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            TOK(t, MPI_Send(out, 2, MPI_INT, peer, t, MPI_COMM_WORLD));
+            TOK(t, MPI_Recv(in, 2, MPI_INT, peer, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         } else if (t_rank > peer) {
-            OK(t, MPI_Recv(in, 2, MPI_INT, peer, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            OK(t, MPI_Send(out, 2, MPI_INT, peer, t, MPI_COMM_WORLD));
+            TOK(t, MPI_Recv(in, 2, MPI_INT, peer, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            TOK(t, MPI_Send(out, 2, MPI_INT, peer, t, MPI_COMM_WORLD));
         } else {
             MPI_Request r;
-            OK(t, MPI_Irecv(in, 2, MPI_INT, peer, t, MPI_COMM_WORLD, &r));
-            OK(t, MPI_Send(out, 2, MPI_INT, peer, t, MPI_COMM_WORLD));
-            OK(t, MPI_Wait(&r, MPI_STATUS_IGNORE));
+            TOK(t, MPI_Irecv(in, 2, MPI_INT, peer, t, MPI_COMM_WORLD, &r));
+            TOK(t, MPI_Send(out, 2, MPI_INT, peer, t, MPI_COMM_WORLD));
+            TOK(t, MPI_Wait(&r, MPI_STATUS_IGNORE));
         }
         if (in[0] != peer * 100 + t || in[1] != i)
             TFAIL(t, "thread %d iteration %d: got %d %d, expected %d %d", t, i, in[0], in[1],
@@ -86,14 +76,14 @@ static void *worker(void *arg)
         for (int s = 0; s < SHARED_N; s++) {
             int k = d * SHARED_N + s;
             sbuf[k][0] = t_rank, sbuf[k][1] = t, sbuf[k][2] = s;
-            OK(t, MPI_Isend(sbuf[k], 3, MPI_INT, d, TAG_SHARED, MPI_COMM_WORLD, &sreq[k]));
+            TOK(t, MPI_Isend(sbuf[k], 3, MPI_INT, d, TAG_SHARED, MPI_COMM_WORLD, &sreq[k]));
         }
     int *last = malloc(sizeof *last * t_size * NT);
     for (int k = 0; k < t_size * NT; k++) last[k] = -1;
     for (int k = 0; k < SHARED_N * t_size; k++) {
         int in[3];
         MPI_Status st;
-        OK(t, MPI_Recv(in, 3, MPI_INT, MPI_ANY_SOURCE, TAG_SHARED, MPI_COMM_WORLD, &st));
+        TOK(t, MPI_Recv(in, 3, MPI_INT, MPI_ANY_SOURCE, TAG_SHARED, MPI_COMM_WORLD, &st));
         if (in[0] != st.MPI_SOURCE || in[0] < 0 || in[0] >= t_size || in[1] < 0 ||
             in[1] >= NT || in[2] < 0 || in[2] >= SHARED_N)
             TFAIL(t, "thread %d: bad message %d %d %d from %d", t, in[0], in[1], in[2],
@@ -109,19 +99,19 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&seen_lock);
         if (dup) TFAIL(t, "thread %d: message %d/%d/%d received twice", t, in[0], in[1], in[2]);
     }
-    OK(t, MPI_Waitall(SHARED_N * t_size, sreq, MPI_STATUSES_IGNORE));
+    TOK(t, MPI_Waitall(SHARED_N * t_size, sreq, MPI_STATUSES_IGNORE));
     free(sreq), free(sbuf), free(last);
 
     /* 4. collectives on this thread's communicator */
     for (int i = 0; i < 20; i++) {
         int v = t_rank + i * t, sum = -1;
-        OK(t, MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, tcomm[t]));
+        TOK(t, MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, tcomm[t]));
         int want = t_size * (t_size - 1) / 2 + t_size * i * t;
         if (sum != want) TFAIL(t, "thread %d: Allreduce gave %d, expected %d", t, sum, want);
         int b = t_rank == i % t_size ? 1000 * t + i : -1;
-        OK(t, MPI_Bcast(&b, 1, MPI_INT, i % t_size, tcomm[t]));
+        TOK(t, MPI_Bcast(&b, 1, MPI_INT, i % t_size, tcomm[t]));
         if (b != 1000 * t + i) TFAIL(t, "thread %d: Bcast gave %d", t, b);
-        OK(t, MPI_Barrier(tcomm[t]));
+        TOK(t, MPI_Barrier(tcomm[t]));
     }
 
     /* 5a. Probe then Recv on this thread's tag */
@@ -129,13 +119,13 @@ static void *worker(void *arg)
         int out = t * 1000 + i, in = -1, n = -1;
         MPI_Request r;
         MPI_Status st;
-        OK(t, MPI_Isend(&out, 1, MPI_INT, peer, TAG_PROBE + t, MPI_COMM_WORLD, &r));
-        OK(t, MPI_Probe(peer, TAG_PROBE + t, MPI_COMM_WORLD, &st));
-        OK(t, MPI_Get_count(&st, MPI_INT, &n));
+        TOK(t, MPI_Isend(&out, 1, MPI_INT, peer, TAG_PROBE + t, MPI_COMM_WORLD, &r));
+        TOK(t, MPI_Probe(peer, TAG_PROBE + t, MPI_COMM_WORLD, &st));
+        TOK(t, MPI_Get_count(&st, MPI_INT, &n));
         if (n != 1 || st.MPI_TAG != TAG_PROBE + t) TFAIL(t, "thread %d: Probe count %d", t, n);
-        OK(t, MPI_Recv(&in, 1, MPI_INT, peer, TAG_PROBE + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        TOK(t, MPI_Recv(&in, 1, MPI_INT, peer, TAG_PROBE + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         if (in != t * 1000 + i) TFAIL(t, "thread %d: Probe+Recv got %d", t, in);
-        OK(t, MPI_Wait(&r, MPI_STATUS_IGNORE));
+        TOK(t, MPI_Wait(&r, MPI_STATUS_IGNORE));
     }
     /* 5b. Mprobe/Mrecv with ANY_TAG on a communicator all threads share (and no other
      * phase uses: the partner may already be in phase 6) */
@@ -145,28 +135,28 @@ static void *worker(void *arg)
         MPI_Request r;
         MPI_Message m;
         MPI_Status st;
-        OK(t, MPI_Isend(out, 2, MPI_INT, peer, TAG_M + t, mcomm, &r));
-        OK(t, MPI_Mprobe(peer, MPI_ANY_TAG, mcomm, &m, &st));
-        OK(t, MPI_Get_count(&st, MPI_INT, &n));
-        OK(t, MPI_Mrecv(in, 2, MPI_INT, &m, MPI_STATUS_IGNORE));
+        TOK(t, MPI_Isend(out, 2, MPI_INT, peer, TAG_M + t, mcomm, &r));
+        TOK(t, MPI_Mprobe(peer, MPI_ANY_TAG, mcomm, &m, &st));
+        TOK(t, MPI_Get_count(&st, MPI_INT, &n));
+        TOK(t, MPI_Mrecv(in, 2, MPI_INT, &m, MPI_STATUS_IGNORE));
         if (n != 2 || st.MPI_TAG != TAG_M + in[0] || in[0] < 0 || in[0] >= NT || in[1] < 0)
             TFAIL(t, "thread %d: Mprobe/Mrecv got tag %d data %d %d", t, st.MPI_TAG, in[0], in[1]);
-        OK(t, MPI_Wait(&r, MPI_STATUS_IGNORE));
+        TOK(t, MPI_Wait(&r, MPI_STATUS_IGNORE));
     }
     pthread_barrier_wait(&bar);
 
     /* 6. thread t posts, thread (t+1)%NT completes */
     int out[2] = {t_rank, t};
     MPI_Request sr;
-    OK(t, MPI_Irecv(handbuf[t], 2, MPI_INT, peer, TAG_HAND + t, MPI_COMM_WORLD, &handed[t]));
+    TOK(t, MPI_Irecv(handbuf[t], 2, MPI_INT, peer, TAG_HAND + t, MPI_COMM_WORLD, &handed[t]));
     pthread_barrier_wait(&bar);
-    OK(t, MPI_Isend(out, 2, MPI_INT, peer, TAG_HAND + t, MPI_COMM_WORLD, &sr));
+    TOK(t, MPI_Isend(out, 2, MPI_INT, peer, TAG_HAND + t, MPI_COMM_WORLD, &sr));
     int o = (t + 1) % NT;
-    OK(t, MPI_Wait(&handed[o], MPI_STATUS_IGNORE));
+    TOK(t, MPI_Wait(&handed[o], MPI_STATUS_IGNORE));
     if (handbuf[o][0] != peer || handbuf[o][1] != o)
         TFAIL(t, "thread %d: completed thread %d's receive: %d %d", t, o, handbuf[o][0],
              handbuf[o][1]);
-    OK(t, MPI_Wait(&sr, MPI_STATUS_IGNORE));
+    TOK(t, MPI_Wait(&sr, MPI_STATUS_IGNORE));
     return NULL;
 }
 
@@ -176,25 +166,13 @@ static void *blocker(void *arg)
 {
     (void)arg;
     int t = NT;
-    OK(t, MPI_Recv(&blocked_in, 1, MPI_INT, peer, TAG_BLOCK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    TOK(t, MPI_Recv(&blocked_in, 1, MPI_INT, peer, TAG_BLOCK, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    int provided = -1;
-    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &t_size));
-    int q = -1;
-    MPI_CHECK(MPI_Query_thread(&q));
-    CHECK(q == provided, "Query_thread says %d, Init_thread provided %d", q, provided);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK(!t_expect_ferrite(), "Ferrite provides thread level %d, not MULTIPLE", provided);
-        MPI_CHECK(MPI_Finalize());
-        if (t_rank == 0) printf("skipped: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
-        return 0;
-    }
+    if (!t_init_multiple(&argc, &argv)) return 0;
     peer = t_partner();
     for (int t = 0; t < NT; t++) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &tcomm[t]));
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &mcomm));

@@ -19,16 +19,6 @@ static int total = TOTAL;
 static MPI_Comm comm[NT];
 static char errmsg[NT][256];
 
-#define TFAIL(t, ...)                                                                          \
-    do {                                                                                      \
-        snprintf(errmsg[t], sizeof errmsg[t], __VA_ARGS__);                                   \
-        return NULL;                                                                          \
-    } while (0)
-#define OK(t, call)                                                                           \
-    do {                                                                                      \
-        int rc_ = (call);                                                                     \
-        if (rc_ != MPI_SUCCESS) TFAIL(t, "thread %d: %s returned %d", t, #call, rc_);          \
-    } while (0)
 
 static void *worker(void *arg)
 {
@@ -44,20 +34,20 @@ static void *worker(void *arg)
     for (int base = 0; base < n; base += W) {
         int k = n - base < W ? n - base : W;
         for (int i = 0; i < k; i++) {
-            OK(t, MPI_Irecv(rbuf[i], 3, MPI_INT, src, tag, c, &rq[i]));
+            TOK(t, MPI_Irecv(rbuf[i], 3, MPI_INT, src, tag, c, &rq[i]));
             sbuf[i][0] = t_rank, sbuf[i][1] = t, sbuf[i][2] = base + i;
-            OK(t, MPI_Isend(sbuf[i], 3, MPI_INT, peer, tag, c, &rq[k + i]));
+            TOK(t, MPI_Isend(sbuf[i], 3, MPI_INT, peer, tag, c, &rq[k + i]));
         }
         if (t % 2) {
-            OK(t, MPI_Waitall(2 * k, rq, MPI_STATUSES_IGNORE));
+            TOK(t, MPI_Waitall(2 * k, rq, MPI_STATUSES_IGNORE));
         } else {
             int left = 2 * k, idx[2 * W], outn;
             while (left > 0) {
                 if (left % 3 == 0) {
-                    OK(t, MPI_Waitany(2 * k, rq, &idx[0], MPI_STATUS_IGNORE));
+                    TOK(t, MPI_Waitany(2 * k, rq, &idx[0], MPI_STATUS_IGNORE));
                     left--;
                 } else {
-                    OK(t, MPI_Testsome(2 * k, rq, &outn, idx, MPI_STATUSES_IGNORE));
+                    TOK(t, MPI_Testsome(2 * k, rq, &outn, idx, MPI_STATUSES_IGNORE));
                     if (outn != MPI_UNDEFINED) left -= outn;
                 }
             }
@@ -72,16 +62,7 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    int provided = -1;
-    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &t_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &t_size));
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK(!t_expect_ferrite(), "Ferrite provides thread level %d, not MULTIPLE", provided);
-        MPI_CHECK(MPI_Finalize());
-        if (t_rank == 0) printf("skipped: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
-        return 0;
-    }
+    if (!t_init_multiple(&argc, &argv)) return 0;
     peer = t_partner();
     if (getenv("FERRITE_TRANSPORTS")) total = TOTAL / 10;
     for (int t = 0; t < NT; t++) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm[t]));
