@@ -1,10 +1,11 @@
 /* np: 1 2 */
 /* MPI 4.1 buffers (3.6): a buffer attached to a communicator serves Bsend on that
  * communicator (before the process's buffer; not on another communicator); a rendezvous-size
- * message holds its room until the partner receives it (a second Bsend then fails with
- * MPI_ERR_BUFFER), after which Comm_iflush_buffer completes and the room is free again;
- * detach returns the address and size; MPI_BUFFER_AUTOMATIC for the process with
- * Buffer_iflush. Data is checked on every receive. */
+ * message holds its room until the partner receives it (a second Bsend, nobody receiving,
+ * fails with MPI_ERR_BUFFER after a second), after which Comm_iflush_buffer completes and the
+ * room is free again; a Bsend finding the room held waits while the partner's posted receive
+ * takes the earlier one; detach returns the address and size; MPI_BUFFER_AUTOMATIC for the
+ * process with Buffer_iflush. Data is checked on every receive. */
 #include "common.h"
 
 #define N (1 << 20) /* ints: far above any eager limit */
@@ -62,6 +63,21 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Wait(&rq[0], MPI_STATUS_IGNORE)); /* local: the data is in the buffer */
     MPI_CHECK(MPI_Recv(in, N, MPI_INT, peer, 4, dup, MPI_STATUS_IGNORE));
     check(in, N, 20 + peer, __LINE__);
+    /* Room for one big message only: a second Bsend waits while the first's block is still
+     * held and goes out once the partner's posted receive has taken the first. */
+    int *in2 = malloc(N * sizeof(int)), *big2 = malloc(N * sizeof(int));
+    CHECK(in2 && big2, "malloc failed");
+    MPI_CHECK(MPI_Irecv(in, N, MPI_INT, peer, 9, dup, &rq[0]));
+    MPI_CHECK(MPI_Irecv(in2, N, MPI_INT, peer, 10, dup, &rq[1]));
+    fill(big, N, 50 + t_rank);
+    fill(big2, N, 60 + t_rank);
+    MPI_CHECK(MPI_Bsend(big, N, MPI_INT, peer, 9, dup));
+    MPI_CHECK(MPI_Bsend(big2, N, MPI_INT, peer, 10, dup));
+    MPI_CHECK(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+    check(in, N, 50 + peer, __LINE__);
+    check(in2, N, 60 + peer, __LINE__);
+    free(in2);
+    free(big2);
     MPI_CHECK(MPI_Comm_flush_buffer(dup));
     void *addr = NULL;
     int size = -1;

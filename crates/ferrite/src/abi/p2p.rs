@@ -16,6 +16,7 @@ use crate::state::{self, Ferrite, Held};
 use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Waits for `h`, releases it and returns its status (errors raise on `comm`).
 fn wait_status(st: &mut Held, h: MPI_Request, comm: MPI_Comm) -> MpiResult<Status> {
@@ -448,7 +449,7 @@ fn reap(st: &mut Ferrite) {
 /// Returns the user's request: already complete, as a buffered send is local.
 #[allow(clippy::too_many_arguments)]
 fn bsend_own(
-    st: &mut Ferrite,
+    st: &mut Held,
     buf: *const c_void,
     count: i64,
     dt: MPI_Datatype,
@@ -471,19 +472,36 @@ fn bsend_own(
         unsafe { dt.pack(buf.0, *count, &mut data) };
     }
     reap(st);
-    let placed = own().place(owner, data.len()).map_err(|size| {
-        crate::mpi_err!(
-            MPI_ERR_BUFFER,
-            "the buffer attached to {} ({size} bytes) has no room for a message of {} bytes \
-             plus MPI_BSEND_OVERHEAD ({MPI_BSEND_OVERHEAD})",
-            if owner.is_some() {
-                "the communicator"
-            } else {
-                "the process"
-            },
-            data.len()
-        )
-    })?;
+    let placed = loop {
+        let size = match own().place(owner, data.len()) {
+            Ok(placed) => break placed,
+            Err(size) => size,
+        };
+        // No room: as for the process's user buffer (`Held::bsend_room`), wait while
+        // earlier buffered sends through this buffer keep completing and freeing blocks;
+        // give up after a second in which none did.
+        let held = own().sends(owner);
+        let give_up = Instant::now() + Duration::from_secs(1);
+        if held > 0 {
+            st.wait_until(|st| {
+                reap(st);
+                own().sends(owner) < held || Instant::now() >= give_up
+            })?;
+        }
+        if held == 0 || own().sends(owner) >= held {
+            return Err(crate::mpi_err!(
+                MPI_ERR_BUFFER,
+                "the buffer attached to {} ({size} bytes) has no room for a message of {} \
+                 bytes plus MPI_BSEND_OVERHEAD ({MPI_BSEND_OVERHEAD})",
+                if owner.is_some() {
+                    "the communicator"
+                } else {
+                    "the process"
+                },
+                data.len()
+            ));
+        }
+    };
     let block = match placed {
         Placed::Copy => {
             *src = Source::Owned(data.into());

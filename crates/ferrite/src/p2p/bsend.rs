@@ -193,7 +193,12 @@ impl OwnBuffers {
 
     /// True while buffered sends still use `owner`'s buffer.
     pub fn busy(&self, owner: Owner) -> bool {
-        self.find(owner).is_some_and(|e| !e.sends.is_empty())
+        self.sends(owner) > 0
+    }
+
+    /// How many buffered sends still use `owner`'s buffer.
+    pub fn sends(&self, owner: Owner) -> usize {
+        self.find(owner).map_or(0, |e| e.sends.len())
     }
 
     /// The region attached for `owner`: (address, size); None for none or automatic.
