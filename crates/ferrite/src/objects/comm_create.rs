@@ -298,7 +298,16 @@ impl Held {
         })?;
         let remote: Arc<[u32]> = Arc::from(&plan[3..]);
         let local_first = lgroup[local_leader as usize] < plan[2];
-        Ok(self.make_inter(context, lrank, lgroup, remote, local_first, errhandler))
+        Ok(self.make_inter(
+            context,
+            InterParts {
+                lrank,
+                local: lgroup,
+                remote,
+                local_first,
+            },
+            errhandler,
+        ))
     }
 
     /// Leaders of two groups swap `msg` on `comm` (where the other is rank `other`): the
@@ -326,21 +335,11 @@ impl Held {
     fn make_inter(
         &mut self,
         context: u32,
-        lrank: usize,
-        local: Arc<[u32]>,
-        remote: Arc<[u32]>,
-        local_first: bool,
+        parts: InterParts,
         errhandler: MPI_Errhandler,
     ) -> MPI_Comm {
-        let inter = self.inter_helpers(
-            context,
-            lrank,
-            local.clone(),
-            remote,
-            local_first,
-            errhandler,
-        );
-        let mut c = Comm::new(context, lrank as u32, local, errhandler);
+        let inter = self.inter_helpers(context, &parts, errhandler);
+        let mut c = Comm::new(context, parts.lrank as u32, parts.local, errhandler);
         c.inter = Some(inter);
         self.objects.comms.user.insert(c)
     }
@@ -394,7 +393,16 @@ impl Held {
         let rank = mine_side.iter().position(|&k| k == urank).unwrap_or(0);
         let local: Arc<[u32]> = mine_side.iter().map(|&k| union[k]).collect();
         let remote: Arc<[u32]> = other_side.iter().map(|&k| union[k]).collect();
-        Ok(self.make_inter(context, rank, local, remote, local_first, errhandler))
+        Ok(self.make_inter(
+            context,
+            InterParts {
+                lrank: rank,
+                local,
+                remote,
+                local_first,
+            },
+            errhandler,
+        ))
     }
 
     /// MPI_Comm_create_from_group: like MPI_Comm_create_group over MPI_COMM_WORLD, the
@@ -455,10 +463,12 @@ impl Held {
         })?;
         Ok(self.make_inter(
             context,
-            lrank,
-            Arc::from(local),
-            Arc::from(remote),
-            leader < theirs,
+            InterParts {
+                lrank,
+                local: Arc::from(local),
+                remote: Arc::from(remote),
+                local_first: leader < theirs,
+            },
             errhandler,
         ))
     }
@@ -571,18 +581,30 @@ impl Held {
     }
 }
 
+/// What an intercommunicator is made of: this process's rank in its local group, both
+/// groups (world ranks), and whether the local group comes first in their union.
+pub(super) struct InterParts {
+    pub lrank: usize,
+    pub local: Arc<[u32]>,
+    pub remote: Arc<[u32]>,
+    pub local_first: bool,
+}
+
 impl Ferrite {
     /// The helper communicators of an intercommunicator with ids `context..context + 6`:
     /// its local group (`context + 2`) and the union of both (`context + 4`).
     pub(super) fn inter_helpers(
         &mut self,
         context: u32,
-        lrank: usize,
-        local: Arc<[u32]>,
-        remote: Arc<[u32]>,
-        local_first: bool,
+        parts: &InterParts,
         errhandler: MPI_Errhandler,
     ) -> Inter {
+        let InterParts {
+            lrank,
+            ref local,
+            ref remote,
+            local_first,
+        } = *parts;
         let union: Arc<[u32]> = if local_first {
             local.iter().chain(remote.iter()).copied().collect()
         } else {
@@ -594,14 +616,17 @@ impl Ferrite {
             remote.len() + lrank
         };
         let comms = &mut self.objects.comms;
-        let local_comm = comms
-            .user
-            .insert(Comm::new(context + 2, lrank as u32, local, errhandler));
+        let local_comm = comms.user.insert(Comm::new(
+            context + 2,
+            lrank as u32,
+            local.clone(),
+            errhandler,
+        ));
         let union_comm = comms
             .user
             .insert(Comm::new(context + 4, urank as u32, union, errhandler));
         Inter {
-            remote,
+            remote: remote.clone(),
             local_comm,
             union_comm,
         }

@@ -11,6 +11,7 @@
 //! progress engine.
 
 use super::comm::{Comm, Inter};
+use super::comm_create::InterParts;
 use super::context_ids::{max_words, Agreement, Ids, Step, Words};
 use crate::coll::Gather;
 use crate::consts::*;
@@ -181,14 +182,13 @@ impl Ferrite {
             (c.rank as usize, c.group.clone(), c.errhandler)
         };
         let inter = p.inter.as_ref().map(|(remote, local_first)| {
-            self.inter_helpers(
-                context,
-                rank,
+            let parts = InterParts {
+                lrank: rank,
                 local,
-                remote.clone(),
-                *local_first,
-                errhandler,
-            )
+                remote: remote.clone(),
+                local_first: *local_first,
+            };
+            self.inter_helpers(context, &parts, errhandler)
         });
         let c = self.objects.comms.get_mut(p.newcomm)?;
         c.context_id = context;

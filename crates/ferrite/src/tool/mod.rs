@@ -10,6 +10,7 @@ pub mod pvars;
 
 use crate::consts::*;
 use crate::lock_order;
+use pvars::Pvar;
 use std::collections::BTreeMap;
 use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
@@ -337,19 +338,12 @@ fn handle_value(h: &PvarHandle, now: u64) -> u64 {
 /// MPI_T_pvar_start (`start`) or MPI_T_pvar_stop. With ALL_HANDLES, continuous variables
 /// are left alone; one continuous variable fails with MPI_T_ERR_PVAR_NO_STARTSTOP.
 pub fn pvar_start_stop(s: u64, target: Target, start: bool) -> TResult<()> {
-    let now = pvars::sample();
-    with(|t| {
-        let ids = targets(t, s, target)?;
-        let v = values(t, now).to_vec();
-        for id in ids {
-            let h = t.pvar_handles.get_mut(&id).expect("listed by targets");
-            if pvars::ALL[h.index].continuous() {
-                if matches!(target, Target::One(_)) {
-                    return Err(MPI_T_ERR_PVAR_NO_STARTSTOP);
-                }
-                continue;
-            }
-            let now = v[h.index];
+    for_handles(
+        s,
+        target,
+        Pvar::continuous,
+        MPI_T_ERR_PVAR_NO_STARTSTOP,
+        |h, now| {
             if start && !h.started {
                 h.base = now;
                 h.started = true;
@@ -357,6 +351,34 @@ pub fn pvar_start_stop(s: u64, target: Target, start: bool) -> TResult<()> {
                 h.accum = handle_value(h, now);
                 h.started = false;
             }
+        },
+    )
+}
+
+/// Applies `f` to each handle `target` names, with its variable's current value. A variable
+/// `excluded` says the operation does not apply to fails the call with `refused` when named
+/// alone and is skipped under MPI_T_PVAR_ALL_HANDLES, as the standard says for start, stop,
+/// reset and write.
+fn for_handles(
+    s: u64,
+    target: Target,
+    excluded: fn(&Pvar) -> bool,
+    refused: c_int,
+    mut f: impl FnMut(&mut PvarHandle, u64),
+) -> TResult<()> {
+    let now = pvars::sample();
+    with(|t| {
+        let ids = targets(t, s, target)?;
+        let v = values(t, now).to_vec();
+        for id in ids {
+            let h = t.pvar_handles.get_mut(&id).expect("listed by targets");
+            if excluded(&pvars::ALL[h.index]) {
+                if matches!(target, Target::One(_)) {
+                    return Err(refused);
+                }
+                continue;
+            }
+            f(h, v[h.index]);
         }
         Ok(())
     })
@@ -389,23 +411,16 @@ pub fn pvar_read(s: u64, h: u64, reset: bool) -> TResult<u64> {
 /// ALL_HANDLES skips the read-only variables; one read-only variable fails with
 /// MPI_T_ERR_PVAR_NO_WRITE.
 pub fn pvar_set(s: u64, target: Target, value: Option<u64>) -> TResult<()> {
-    let now = pvars::sample();
-    with(|t| {
-        let ids = targets(t, s, target)?;
-        let v = values(t, now).to_vec();
-        for id in ids {
-            let h = t.pvar_handles.get_mut(&id).expect("listed by targets");
-            if pvars::ALL[h.index].readonly() {
-                if matches!(target, Target::One(_)) {
-                    return Err(MPI_T_ERR_PVAR_NO_WRITE);
-                }
-                continue;
-            }
+    for_handles(
+        s,
+        target,
+        Pvar::readonly,
+        MPI_T_ERR_PVAR_NO_WRITE,
+        |h, now| {
             h.accum = value.unwrap_or(0);
-            h.base = v[h.index];
-        }
-        Ok(())
-    })
+            h.base = now;
+        },
+    )
 }
 
 #[cfg(test)]
