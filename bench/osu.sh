@@ -9,7 +9,8 @@
 # Builds osu_latency, osu_bw, osu_bibw, osu_mbw_mr, osu_allreduce, osu_bcast, osu_barrier,
 # osu_alltoall and osu_allgather three times, with Ferrite's $PREFIX/bin/mpicc, Open MPI's
 # mpicc.openmpi and MPICH's mpicc.mpich (straight from the sources with the util files, no
-# configure; binaries under $OSU_BUILD, default /work/ext/osu/build), then runs them over
+# configure; binaries under $OSU_BUILD, default /work/ext/osu/build; each run uses its own
+# $PREFIX/lib through LD_LIBRARY_PATH, so one OSU_BUILD serves several prefixes), then runs them over
 # shared memory at each process count: osu_latency, osu_bw and osu_bibw at -n 2 only (they
 # take exactly two ranks), osu_mbw_mr at every even count, the collectives at every count.
 # The three MPIs are interleaved (for each repetition, each benchmark and count, each MPI),
@@ -72,8 +73,10 @@ mpi_run() {
     local bind=
     [ -n "${OSU_BIND:-}" ] && bind="-bind-to $OSU_BIND"
     case $1 in
-    ferrite) echo "$PREFIX/bin/mpirun -n $2 $bind" ;;
-    ferrite_old) echo "$OSU_FERRITE_OLD/bin/mpirun -n $2 $bind" ;;
+    # The binaries' RUNPATH names the prefix that built them; LD_LIBRARY_PATH, searched
+    # first, makes each run use its own prefix's library even when OSU_BUILD is shared.
+    ferrite) echo "env LD_LIBRARY_PATH=$PREFIX/lib $PREFIX/bin/mpirun -n $2 $bind" ;;
+    ferrite_old) echo "env LD_LIBRARY_PATH=$OSU_FERRITE_OLD/lib $OSU_FERRITE_OLD/bin/mpirun -n $2 $bind" ;;
     openmpi) echo "$OMPI_RUN -n $2 ${bind:+-$bind} --mca pml ob1 --mca btl self,vader" ;;
     mpich) echo "env UCX_TLS=self,sm mpirun.mpich -n $2 $bind" ;;
     esac
