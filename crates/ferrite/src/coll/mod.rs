@@ -489,8 +489,12 @@ pub fn persistent(
         // the request from the p2p table only).
         let reqs = &st.p2p.reqs;
         st.coll.persistent.retain(|&h, _| {
-            reqs.get(h)
-                .is_some_and(|r| matches!(r.persistent, Some(crate::p2p::request::Spec::Coll)))
+            reqs.get(h).is_some_and(|r| {
+                matches!(
+                    r.persistent.as_deref(),
+                    Some(crate::p2p::request::Spec::Coll)
+                )
+            })
         });
         let tag = st.coll_tag(plan.comm.unwrap_or(comm), Space::Persistent)?;
         let h = st.persistent(comm, crate::p2p::request::Spec::Coll);

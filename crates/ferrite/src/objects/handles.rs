@@ -57,6 +57,7 @@ impl<T> HandleTable<T> {
         (h & !INDEX_MASK == DIRECT | (self.type_code << 26)).then_some((h & INDEX_MASK) as usize)
     }
 
+    #[inline]
     pub fn insert(&mut self, v: T) -> c_int {
         match self.free.pop() {
             Some(i) => {
@@ -75,10 +76,12 @@ impl<T> HandleTable<T> {
         self.index(h).is_some()
     }
 
+    #[inline]
     pub fn get(&self, h: c_int) -> Option<&T> {
         self.slots.get(self.index(h)?)?.as_ref()
     }
 
+    #[inline]
     pub fn get_mut(&mut self, h: c_int) -> Option<&mut T> {
         let i = self.index(h)?;
         self.slots.get_mut(i)?.as_mut()
@@ -89,6 +92,22 @@ impl<T> HandleTable<T> {
         let v = self.slots.get_mut(i)?.take()?;
         self.free.push(i as u32);
         Some(v)
+    }
+
+    /// [`Self::remove`] without handing the value back: dropped in place, not moved out.
+    /// True if `h` was in the table.
+    pub fn free(&mut self, h: c_int) -> bool {
+        let Some(i) = self.index(h) else {
+            return false;
+        };
+        match self.slots.get_mut(i) {
+            Some(s @ Some(_)) => {
+                *s = None;
+                self.free.push(i as u32);
+                true
+            }
+            _ => false,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -121,6 +140,10 @@ mod tests {
         assert_eq!(t.remove(a), Some("a"));
         assert_eq!(t.get(a), None);
         assert_eq!(t.remove(a), None);
+        assert!(!t.free(a), "a freed handle is stale");
+        let c = t.insert("c");
+        assert!(t.free(c));
+        assert_eq!(t.get(c), None);
         let c = t.insert("c");
         assert_eq!(c, a, "freed slot is reused");
         assert_eq!(t.len(), 2);

@@ -87,6 +87,7 @@ impl<P, U> Matching<P, U> {
         self.n_posted
     }
 
+    #[inline]
     pub fn unexpected_len(&self) -> usize {
         self.n_unexpected
     }

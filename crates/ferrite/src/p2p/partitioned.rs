@@ -119,14 +119,14 @@ impl Ferrite {
         self.p2p.part_inits.entry(key).or_default().insert(k);
         let h = self.persistent(comm, spec);
         if let Some(r) = self.p2p.reqs.get_mut(h) {
-            r.part = Some(Partitions {
+            r.part = Some(Box::new(Partitions {
                 count: partitions,
                 tag: user_tag,
                 key,
                 k,
                 ready: vec![false; partitions],
                 nready: 0,
-            });
+            }));
         }
         Ok(h)
     }

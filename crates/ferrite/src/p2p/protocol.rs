@@ -176,6 +176,7 @@ impl P2p {
 
     /// True when packets or fragments wait for credits or reads wait for `flush`: the
     /// progress engine must not sleep for long.
+    #[inline]
     pub fn has_backlog(&self) -> bool {
         self.backlog_len > 0 || !self.streams.is_empty() || !self.reads.is_empty()
     }
@@ -650,7 +651,14 @@ impl P2p {
     /// Receive `h` (holding its posted `RecvOp`) takes the earliest unexpected message it
     /// accepts, or joins the posted queue.
     fn match_or_post(&mut self, h: MPI_Request, ctx: u32, src: i32, tag: i32) {
-        match self.matching.take_unexpected(ctx, src, tag) {
+        // (No unexpected message at all is the common case of a window of receives posted
+        // ahead: one load instead of a call.)
+        let found = if self.matching.unexpected_len() == 0 {
+            None
+        } else {
+            self.matching.take_unexpected(ctx, src, tag)
+        };
+        match found {
             Some((s, t, u)) => self.match_unexpected(h, s, t, u),
             None => {
                 self.matching.post(ctx, src, tag, h);
@@ -932,11 +940,18 @@ impl P2p {
 
     /// Sends what is queued and does deferred work that needs the network (single-copy
     /// reads, fragment streams). Returns true if anything happened.
+    #[inline]
     pub fn flush<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
-        // The common case, checked first since every progress pass comes here.
+        // The common case, checked inline since every progress pass and every receive
+        // posted comes here.
         if !self.has_backlog() {
             return false;
         }
+        self.flush_backlog(wire)
+    }
+
+    #[inline(never)]
+    fn flush_backlog<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
         let mut did = false;
         while let Some(h) = self.reads.pop_front() {
             did = true;

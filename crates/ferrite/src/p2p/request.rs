@@ -217,7 +217,9 @@ pub struct Request {
     pub done: bool,
     pub status: Status,
     /// Some for persistent requests (between completion and MPI_Start they are inactive).
-    pub persistent: Option<Spec>,
+    /// Boxed, like `part`: rare, and a smaller request is cheaper to insert and release
+    /// (one per Isend/Irecv).
+    pub persistent: Option<Box<Spec>>,
     /// A persistent request that has been started and not yet completed by Wait/Test.
     pub active: bool,
     /// MPI_Request_free was called: drop the request as soon as it completes.
@@ -232,7 +234,7 @@ pub struct Request {
     /// MPI_Isendrecv: halves still running.
     pub children: u8,
     /// Partitioned communication (MPI_Psend_init/MPI_Precv_init): its partitions.
-    pub part: Option<super::partitioned::Partitions>,
+    pub part: Option<Box<super::partitioned::Partitions>>,
 }
 
 impl Request {

@@ -33,6 +33,10 @@ impl Transport for Loopback {
         "self"
     }
 
+    fn reports_failures(&self) -> bool {
+        false
+    }
+
     /// No cells to fit: the limit only keeps eager sends to self comparable to shm.
     fn max_packet(&self) -> usize {
         1 << 16

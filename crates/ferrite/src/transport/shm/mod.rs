@@ -227,6 +227,7 @@ impl Shm {
     }
 
     /// The peer's mapping, made on first contact.
+    #[inline]
     fn peer(&mut self, to: Proc) -> TResult<&mut Peer> {
         if self.last.0 != to {
             let i = match self.peer_index.get(&to) {
@@ -368,6 +369,11 @@ impl Transport for Shm {
         "shm"
     }
 
+    /// A dead peer on this host is found by the protocols' own checks, not reported here.
+    fn reports_failures(&self) -> bool {
+        false
+    }
+
     fn max_packet(&self) -> usize {
         self.cfg.geom.cell_size as usize - queue::CELL_HEADER
     }
@@ -468,12 +474,16 @@ impl Transport for Shm {
 
     fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
         let (q, size) = (&self.own_q, self.size);
-        let mut n = 0;
-        let mut bytes = 0u64;
-        let mut offers: Vec<(Proc, Vec<u8>)> = Vec::new();
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
         // senders refill the queue as fast as it drains. (An idle spin only looks.)
         let queue_idle = self.unfreed.is_empty() && !q.has_ready();
+        if queue_idle && !self.fast_rx.iter().any(|r| r.has_ready()) {
+            // The idle pass of every spin: nothing to count or credit.
+            return 0;
+        }
+        let mut n = 0;
+        let mut bytes = 0u64;
+        let mut offers: Vec<(Proc, Vec<u8>)> = Vec::new();
         for _ in 0..if queue_idle { 0 } else { self.cfg.geom.ncells } {
             match q.recv_kind(size, &mut self.unfreed, &mut |from, kind, p| {
                 if kind == KIND_DATA {
