@@ -173,8 +173,8 @@ coll! {
     fn MPI_Gather_c, fn MPI_Igather_c, fn MPI_Gather_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                              recvcount as i64, recvtype, root, None)
+    |st, mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                             recvcount as i64, recvtype, root, None, mode)
 }
 
 coll! {
@@ -183,8 +183,9 @@ coll! {
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcounts: *const Count, displs: *const Disp, recvtype: MPI_Datatype, root: c_int,
      comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                              recvtype, root, Some((Arr::from(recvcounts), Arr::from(displs))))
+    |st, mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                             recvtype, root, Some((Arr::from(recvcounts), Arr::from(displs))),
+                             mode)
 }
 
 coll! {
@@ -192,8 +193,8 @@ coll! {
     fn MPI_Scatter_c, fn MPI_Iscatter_c, fn MPI_Scatter_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                               recvcount as i64, recvtype, root, None)
+    |st, mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                              recvcount as i64, recvtype, root, None, mode)
 }
 
 coll! {
@@ -202,8 +203,9 @@ coll! {
     (sendbuf: *const c_void, sendcounts: *const Count, displs: *const Disp,
      sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype,
      root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
-                               recvtype, root, Some((Arr::from(sendcounts), Arr::from(displs))))
+    |st, mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
+                              recvtype, root, Some((Arr::from(sendcounts), Arr::from(displs))),
+                              mode)
 }
 
 coll! {
@@ -231,8 +233,8 @@ coll! {
     fn MPI_Alltoall_c, fn MPI_Ialltoall_c, fn MPI_Alltoall_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                recvcount as i64, recvtype)
+    |st, mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                               recvcount as i64, recvtype, mode)
 }
 
 coll! {

@@ -26,8 +26,11 @@
 //! arrival. Allreduce: write the input to the own slot, arrive, wait for all, and every rank
 //! reduces all slots in rank order into its receive buffer (the same order everywhere, so
 //! every rank gets the same bits). Reduce: the same, the root alone reduces. Allgather: every
-//! rank copies every slot out. Bcast: the root writes the broadcast buffer and raises
-//! `release`; the others copy it out.
+//! rank copies every slot out; Gather: the root alone does. Bcast: the root writes the
+//! broadcast buffer and raises `release`; the others copy it out; Scatter: the same with
+//! every rank's block side by side, each rank copying its own. Alltoall: every rank writes
+//! its n blocks side by side in its slot (so n blocks must fit one), arrives, waits for all
+//! and copies block `me` of every slot.
 //!
 //! **Waiting** ([`Held::shm_wait`]) goes through the shared wait loop (`Held::wait_with`,
 //! progress.rs): spin (making progress on point-to-point traffic, so a rank inside a
@@ -313,13 +316,34 @@ pub enum Op {
         input: Option<Mem>,
         out: Vec<Mem>,
     },
+    /// `out[k]` (the root's; empty elsewhere): where rank k's block goes; `input` None:
+    /// MPI_IN_PLACE at the root.
+    Gather {
+        root: usize,
+        input: Option<Mem>,
+        out: Vec<Mem>,
+    },
+    /// `input[k]` (the root's; empty elsewhere): rank k's block; `out` None: MPI_IN_PLACE
+    /// at the root.
+    Scatter {
+        root: usize,
+        input: Vec<Mem>,
+        out: Option<Mem>,
+    },
+    /// `input[k]`/`out[k]`: the blocks to and from rank k (`input` the receive buffer's
+    /// blocks for MPI_IN_PLACE: all are packed before any is overwritten).
+    Alltoall {
+        input: Vec<Mem>,
+        out: Vec<Mem>,
+    },
 }
 
 /// A blocking collective to run in shared memory (kept in its plan, [`super::sched::Plan`]).
 #[derive(Clone)]
 pub struct Call {
     pub op: Op,
-    /// Bytes of each contribution (the message, the vector, a block).
+    /// Bytes of each contribution, what must fit a slot (the message, the vector, a block;
+    /// Scatter and Alltoall: all of a rank's blocks).
     pub len: usize,
 }
 
@@ -730,6 +754,67 @@ impl Held {
                         // SAFETY: slot k holds rank k's block until we say done.
                         unsafe { o.unpack_from(seg.ptr(lay.contribution(par, k, len)), len) };
                     }
+                }
+                seg.known_done = seg.known_done.max(e - 1);
+            }
+            Op::Gather { root, input, out } => {
+                // Rooted: the root's reads may still be going on (shm_reuse).
+                self.shm_reuse(seg, e)?;
+                if let Some(src) = input {
+                    // SAFETY: as for Reduce.
+                    unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                }
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                if me == *root {
+                    self.shm_wait(seg, Until::Arrived(e))?;
+                    for (k, o) in out.iter().enumerate().take(n) {
+                        if k != me || input.is_some() {
+                            // SAFETY: slot k holds rank k's block until we say done.
+                            unsafe { o.unpack_from(seg.ptr(lay.contribution(par, k, len)), len) };
+                        }
+                    }
+                    seg.known_done = seg.known_done.max(e - 1);
+                }
+            }
+            Op::Scatter { root, input, out } => {
+                let bs = len / n;
+                let at = |k: usize| lay.broadcast(par, len) + k * bs;
+                if me == *root {
+                    self.shm_reuse(seg, e)?;
+                    for (k, b) in input.iter().enumerate().take(n) {
+                        if k != me || out.is_some() {
+                            // SAFETY: the user's blocks are valid; the buffer of this
+                            // parity is ours until `release` says e.
+                            unsafe { b.pack_to(seg.ptr(at(k)), bs) };
+                        }
+                    }
+                    self.shm_publish(seg, lay.release(par), e);
+                    if let Some(o) = out {
+                        // SAFETY: written just above.
+                        unsafe { o.unpack_from(seg.ptr(at(me)), bs) };
+                    }
+                } else {
+                    self.shm_wait(seg, Until::Released(e))?;
+                    if let Some(o) = out {
+                        // SAFETY: the root wrote it and will not before we say done.
+                        unsafe { o.unpack_from(seg.ptr(at(me)), bs) };
+                    }
+                }
+            }
+            Op::Alltoall { input, out } => {
+                let bs = len / n;
+                self.shm_reuse(seg, e)?;
+                let mine = seg.ptr(lay.contribution(par, me, len));
+                for (k, b) in input.iter().enumerate().take(n) {
+                    // SAFETY: our slot of this parity is free (shm_reuse), `len` = n blocks.
+                    unsafe { b.pack_to(mine.wrapping_add(k * bs), bs) };
+                }
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_wait(seg, Until::Arrived(e))?;
+                for (k, o) in out.iter().enumerate().take(n) {
+                    let from = seg.ptr(lay.contribution(par, k, len)).wrapping_add(me * bs);
+                    // SAFETY: slot k holds rank k's blocks until we say done.
+                    unsafe { o.unpack_from(from, bs) };
                 }
                 seg.known_done = seg.known_done.max(e - 1);
             }
