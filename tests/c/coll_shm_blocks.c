@@ -1,9 +1,8 @@
 /* np: 1 2 3 4 7 */
 /* Shared-memory Gather, Scatter and Alltoall (coll/shm.rs), forced with
  * FERRITE_COLL_{GATHER,SCATTER,ALLTOALL}_ALGO=shm (other MPIs ignore the knobs): counts from 0
- * through the inline size (56 B), the largest that fits a 4 KiB slot (Scatter and Alltoall:
- * all n blocks together) and just above it (the message algorithms on the same
- * communicator), every root, in place and not, non-contiguous types on either side, several
+ * through the inline size (56 B, for one block and for all n), the largest block that fits a
+ * 4 KiB slot and just above it (the message algorithms on the same communicator), every root, in place and not, non-contiguous types on either side, several
  * communicators at once (world, a dup, a split by parity, a subset in reverse order), then
  * many consecutive mixed collectives (buffer reuse across rooted and all-to-all ones, a
  * nonblocking Ialltoall between them). Every received element is checked, and elements
@@ -143,9 +142,10 @@ int main(int argc, char **argv)
             int me, n;
             MPI_CHECK(MPI_Comm_rank(comm, &me));
             MPI_CHECK(MPI_Comm_size(comm, &n));
-            /* 0, inline (14 ints = 56 B) and just above, n blocks filling the 4 KiB slot and
-             * one element more, one block filling it and one more. */
-            int counts[] = {0, 1, 14, 15, 64, 1024 / n, 1024 / n + 1, 1024, 1025};
+            /* 0; inline (56 B = 14 ints: one block, or all n blocks) and just above; n blocks
+             * filling one 4 KiB slot and one element more; one block filling a slot (the
+             * largest in shared memory) and one more (message algorithms). */
+            int counts[] = {0, 1, 14 / n, 14 / n + 1, 14, 15, 64, 1024 / n, 1024 / n + 1, 1024, 1025};
             for (unsigned ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
                 int cnt = counts[ci];
                 gathers(comm, me, n, cnt);

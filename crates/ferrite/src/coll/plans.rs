@@ -869,7 +869,7 @@ pub fn scatter(
             };
             let sc = if is_root { count(sc)? } else { 0 };
             let algo = forced("FERRITE_COLL_SCATTER_ALGO", &["binomial", "shm"])?;
-            if use_shm(st, comm, mode, algo, n * bs) {
+            if use_shm(st, comm, mode, algo, bs) {
                 p.shm = Some(shm::Call {
                     op: shm::Op::Scatter {
                         root: r,
@@ -879,9 +879,9 @@ pub fn scatter(
                             .collect(),
                         out: out.as_ref().map(|o| mem(o, 0, rc)),
                     },
-                    len: n * bs,
+                    len: bs,
                 });
-                if st.shm_coll_ready(comm, n * bs) {
+                if st.shm_coll_ready(comm, bs) {
                     if let Some(s) = &src {
                         s.dt.check_buffer(s.ptr, (sc * n) as u64)?;
                     }
@@ -1080,16 +1080,15 @@ pub fn alltoall(
     let bs = rc * out.dt.size();
     let mut p = Plan::default();
     let algo = forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise", "shm"])?;
-    // All n blocks of a rank must fit its slot.
-    if sc * inp.dt.size() == bs && use_shm(st, comm, mode, algo, n * bs) {
+    if sc * inp.dt.size() == bs && use_shm(st, comm, mode, algo, bs) {
         p.shm = Some(shm::Call {
             op: shm::Op::Alltoall {
                 input: (0..n).map(|k| mem(&inp, k * sc, sc)).collect(),
                 out: (0..n).map(|k| mem(&out, k * rc, rc)).collect(),
             },
-            len: n * bs,
+            len: bs,
         });
-        if st.shm_coll_ready(comm, n * bs) {
+        if st.shm_coll_ready(comm, bs) {
             inp.dt.check_buffer(inp.ptr, (sc * n) as u64)?;
             out.dt.check_buffer(out.ptr, (rc * n) as u64)?;
             return Ok(p);

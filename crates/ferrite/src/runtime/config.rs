@@ -264,7 +264,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_SHM_MAX",
         default: "4096",
-        doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather, Gather of at most this many bytes per contribution (Scatter, Alltoall: all of a rank's blocks together) run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
+        doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather, Gather, Scatter, Alltoall of at most this many bytes per contribution (per block for the last four) run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
     },
     Knob {
         name: "FERRITE_COLL_SHM_YIELD_US",
