@@ -173,6 +173,8 @@ coll! {
     fn MPI_Gather_c, fn MPI_Igather_c, fn MPI_Gather_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    key |st| PlanKey::of_blocks(st, Kind::Gather, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, root) =>
     |st, mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                              recvcount as i64, recvtype, root, None, mode)
 }
@@ -193,6 +195,8 @@ coll! {
     fn MPI_Scatter_c, fn MPI_Iscatter_c, fn MPI_Scatter_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
+    key |st| PlanKey::of_blocks(st, Kind::Scatter, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, root) =>
     |st, mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                               recvcount as i64, recvtype, root, None, mode)
 }
@@ -213,8 +217,8 @@ coll! {
     fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    key |st| PlanKey::of_allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                   recvcount as i64, recvtype) =>
+    key |st| PlanKey::of_blocks(st, Kind::Allgather, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, 0) =>
     |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                 recvcount as i64, recvtype, None, mode)
 }
@@ -233,6 +237,8 @@ coll! {
     fn MPI_Alltoall_c, fn MPI_Ialltoall_c, fn MPI_Alltoall_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
+    key |st| PlanKey::of_blocks(st, Kind::Alltoall, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, 0) =>
     |st, mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                recvcount as i64, recvtype, mode)
 }

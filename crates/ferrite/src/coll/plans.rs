@@ -753,7 +753,7 @@ pub fn gather(
                     },
                     len: bs,
                 });
-                // (Not cached: the rounds would only be built to be dropped.)
+                // With the segment there, the rounds would only be built to be dropped.
                 if st.shm_coll_ready(comm, bs) {
                     if let Some(b) = &inp {
                         b.dt.check_buffer(b.ptr, sc as u64)?;
