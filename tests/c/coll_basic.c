@@ -364,7 +364,7 @@ int main(int argc, char **argv)
         {"binomial", "recursive_doubling", "bruck", "bruck", "binomial"},
         {"scatter_allgather", "rabenseifner", "ring", "pairwise", "rabenseifner"},
         /* shared memory (coll/shm.rs; sizes above FERRITE_COLL_SHM_MAX fall back) */
-        {"shm", "shm", "shm", "auto", "shm"},
+        {"shm", "shm", "shm", "shm", "shm"},
     };
     for (unsigned c = 0; c < sizeof combos / sizeof *combos; c++) {
         set_algo("FERRITE_COLL_BCAST_ALGO", combos[c][0]);
@@ -373,6 +373,8 @@ int main(int argc, char **argv)
         set_algo("FERRITE_COLL_ALLTOALL_ALGO", combos[c][3]);
         set_algo("FERRITE_COLL_REDUCE_ALGO", combos[c][4]);
         set_algo("FERRITE_COLL_BARRIER_ALGO", strcmp(combos[c][0], "shm") ? "auto" : "shm");
+        set_algo("FERRITE_COLL_GATHER_ALGO", strcmp(combos[c][0], "shm") ? "auto" : "shm");
+        set_algo("FERRITE_COLL_SCATTER_ALGO", strcmp(combos[c][0], "shm") ? "auto" : "shm");
         all_checks();
     }
     MPI_CHECK(MPI_Comm_free(&comm));

@@ -173,8 +173,10 @@ coll! {
     fn MPI_Gather_c, fn MPI_Igather_c, fn MPI_Gather_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                              recvcount as i64, recvtype, root, None)
+    key |st| PlanKey::of_blocks(st, Kind::Gather, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, root) =>
+    |st, mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                             recvcount as i64, recvtype, root, None, mode)
 }
 
 coll! {
@@ -183,8 +185,9 @@ coll! {
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcounts: *const Count, displs: *const Disp, recvtype: MPI_Datatype, root: c_int,
      comm: MPI_Comm) on comm
-    |st, _mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
-                              recvtype, root, Some((Arr::from(recvcounts), Arr::from(displs))))
+    |st, mode| plans::gather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf, 0,
+                             recvtype, root, Some((Arr::from(recvcounts), Arr::from(displs))),
+                             mode)
 }
 
 coll! {
@@ -192,8 +195,10 @@ coll! {
     fn MPI_Scatter_c, fn MPI_Iscatter_c, fn MPI_Scatter_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                               recvcount as i64, recvtype, root, None)
+    key |st| PlanKey::of_blocks(st, Kind::Scatter, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, root) =>
+    |st, mode| plans::scatter(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                              recvcount as i64, recvtype, root, None, mode)
 }
 
 coll! {
@@ -202,8 +207,9 @@ coll! {
     (sendbuf: *const c_void, sendcounts: *const Count, displs: *const Disp,
      sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: Count, recvtype: MPI_Datatype,
      root: c_int, comm: MPI_Comm) on comm
-    |st, _mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
-                               recvtype, root, Some((Arr::from(sendcounts), Arr::from(displs))))
+    |st, mode| plans::scatter(st, comm, sendbuf, 0, sendtype, recvbuf, recvcount as i64,
+                              recvtype, root, Some((Arr::from(sendcounts), Arr::from(displs))),
+                              mode)
 }
 
 coll! {
@@ -211,8 +217,8 @@ coll! {
     fn MPI_Allgather_c, fn MPI_Iallgather_c, fn MPI_Allgather_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    key |st| PlanKey::of_allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                   recvcount as i64, recvtype) =>
+    key |st| PlanKey::of_blocks(st, Kind::Allgather, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, 0) =>
     |st, mode| plans::allgather(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
                                 recvcount as i64, recvtype, None, mode)
 }
@@ -231,8 +237,10 @@ coll! {
     fn MPI_Alltoall_c, fn MPI_Ialltoall_c, fn MPI_Alltoall_init_c
     (sendbuf: *const c_void, sendcount: Count, sendtype: MPI_Datatype, recvbuf: *mut c_void,
      recvcount: Count, recvtype: MPI_Datatype, comm: MPI_Comm) on comm
-    |st, _mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
-                                recvcount as i64, recvtype)
+    key |st| PlanKey::of_blocks(st, Kind::Alltoall, comm, sendbuf, sendcount as i64, sendtype,
+                                recvbuf, recvcount as i64, recvtype, 0) =>
+    |st, mode| plans::alltoall(st, comm, sendbuf, sendcount as i64, sendtype, recvbuf,
+                               recvcount as i64, recvtype, mode)
 }
 
 coll! {

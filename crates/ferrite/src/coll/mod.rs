@@ -109,13 +109,16 @@ pub struct PlanKey {
 }
 
 /// Which collective a [`PlanKey`] describes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Barrier,
     Bcast,
     Reduce,
     Allreduce,
     Allgather,
+    Gather,
+    Scatter,
+    Alltoall,
 }
 
 impl PlanKey {
@@ -165,10 +168,13 @@ impl PlanKey {
         })
     }
 
-    /// The key of a blocking Allgather (not Allgatherv).
+    /// The key of a blocking Allgather, Gather, Scatter or Alltoall (not the v forms): both
+    /// sides, except those MPI_IN_PLACE leaves out and a non-root's receive side (Gather)
+    /// or send side (Scatter), which the standard makes insignificant there.
     #[allow(clippy::too_many_arguments)]
-    pub fn of_allgather(
+    pub fn of_blocks(
         st: &mut Ferrite,
+        kind: Kind,
         comm: MPI_Comm,
         sb: *const std::os::raw::c_void,
         sc: i64,
@@ -176,11 +182,29 @@ impl PlanKey {
         rb: *const std::os::raw::c_void,
         rc: i64,
         rdt: MPI_Datatype,
+        root: i32,
     ) -> Option<PlanKey> {
-        let mut k = PlanKey::of(st, Kind::Allgather, comm, sb, rb, rc, rdt, MPI_OP_NULL, 0)?;
-        if !plans::in_place(sb) {
-            k.count2 = sc;
-            k.dt2 = Arc::as_ptr(&st.comm_datatype(sdt).ok()?) as *const u8 as usize;
+        let is_root = i64::from(st.objects.comms.get(comm).ok()?.rank) == i64::from(root);
+        let send = match kind {
+            Kind::Scatter => is_root,
+            _ => !plans::in_place(sb),
+        };
+        let recv = match kind {
+            Kind::Gather => is_root,
+            Kind::Scatter => !plans::in_place(rb),
+            _ => true,
+        };
+        let null = std::ptr::null();
+        let (sb, rb) = (if send { sb } else { null }, if recv { rb } else { null });
+        let (count, dt, second) = match (recv, send) {
+            (true, s) => (rc, rdt, s.then_some((sc, sdt))),
+            (false, true) => (sc, sdt, None),
+            (false, false) => return None,
+        };
+        let mut k = PlanKey::of(st, kind, comm, sb, rb, count, dt, MPI_OP_NULL, root)?;
+        if let Some((c2, d2)) = second {
+            k.count2 = c2;
+            k.dt2 = Arc::as_ptr(&st.comm_datatype(d2).ok()?) as *const u8 as usize;
         }
         Some(k)
     }

@@ -708,6 +708,7 @@ pub fn gather(
     rdt: MPI_Datatype,
     r: c_int,
     v: Option<(Arr, Arr)>,
+    mode: Mode,
 ) -> MpiResult<Plan> {
     if let Some(ic) = super::inter::of(st, comm)? {
         return super::inter::gather(st, &ic, sb, sc, sdt, rb, rc, rdt, r, v);
@@ -739,6 +740,30 @@ pub fn gather(
                 None => sc * inp.as_ref().map_or(0, |b| b.dt.size()),
             };
             let rc = if is_root { count(rc)? } else { 0 };
+            let algo = forced("FERRITE_COLL_GATHER_ALGO", &["binomial", "shm"])?;
+            if use_shm(st, comm, mode, algo, bs) {
+                p.shm = Some(shm::Call {
+                    op: shm::Op::Gather {
+                        root: r,
+                        input: inp.as_ref().map(|b| mem(b, 0, sc)),
+                        out: out
+                            .iter()
+                            .flat_map(|o| (0..n).map(|k| mem(o, k * rc, rc)))
+                            .collect(),
+                    },
+                    len: bs,
+                });
+                // With the segment there, the rounds would only be built to be dropped.
+                if st.shm_coll_ready(comm, bs) {
+                    if let Some(b) = &inp {
+                        b.dt.check_buffer(b.ptr, sc as u64)?;
+                    }
+                    if let Some(o) = &out {
+                        o.dt.check_buffer(o.ptr, (rc * n) as u64)?;
+                    }
+                    return Ok(p);
+                }
+            }
             let vr = (me + n - r) % n;
             let g = sl(p.buf(n * bs), 0, n * bs);
             let blk = |i: usize| sl(g.buf, i * bs, bs);
@@ -755,7 +780,6 @@ pub fn gather(
                     }
                 }
             }
-            forced("FERRITE_COLL_GATHER_ALGO", &["binomial"])?;
             algo::gather_binomial(&mut p, me, n, r, g, bs);
         }
         Some((rcs, displs)) => {
@@ -812,6 +836,7 @@ pub fn scatter(
     rdt: MPI_Datatype,
     r: c_int,
     v: Option<(Arr, Arr)>,
+    mode: Mode,
 ) -> MpiResult<Plan> {
     if let Some(ic) = super::inter::of(st, comm)? {
         return super::inter::scatter(st, &ic, sb, sc, sdt, rb, rc, rdt, r, v);
@@ -843,6 +868,29 @@ pub fn scatter(
                 None => rc * out.as_ref().map_or(0, |b| b.dt.size()),
             };
             let sc = if is_root { count(sc)? } else { 0 };
+            let algo = forced("FERRITE_COLL_SCATTER_ALGO", &["binomial", "shm"])?;
+            if use_shm(st, comm, mode, algo, bs) {
+                p.shm = Some(shm::Call {
+                    op: shm::Op::Scatter {
+                        root: r,
+                        input: src
+                            .iter()
+                            .flat_map(|s| (0..n).map(|k| mem(s, k * sc, sc)))
+                            .collect(),
+                        out: out.as_ref().map(|o| mem(o, 0, rc)),
+                    },
+                    len: bs,
+                });
+                if st.shm_coll_ready(comm, bs) {
+                    if let Some(s) = &src {
+                        s.dt.check_buffer(s.ptr, (sc * n) as u64)?;
+                    }
+                    if let Some(o) = &out {
+                        o.dt.check_buffer(o.ptr, rc as u64)?;
+                    }
+                    return Ok(p);
+                }
+            }
             let vr = (me + n - r) % n;
             let g = sl(p.buf(n * bs), 0, n * bs);
             let blk = |i: usize| sl(g.buf, i * bs, bs);
@@ -854,7 +902,6 @@ pub fn scatter(
             if let Some(o) = &out {
                 p.outputs.push(o.user(blk(vr), 0, rc));
             }
-            forced("FERRITE_COLL_SCATTER_ALGO", &["binomial"])?;
             algo::scatter_binomial(&mut p, me, n, r, g, bs);
         }
         Some((scs, displs)) => {
@@ -1011,6 +1058,7 @@ pub fn alltoall(
     rb: *mut c_void,
     rc: i64,
     rdt: MPI_Datatype,
+    mode: Mode,
 ) -> MpiResult<Plan> {
     if let Some(ic) = super::inter::of(st, comm)? {
         let n = ic.rn;
@@ -1031,9 +1079,24 @@ pub fn alltoall(
     };
     let bs = rc * out.dt.size();
     let mut p = Plan::default();
-    let algo = match forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise"])? {
-        "auto" if bs >= large("FERRITE_COLL_ALLTOALL_LARGE") => "pairwise",
-        "auto" => "bruck",
+    let algo = forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise", "shm"])?;
+    if sc * inp.dt.size() == bs && use_shm(st, comm, mode, algo, bs) {
+        p.shm = Some(shm::Call {
+            op: shm::Op::Alltoall {
+                input: (0..n).map(|k| mem(&inp, k * sc, sc)).collect(),
+                out: (0..n).map(|k| mem(&out, k * rc, rc)).collect(),
+            },
+            len: bs,
+        });
+        if st.shm_coll_ready(comm, bs) {
+            inp.dt.check_buffer(inp.ptr, (sc * n) as u64)?;
+            out.dt.check_buffer(out.ptr, (rc * n) as u64)?;
+            return Ok(p);
+        }
+    }
+    let algo = match algo {
+        "auto" | "shm" if bs >= large("FERRITE_COLL_ALLTOALL_LARGE") => "pairwise",
+        "auto" | "shm" => "bruck",
         a => a,
     };
     if algo == "bruck" {

@@ -13,7 +13,8 @@
 //! `done` counter (it finished reading everything of collective e) and a `waiting` word,
 //! each on its own line; the root's box per parity (`release` and inline data); a
 //! `sleepers` line (one bit per rank whose `waiting` word is set); then two broadcast
-//! buffers and two slots per rank for larger contributions.
+//! buffers and two slots per rank for larger contributions, and per rank and parity a spread
+//! area of n slots (n blocks side by side; pages are touched only when used).
 //!
 //! **Sequence numbers, never reset.** Collective e of the communicator stores e in the
 //! counters; a rank waits for counters >= e, so nothing is cleared between collectives and
@@ -26,8 +27,11 @@
 //! arrival. Allreduce: write the input to the own slot, arrive, wait for all, and every rank
 //! reduces all slots in rank order into its receive buffer (the same order everywhere, so
 //! every rank gets the same bits). Reduce: the same, the root alone reduces. Allgather: every
-//! rank copies every slot out. Bcast: the root writes the broadcast buffer and raises
-//! `release`; the others copy it out.
+//! rank copies every slot out; Gather: the root alone does. Bcast: the root writes the
+//! broadcast buffer and raises `release`; the others copy it out; Scatter: the same with
+//! every rank's block side by side in the root's spread area, each rank copying its own.
+//! Alltoall: every rank writes its n blocks side by side in its spread area (n slots; in
+//! its box when all fit), arrives, waits for all and copies block `me` of every area.
 //!
 //! **Waiting** ([`Held::shm_wait`]) goes through the shared wait loop (`Held::wait_with`,
 //! progress.rs): spin (making progress on point-to-point traffic, so a rank inside a
@@ -125,8 +129,29 @@ impl Layout {
             self.bcast(par)
         }
     }
+    /// Rank r's area of parity `par` for n blocks side by side (its Alltoall send blocks, a
+    /// Scatter root's blocks): n slots, touched only as far as used (the file is sparse).
+    pub fn spread(&self, par: usize, r: usize) -> usize {
+        self.data() + (2 + 2 * self.n + (par * self.n + r) * self.n) * self.slot
+    }
+    /// Where rank r's n blocks of `bs` bytes of parity `par` are: in its box when all fit.
+    pub fn blocks(&self, par: usize, r: usize, bs: usize) -> usize {
+        if self.n * bs <= INLINE {
+            self.boxed(par, r) + 8
+        } else {
+            self.spread(par, r)
+        }
+    }
+    /// Where a Scatter root's n blocks of `bs` bytes of parity `par` are.
+    pub fn scattered(&self, par: usize, root: usize, bs: usize) -> usize {
+        if self.n * bs <= INLINE {
+            self.release(par) + 8
+        } else {
+            self.spread(par, root)
+        }
+    }
     pub fn total(&self) -> usize {
-        self.data() + (2 + 2 * self.n) * self.slot
+        self.data() + (2 + 2 * self.n + 2 * self.n * self.n) * self.slot
     }
 }
 
@@ -313,13 +338,33 @@ pub enum Op {
         input: Option<Mem>,
         out: Vec<Mem>,
     },
+    /// `out[k]` (the root's; empty elsewhere): where rank k's block goes; `input` None:
+    /// MPI_IN_PLACE at the root.
+    Gather {
+        root: usize,
+        input: Option<Mem>,
+        out: Vec<Mem>,
+    },
+    /// `input[k]` (the root's; empty elsewhere): rank k's block; `out` None: MPI_IN_PLACE
+    /// at the root.
+    Scatter {
+        root: usize,
+        input: Vec<Mem>,
+        out: Option<Mem>,
+    },
+    /// `input[k]`/`out[k]`: the blocks to and from rank k (`input` the receive buffer's
+    /// blocks for MPI_IN_PLACE: all are packed before any is overwritten).
+    Alltoall {
+        input: Vec<Mem>,
+        out: Vec<Mem>,
+    },
 }
 
 /// A blocking collective to run in shared memory (kept in its plan, [`super::sched::Plan`]).
 #[derive(Clone)]
 pub struct Call {
     pub op: Op,
-    /// Bytes of each contribution (the message, the vector, a block).
+    /// Bytes of each contribution, what must fit a slot (the message, the vector, a block).
     pub len: usize,
 }
 
@@ -730,6 +775,65 @@ impl Held {
                         // SAFETY: slot k holds rank k's block until we say done.
                         unsafe { o.unpack_from(seg.ptr(lay.contribution(par, k, len)), len) };
                     }
+                }
+                seg.known_done = seg.known_done.max(e - 1);
+            }
+            Op::Gather { root, input, out } => {
+                // Rooted: the root's reads may still be going on (shm_reuse).
+                self.shm_reuse(seg, e)?;
+                if let Some(src) = input {
+                    // SAFETY: as for Reduce.
+                    unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
+                }
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                if me == *root {
+                    self.shm_wait(seg, Until::Arrived(e))?;
+                    for (k, o) in out.iter().enumerate().take(n) {
+                        if k != me || input.is_some() {
+                            // SAFETY: slot k holds rank k's block until we say done.
+                            unsafe { o.unpack_from(seg.ptr(lay.contribution(par, k, len)), len) };
+                        }
+                    }
+                    seg.known_done = seg.known_done.max(e - 1);
+                }
+            }
+            Op::Scatter { root, input, out } => {
+                let at = |k: usize| lay.scattered(par, *root, len) + k * len;
+                if me == *root {
+                    self.shm_reuse(seg, e)?;
+                    for (k, b) in input.iter().enumerate().take(n) {
+                        if k != me || out.is_some() {
+                            // SAFETY: the user's blocks are valid; the buffer of this
+                            // parity is ours until `release` says e.
+                            unsafe { b.pack_to(seg.ptr(at(k)), len) };
+                        }
+                    }
+                    self.shm_publish(seg, lay.release(par), e);
+                    if let Some(o) = out {
+                        // SAFETY: written just above.
+                        unsafe { o.unpack_from(seg.ptr(at(me)), len) };
+                    }
+                } else {
+                    self.shm_wait(seg, Until::Released(e))?;
+                    if let Some(o) = out {
+                        // SAFETY: the root wrote it and will not before we say done.
+                        unsafe { o.unpack_from(seg.ptr(at(me)), len) };
+                    }
+                }
+            }
+            Op::Alltoall { input, out } => {
+                self.shm_reuse(seg, e)?;
+                let mine = seg.ptr(lay.blocks(par, me, len));
+                for (k, b) in input.iter().enumerate().take(n) {
+                    // SAFETY: our area of this parity is free (shm_reuse), n blocks long.
+                    unsafe { b.pack_to(mine.wrapping_add(k * len), len) };
+                }
+                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_wait(seg, Until::Arrived(e))?;
+                for (k, o) in out.iter().enumerate().take(n) {
+                    let from = seg.ptr(lay.blocks(par, k, len)).wrapping_add(me * len);
+                    // SAFETY: rank k's area holds its blocks until we say done.
+                    unsafe { o.unpack_from(from, len) };
                 }
                 seg.known_done = seg.known_done.max(e - 1);
             }

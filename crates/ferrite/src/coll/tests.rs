@@ -505,6 +505,7 @@ fn shm_layout() {
             for par in 0..2 {
                 for r in 0..n {
                     spans.push((l.slot_at(par, r), l.slot));
+                    spans.push((l.spread(par, r), n * l.slot));
                 }
             }
             spans.sort();
@@ -524,6 +525,10 @@ fn shm_layout() {
             assert_eq!(l.contribution(1, n - 1, 56), l.boxed(1, n - 1) + 8);
             assert_eq!(l.contribution(1, n - 1, 57), l.slot_at(1, n - 1));
             assert!((l.boxed(0, 1) + 8 + super::shm::INLINE).is_multiple_of(64));
+            assert_eq!(l.blocks(0, 1, 56 / n), l.boxed(0, 1) + 8);
+            assert_eq!(l.blocks(0, 1, 56 / n + 1), l.spread(0, 1));
+            assert_eq!(l.scattered(1, 0, 56 / n), l.release(1) + 8);
+            assert_eq!(l.scattered(1, 0, 57), l.spread(1, 0));
             let last = spans.last().unwrap();
             assert!(last.0 + last.1 <= l.total());
             assert!(l.total() >= 2 * n * l.slot + 2 * l.slot);

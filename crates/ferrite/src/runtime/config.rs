@@ -244,12 +244,12 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_GATHER_ALGO",
         default: "auto",
-        doc: "Gather algorithm: auto or binomial (Gatherv is always linear).",
+        doc: "Gather algorithm: auto, binomial or shm (Gatherv is always linear).",
     },
     Knob {
         name: "FERRITE_COLL_SCATTER_ALGO",
         default: "auto",
-        doc: "Scatter algorithm: auto or binomial (Scatterv is always linear).",
+        doc: "Scatter algorithm: auto, binomial or shm (Scatterv is always linear).",
     },
     Knob {
         name: "FERRITE_COLL_ALLGATHER_ALGO",
@@ -264,7 +264,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_SHM_MAX",
         default: "4096",
-        doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather of at most this many bytes per contribution run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
+        doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather, Gather, Scatter, Alltoall of at most this many bytes per contribution (per block for the last four) run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
     },
     Knob {
         name: "FERRITE_COLL_SHM_YIELD_US",
@@ -274,7 +274,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_ALLTOALL_ALGO",
         default: "auto",
-        doc: "Alltoall algorithm: auto, bruck or pairwise.",
+        doc: "Alltoall algorithm: auto, bruck, pairwise or shm.",
     },
     Knob {
         name: "FERRITE_COLL_ALLTOALL_LARGE",
