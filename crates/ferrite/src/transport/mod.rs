@@ -192,6 +192,8 @@ pub struct TransportStats {
     /// Rendezvous buffers found already registered, and registered anew (ofi).
     pub mr_cache_hits: u64,
     pub mr_cache_misses: u64,
+    /// Registrations dropped because their memory was given back (munmap, ...; ofi).
+    pub mr_cache_invalidations: u64,
 }
 
 /// Counters of the whole `Net`, per transport.

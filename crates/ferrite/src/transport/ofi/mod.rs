@@ -26,6 +26,7 @@
 //!   connection that ends without one is a failed peer.
 
 pub mod ffi;
+pub mod memhooks;
 pub mod regcache;
 
 use super::timer::Timer;
@@ -313,6 +314,8 @@ pub struct Ofi {
     // and the fabric they belong to.
     conns: HashMap<EpId, Conn>,
     cache: RegCache<Mr>,
+    /// Memory the program gave back (munmap, ...), read before each cache lookup.
+    released: memhooks::Reader,
     tx_mr: Mr,
     tx: Vec<u8>,
     pep: Pep,
@@ -427,6 +430,10 @@ impl Ofi {
         Ok(Ofi {
             rank,
             cache: RegCache::new(cfg.cache_entries, cfg.cache_bytes),
+            released: {
+                memhooks::watch();
+                memhooks::Reader::new()
+            },
             cfg,
             prov,
             conns: HashMap::new(),
@@ -1170,6 +1177,12 @@ impl Ofi {
     /// registration or a new one (pages whole, so neighbours hit too).
     fn key_for(&mut self, addr: u64, len: u64) -> Option<(u64, u64)> {
         let page = 4096u64;
+        // Registrations of memory given back since are stale: drop them first.
+        let cache = &mut self.cache;
+        self.released.take(|r| match r {
+            memhooks::Released::Range(a, l) => drop(cache.invalidate(a, l)),
+            memhooks::Released::All => drop(cache.invalidate(0, u64::MAX)),
+        });
         let (start, region) = match self.cache.lookup(addr, len) {
             Some((s, mr)) => (s, mr.key()),
             None => {
@@ -1518,6 +1531,7 @@ impl Transport for Ofi {
         s.peers_used = self.peers.values().filter(|p| p.used).count() as u64;
         s.mr_cache_hits = self.ofi_stats.cache.hits;
         s.mr_cache_misses = self.ofi_stats.cache.misses;
+        s.mr_cache_invalidations = self.ofi_stats.cache.invalidations;
         s
     }
 }
