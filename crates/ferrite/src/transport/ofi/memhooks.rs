@@ -218,12 +218,14 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: libc::size_t, advice: c
     }
 }
 
+type SbrkFn = unsafe extern "C" fn(libc::intptr_t) -> *mut c_void;
+
 /// The next `sbrk` (libc's keeps the break it knows in step with the kernel's).
-fn next_sbrk() -> Option<unsafe extern "C" fn(libc::intptr_t) -> *mut c_void> {
+fn next_sbrk() -> Option<SbrkFn> {
     match next(c"sbrk", &NEXT_SBRK) {
         0 => None,
         // SAFETY: the address is libc's sbrk, which has this signature.
-        f => Some(unsafe { std::mem::transmute::<usize, _>(f) }),
+        f => Some(unsafe { std::mem::transmute::<usize, SbrkFn>(f) }),
     }
 }
 
