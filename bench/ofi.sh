@@ -46,8 +46,9 @@ for c in $CONFIGS; do
     [ "$mpi" = openmpi ] && cc=mpicc.openmpi
     if ! command -v "$cc" >/dev/null; then echo "# $(label "$c"): no $cc, skipped"; continue; fi
     if [ ! -x "$work/pingpong.$mpi" ]; then
-        "$cc" -O2 -o "$work/pingpong.$mpi" "$here/pingpong.c" &&
-            "$cc" -O2 -o "$work/bw.$mpi" "$here/bw.c" || { echo "ofi.sh: building with $cc failed" >&2; exit 1; }
+        { "$cc" -O2 -o "$work/pingpong.$mpi" "$here/pingpong.c" &&
+            "$cc" -O2 -o "$work/bw.$mpi" "$here/bw.c"; } >"$work/build.log" 2>&1 ||
+            { cat "$work/build.log" >&2; echo "ofi.sh: building with $cc failed" >&2; exit 1; }
     fi
     if [ "$c" = ferrite.ofi ] && ! ldconfig -p | grep -q 'libfabric\.so\.1 '; then
         echo "# $(label "$c"): libfabric.so.1 not installed, skipped"; continue
@@ -84,7 +85,7 @@ echo "# load after: $(uptime)"
 
 median() { grep -v n/a "$1" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else print v[int((NR + 1) / 2)] }'; }
 echo
-echo "rounds: $ROUNDS (median); latency: one-way usec (lower is better); bandwidth: MB/s (higher is better)"
+echo "rounds: $ROUNDS (median, the lower of two middle values); latency: one-way usec (lower is better); bandwidth: MB/s (higher is better)"
 echo
 hdr="| size (B) |"; sep="|---|"
 for c in $have; do hdr="$hdr lat $(label "$c") |"; sep="$sep---|"; done
