@@ -271,8 +271,9 @@ fn static_connects_every_pair_at_init_once() {
 }
 
 #[test]
-#[ignore = "stalls in this in-process harness (rank 1 got 1 of rank 0's 20 packets in 60 s); \
-            the budgets over ofi pass in tests/conn (suite conn-ofi)"]
+#[ignore = "loses packets: 4 of 4 runs (13:16 UTC, in parallel) ended with rank 0 done and \
+            nothing pending while rank 1 or 2 got 1 (once 10) of its 20 packets in 60 s; the \
+            budgets over ofi in tests/conn (conn-ofi) pass"]
 fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
     if skip() {
         return;
@@ -292,7 +293,14 @@ fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
         }
     });
     let s = ts[0].stats();
-    assert_eq!(s.conn.open_peak, 1);
+    // The manager may go over budget, and counts it: a hello held back too long, one taken
+    // to break a cycle of ranks waiting for each other (docs/connections.md).
+    assert!(
+        s.conn.open_peak <= 1 + s.conn.over_budget,
+        "peak {} over a budget of 1 (+{})",
+        s.conn.open_peak,
+        s.conn.over_budget
+    );
     assert!(s.conns_closed >= 2, "evictions: {}", s.conns_closed);
     for t in &ts {
         assert!((0..3).all(|p| t.mgr.failure(p).is_none()));
