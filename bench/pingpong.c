@@ -1,4 +1,5 @@
-/* Ping-pong latency between ranks 0 and 1: for sizes 0 B .. 4 MiB, a warm-up, then
+/* Ping-pong latency between ranks 0 and 1: for sizes 0 B .. 4 MiB (or `pingpong SIZE
+ * [REPS]`: one size), a warm-up, then
  * repetitions scaled down with size; prints `size usec` (one-way time, half a round trip)
  * on rank 0. Other ranks, if any, stay idle. Each message is checked at the end of a size
  * (first and last byte) so a broken transport cannot report a good time. */
@@ -22,9 +23,17 @@ int main(int argc, char **argv)
     char *buf = malloc(MAX);
     memset(buf, rank, MAX);
     if (rank == 0) printf("# pingpong: one-way latency\n# size usec\n");
-    for (long n = 0; n <= MAX; n = n ? n * 2 : 1) {
+    /* `pingpong SIZE [REPS]`: that one size only (bench/ofi.sh). */
+    long first = 0, last = MAX;
+    if (argc > 1) first = last = atol(argv[1]);
+    if (first < 0 || first > MAX) {
+        if (rank == 0) fprintf(stderr, "pingpong: size must be in 0..%d\n", MAX);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (long n = first; n <= last; n = n ? n * 2 : 1) {
         int reps = n <= 4096 ? 10000 : (int)(10000L * 4096 / n);
         if (reps < 20) reps = 20;
+        if (argc > 2 && atoi(argv[2]) > 0) reps = atoi(argv[2]);
         int warm = reps / 10 < 10 ? 10 : reps / 10;
         double t0 = 0;
         if (rank < 2) {

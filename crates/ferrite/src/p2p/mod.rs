@@ -23,7 +23,7 @@ mod tests;
 pub use protocol::P2p;
 
 use crate::error::MpiResult;
-use crate::transport::{Net, Proc};
+use crate::transport::{Net, Proc, RndvKey};
 
 /// The network as the protocols see it (implemented by `Net`; tests use an in-memory wire).
 pub trait Wire {
@@ -37,6 +37,20 @@ pub trait Wire {
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> MpiResult<bool>;
     /// Single-copy read from `from`'s memory; `Ok(false)`: not possible, use packets.
     fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool>;
+    /// What the transport to `to` wants in an RTS for `len` bytes at `addr` (empty: nothing).
+    fn rndv_key(&mut self, _to: Proc, _addr: u64, _len: usize) -> RndvKey {
+        RndvKey::default()
+    }
+    /// `read_remote` given the key the sender's RTS carried.
+    fn read_keyed(
+        &mut self,
+        from: Proc,
+        addr: u64,
+        _key: &RndvKey,
+        dst: &mut [u8],
+    ) -> MpiResult<bool> {
+        self.read_remote(from, addr, dst)
+    }
     /// Sends header `hdr` and a whole message `data` as one packet if `data` fits the eager
     /// size for `to` (and `limit`, unless 0) and there is room; `Ok(false)`: nothing sent.
     fn try_send_eager(
@@ -66,6 +80,19 @@ impl Wire for Net {
     }
     fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
         Ok(Net::read_remote(self, from, addr, dst)?)
+    }
+    fn rndv_key(&mut self, to: Proc, addr: u64, len: usize) -> RndvKey {
+        // A bad rank is reported by the RTS's send right after.
+        Net::rndv_key(self, to, addr, len).unwrap_or_default()
+    }
+    fn read_keyed(
+        &mut self,
+        from: Proc,
+        addr: u64,
+        key: &RndvKey,
+        dst: &mut [u8],
+    ) -> MpiResult<bool> {
+        Ok(Net::read_keyed(self, from, addr, key, dst)?)
     }
     fn try_send_eager(
         &mut self,

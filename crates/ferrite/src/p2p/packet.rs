@@ -1,5 +1,6 @@
 //! The point-to-point wire header. Every p2p packet is a fixed 40-byte header, little endian,
-//! followed by payload (EAGER, EAGER_SYNC and DATA only):
+//! followed by payload (EAGER, EAGER_SYNC and DATA: message bytes; RTS: the sender's
+//! transport's key to its buffer, `transport::RndvKey`, often empty):
 //!
 //! | offset | size | field   | meaning                                                         |
 //! |--------|------|---------|-----------------------------------------------------------------|

@@ -4,7 +4,9 @@
 //!   in a packet or in the per-peer backlog. Synchronous sends use EAGER_SYNC and complete
 //!   on the receiver's ACK, sent when the message matches.
 //! - rendezvous (larger): RTS with the sender's buffer address (contiguous data in place,
-//!   non-contiguous data packed once). On match the receiver reads it with `read_remote`
+//!   non-contiguous data packed once) and, as its payload, whatever key the transport wants
+//!   the reader to have (`Wire::rndv_key`; ofi: its registration, so the read needs no
+//!   round trip first; none for shm and tcp). On match the receiver reads it with `read_remote`
 //!   straight into the receive buffer (or a temporary, for non-contiguous receive types) and
 //!   answers FIN, which completes the send. If the read is not possible it answers CTS and
 //!   the sender streams DATA fragments; the send completes when the last one is out.
@@ -24,9 +26,12 @@ use crate::error::{make_code, MpiError, MpiResult};
 use crate::fxhash::FxHashMap;
 use crate::objects::handles::{kind, HandleTable};
 use crate::runtime::config;
-use crate::transport::Proc;
+use crate::transport::{Proc, RndvKey};
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+/// An RTS as a receive needs it: the sender's request, its buffer's address and key.
+type Rts = (u32, u64, RndvKey);
 
 /// Point-to-point state: requests, queues, packets waiting to go out.
 pub struct P2p {
@@ -445,17 +450,19 @@ impl P2p {
             rreq: 0,
             arg: 0,
         };
+        let key;
         let payload: &[u8] = if eager && len > 0 {
             // SAFETY: `ptr` is `len` readable bytes (user memory under MPI's contract, the
             // packed copy or the attached buffer), read only during this call.
             unsafe { std::slice::from_raw_parts(ptr.0, len) }
+        } else if !eager {
+            hdr.kind = Kind::Rts;
+            hdr.arg = ptr.0 as u64;
+            key = wire.rndv_key(to, hdr.arg, len);
+            key.as_bytes()
         } else {
             &[]
         };
-        if !eager {
-            hdr.kind = Kind::Rts;
-            hdr.arg = ptr.0 as u64;
-        }
         self.send_now(wire, to, &hdr, payload)?;
         self.counts.messages_sent += 1;
         self.counts.bytes_sent += len as u64;
@@ -677,7 +684,7 @@ impl P2p {
                     self.queue(u.from, &Header::control(Kind::Ack, sreq, 0), &[]);
                 }
             }
-            Body::Rts { sreq, addr } => self.pull(h, s, t, u.from, sreq, addr, u.len),
+            Body::Rts { sreq, addr, key } => self.pull(h, s, t, u.from, (sreq, addr, key), u.len),
         }
     }
 
@@ -725,8 +732,8 @@ impl P2p {
     }
 
     /// Receive `h` matched an RTS: `flush` will read the data.
-    #[allow(clippy::too_many_arguments)]
-    fn pull(&mut self, h: MPI_Request, s: i32, t: i32, from: Proc, sreq: u32, addr: u64, len: u64) {
+    fn pull(&mut self, h: MPI_Request, s: i32, t: i32, from: Proc, rts: Rts, len: u64) {
+        let (sreq, addr, key) = rts;
         self.set_source(h, s, t);
         if let Some(Request {
             op: Op::Recv(r), ..
@@ -737,6 +744,7 @@ impl P2p {
                 sreq,
                 addr,
                 len,
+                key,
             };
             self.reads.push_back(h);
         }
@@ -858,25 +866,29 @@ impl P2p {
                     ),
                 }
             }
-            Kind::Rts => match self.matching.arrive(h.context, h.src, h.tag) {
-                Some(r) => {
-                    let r = self.as_request(r);
-                    self.pull(r, h.src, h.tag, from, h.sreq, h.arg, h.len)
-                }
-                None => self.matching.add_unexpected(
-                    h.context,
-                    h.src,
-                    h.tag,
-                    Unexpected {
-                        from,
-                        len: h.len,
-                        body: Body::Rts {
-                            sreq: h.sreq,
-                            addr: h.arg,
+            Kind::Rts => {
+                let key = RndvKey::new(payload).unwrap_or_default();
+                match self.matching.arrive(h.context, h.src, h.tag) {
+                    Some(r) => {
+                        let r = self.as_request(r);
+                        self.pull(r, h.src, h.tag, from, (h.sreq, h.arg, key), h.len)
+                    }
+                    None => self.matching.add_unexpected(
+                        h.context,
+                        h.src,
+                        h.tag,
+                        Unexpected {
+                            from,
+                            len: h.len,
+                            body: Body::Rts {
+                                sreq: h.sreq,
+                                addr: h.arg,
+                                key,
+                            },
                         },
-                    },
-                ),
-            },
+                    ),
+                }
+            }
             Kind::Cts => {
                 let s = handle(h.sreq);
                 if let Some(Request {
@@ -995,6 +1007,7 @@ impl P2p {
             sreq,
             addr,
             len,
+            key,
         } = r.stage
         else {
             return;
@@ -1007,10 +1020,10 @@ impl P2p {
             // SAFETY: n <= capacity: the first n bytes of the contiguous receive buffer the
             // user gave this active request.
             let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
-            wire.read_remote(from, addr, dst).unwrap_or(false)
+            wire.read_keyed(from, addr, &key, dst).unwrap_or(false)
         } else {
             let mut tmp = vec![0u8; n];
-            let ok = wire.read_remote(from, addr, &mut tmp).unwrap_or(false);
+            let ok = wire.read_keyed(from, addr, &key, &mut tmp).unwrap_or(false);
             if ok {
                 r.target.store_vec(tmp);
             }

@@ -9,7 +9,7 @@
 use super::status::Status;
 use crate::consts::{MPI_Comm, MPI_Request};
 use crate::objects::datatype::Datatype;
-use crate::transport::Proc;
+use crate::transport::{Proc, RndvKey};
 use std::sync::Arc;
 
 /// A user buffer address. MPI's contract: the memory stays valid and untouched by the user
@@ -154,6 +154,8 @@ pub enum RecvStage {
         sreq: u32,
         addr: u64,
         len: u64,
+        /// The sender's transport's key to its buffer (`Wire::rndv_key`).
+        key: RndvKey,
     },
     /// Receiving DATA fragments of a `len`-byte message; `got` bytes so far. Non-contiguous
     /// and owned targets collect into `temp` and store it at the end.
@@ -175,7 +177,7 @@ pub enum Body {
     /// The payload, and the sender's request to ACK for a synchronous send.
     Eager { data: Vec<u8>, ack: Option<u32> },
     /// A rendezvous announcement.
-    Rts { sreq: u32, addr: u64 },
+    Rts { sreq: u32, addr: u64, key: RndvKey },
 }
 
 pub enum Op {

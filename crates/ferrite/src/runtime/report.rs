@@ -29,7 +29,7 @@ const DATAGRAM_COUNTS: [&str; 3] = ["retransmits", "acks", "duplicates"];
 /// malformed input from inside it (cells or frames that failed validation).
 const DROP_REASONS: [&str; 2] = ["strangers", "malformed"];
 /// Names of the registration cache counters (ofi), in `Record::mr_cache` order.
-const MR_CACHE_COUNTS: [&str; 2] = ["hits", "misses"];
+const MR_CACHE_COUNTS: [&str; 3] = ["hits", "misses", "invalidated"];
 
 /// One rank's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,8 +56,9 @@ pub struct Record {
     pub datagrams: [u64; 3],
     /// Input dropped, by reason (DROP_REASONS).
     pub dropped: [u64; 2],
-    /// Rendezvous registrations found in the cache, and made (MR_CACHE_COUNTS).
-    pub mr_cache: [u64; 2],
+    /// Rendezvous registrations found in the cache, made, and dropped because their memory
+    /// was given back (MR_CACHE_COUNTS).
+    pub mr_cache: [u64; 3],
 }
 
 impl Record {
@@ -107,6 +108,7 @@ impl Record {
         self.dropped[1] += t.corrupt_dropped;
         self.mr_cache[0] += t.mr_cache_hits;
         self.mr_cache[1] += t.mr_cache_misses;
+        self.mr_cache[2] += t.mr_cache_invalidations;
     }
 
     pub fn opened_total(&self) -> u64 {
@@ -264,9 +266,9 @@ fn write_datagrams_text(s: &mut String, d: [u64; 3]) {
     }
 }
 
-/// `; registration cache hits H misses M`, when rendezvous registrations were made (ofi).
-fn write_mr_cache_text(s: &mut String, d: [u64; 2]) {
-    if d != [0; 2] {
+/// `; registration cache hits H misses M invalidated I`, when rendezvous registrations were made (ofi).
+fn write_mr_cache_text(s: &mut String, d: [u64; 3]) {
+    if d != [0; 3] {
         s.push_str("; registration cache");
         for (n, v) in MR_CACHE_COUNTS.iter().zip(d) {
             let _ = write!(s, " {n} {v}");
@@ -325,8 +327,9 @@ pub struct Summary {
     pub rss_avg_kb: f64,
     pub datagrams: [u64; 3],
     pub dropped: [u64; 2],
-    /// Rendezvous registrations found in the cache, and made (MR_CACHE_COUNTS).
-    pub mr_cache: [u64; 2],
+    /// Rendezvous registrations found in the cache, made, and dropped because their memory
+    /// was given back (MR_CACHE_COUNTS).
+    pub mr_cache: [u64; 3],
 }
 
 pub fn summarize(recs: &[Record]) -> Summary {
@@ -356,7 +359,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         rss_avg_kb: sum(&|r| r.peak_rss_kb) as f64 / n,
         datagrams: [0; 3],
         dropped: [0; 2],
-        mr_cache: [0; 2],
+        mr_cache: [0; 3],
     };
     for r in recs {
         for i in 0..4 {
@@ -368,6 +371,8 @@ pub fn summarize(recs: &[Record]) -> Summary {
         }
         for i in 0..2 {
             s.dropped[i] += r.dropped[i];
+        }
+        for i in 0..3 {
             s.mr_cache[i] += r.mr_cache[i];
         }
         for (t, c) in &r.traffic {

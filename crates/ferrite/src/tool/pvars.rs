@@ -84,6 +84,7 @@ impl Sample {
             n.corrupt_dropped += t.corrupt_dropped;
             n.mr_cache_hits += t.mr_cache_hits;
             n.mr_cache_misses += t.mr_cache_misses;
+            n.mr_cache_invalidations += t.mr_cache_invalidations;
             s.open += t.conn.open_now;
             s.open_peak += t.conn.open_peak;
             s.opened += t.conn.opened.iter().sum::<u64>();
@@ -302,6 +303,13 @@ pub const ALL: &[Pvar] = &[
         area: "ofi",
         desc: "Rendezvous buffers registered anew.",
         value: |s| s.net.mr_cache_misses,
+    },
+    Pvar {
+        name: "ofi_mr_cache_invalidations",
+        class: C,
+        area: "ofi",
+        desc: "Registrations dropped because the program gave their memory back (munmap, mremap, madvise, brk).",
+        value: |s| s.net.mr_cache_invalidations,
     },
     Pvar {
         name: "peak_rss_kb",

@@ -51,6 +51,24 @@ pub trait Transport {
         Ok(false)
     }
 
+    /// What a reader of `len` bytes at `addr` of ours needs besides the address, sent to
+    /// `to` in the rendezvous announcement (ofi: the registration's key), so its read needs
+    /// no round trip first. Empty: nothing (shm and tcp need nothing).
+    fn rndv_key(&mut self, _to: Proc, _addr: u64, _len: usize) -> RndvKey {
+        RndvKey::default()
+    }
+
+    /// `read_remote` with the key the sender put in its announcement (`rndv_key`).
+    fn read_keyed(
+        &mut self,
+        from: Proc,
+        addr: u64,
+        _key: &RndvKey,
+        dst: &mut [u8],
+    ) -> TResult<bool> {
+        self.read_remote(from, addr, dst)
+    }
+
     /// A file descriptor that becomes readable when packets may have arrived, for the
     /// progress engine's epoll set, if this transport has one.
     fn wake_fd(&self) -> Option<RawFd> {
@@ -104,6 +122,34 @@ pub trait Transport {
     }
 }
 
+/// A transport's key to a rendezvous buffer (`Transport::rndv_key`), opaque to the
+/// protocols, which carry it in the announcement; at most [`RndvKey::MAX`] bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RndvKey {
+    len: u8,
+    bytes: [u8; RndvKey::MAX],
+}
+
+impl RndvKey {
+    pub const MAX: usize = 32;
+
+    /// The key of these bytes; None if longer than `MAX`.
+    pub fn new(b: &[u8]) -> Option<RndvKey> {
+        let mut k = RndvKey::default();
+        k.bytes.get_mut(..b.len())?.copy_from_slice(b);
+        k.len = b.len() as u8;
+        Some(k)
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// One transport's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TransportStats {
@@ -152,6 +198,8 @@ pub struct TransportStats {
     /// Rendezvous buffers found already registered, and registered anew (ofi).
     pub mr_cache_hits: u64,
     pub mr_cache_misses: u64,
+    /// Registrations dropped because their memory was given back (munmap, ...; ofi).
+    pub mr_cache_invalidations: u64,
 }
 
 /// Counters of the whole `Net`, per transport.
@@ -511,6 +559,24 @@ impl Net {
     pub fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> TResult<bool> {
         let i = self.route(from)?;
         self.transports[i].read_remote(from, addr, dst)
+    }
+
+    /// The key `to` needs to read `len` bytes at `addr` of ours (`Transport::rndv_key`).
+    pub fn rndv_key(&mut self, to: Proc, addr: u64, len: usize) -> TResult<RndvKey> {
+        let i = self.route(to)?;
+        Ok(self.transports[i].rndv_key(to, addr, len))
+    }
+
+    /// `read_remote` with the key from the sender's announcement.
+    pub fn read_keyed(
+        &mut self,
+        from: Proc,
+        addr: u64,
+        key: &RndvKey,
+        dst: &mut [u8],
+    ) -> TResult<bool> {
+        let i = self.route(from)?;
+        self.transports[i].read_keyed(from, addr, key, dst)
     }
 
     /// About to block: every transport is armed (senders start ringing) and re-checked, so

@@ -17,18 +17,20 @@
 //!   most R packets the peer has not reported reposting; reposts are reported on the
 //!   peer's packets, or in a credit message (sent when R/2 are owed, or before blocking)
 //!   which itself uses one of the R spare buffers and returns none, so nothing is dropped.
-//! - Rendezvous: `read_remote` asks the sender for a key to the buffer (a registration from
-//!   the registration cache, `regcache.rs`) and fi_reads it (RDMA read).
+//! - Rendezvous: the sender's RTS carries its key to the buffer (`rndv_key`: a registration
+//!   from the registration cache, `regcache.rs`), and the receiver fi_reads it at once (RDMA
+//!   read, `read_keyed`); without a key the protocol falls back to fragments.
 //! - Blocking: the event and completion queues' wait fds (fi_control FI_GETWAIT) are in an
 //!   epoll set of ours, the transport's wake fd; `arm` is fi_trywait.
 //! - Finalize: queued packets go, a BYE on every connection, the peers' BYE awaited; a
 //!   connection that ends without one is a failed peer.
 
 pub mod ffi;
+pub mod memhooks;
 pub mod regcache;
 
 use super::timer::Timer;
-use super::{tcp, Proc, Transport, TransportStats};
+use super::{tcp, Proc, RndvKey, Transport, TransportStats};
 use crate::conn::handshake;
 use crate::conn::manager::{
     self, Action, EpId, EpView, FailKind, Failure, Manager, Phase, HELLO_LEN,
@@ -220,8 +222,7 @@ const DATA: u8 = 1;
 const CREDIT: u8 = 2;
 /// The connection manager's close protocol (see `conn/manager.rs`).
 const CLOSE: u8 = 3;
-const KEYREQ: u8 = 4;
-const KEYREP: u8 = 5;
+// 4 and 5 were key requests and answers, before the key travelled in the RTS.
 /// Handshake bytes of the connection manager (a hello, or its answer).
 const HELLO: u8 = 6;
 const CLOSE_ACK: u8 = 7;
@@ -301,7 +302,8 @@ struct Peer {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OfiStats {
     pub cache: regcache::CacheStats,
-    pub keys_served: u64,
+    /// Keys put in RTS packets (`rndv_key`).
+    pub keys_sent: u64,
 }
 
 pub struct Ofi {
@@ -312,6 +314,8 @@ pub struct Ofi {
     // and the fabric they belong to.
     conns: HashMap<EpId, Conn>,
     cache: RegCache<Mr>,
+    /// Memory the program gave back (munmap, ...), read before each cache lookup.
+    released: memhooks::Reader,
     tx_mr: Mr,
     tx: Vec<u8>,
     pep: Pep,
@@ -333,8 +337,6 @@ pub struct Ofi {
     dead: Vec<(Proc, String)>,
     /// New connections whose old one finished closing: handle what they stashed meanwhile.
     resume: Vec<EpId>,
-    /// Answers to our key requests: id -> (key, remote address), None: refused.
-    keys: HashMap<u64, Option<(u64, u64)>>,
     /// Reads in flight: id -> (chunks outstanding, failed).
     reads: HashMap<u64, (usize, bool)>,
     next_id: u64,
@@ -428,6 +430,10 @@ impl Ofi {
         Ok(Ofi {
             rank,
             cache: RegCache::new(cfg.cache_entries, cfg.cache_bytes),
+            released: {
+                memhooks::watch();
+                memhooks::Reader::new()
+            },
             cfg,
             prov,
             conns: HashMap::new(),
@@ -446,7 +452,6 @@ impl Ofi {
             arrived: VecDeque::new(),
             dead: Vec::new(),
             resume: Vec::new(),
-            keys: HashMap::new(),
             reads: HashMap::new(),
             next_id: 1,
             next_key: 2,
@@ -1036,12 +1041,6 @@ impl Ofi {
                 }
                 self.mgr.bye(ep);
             }
-            (KEYREQ, Some(peer)) => self.serve_key(peer, &m),
-            (KEYREP, _) if m.len() >= 25 => {
-                let u = |i: usize| u64::from_le_bytes(m[i..i + 8].try_into().expect("8"));
-                let ans = (m[8] != 0).then(|| (u(9), u(17)));
-                self.keys.insert(u(0), ans);
-            }
             _ => self.stats.corrupt_dropped += 1,
         }
         0
@@ -1174,35 +1173,16 @@ impl Ofi {
         }
     }
 
-    /// A peer asks for a key to `len` bytes at `addr` of ours (its rendezvous read).
-    fn serve_key(&mut self, peer: Proc, body: &[u8]) {
-        if body.len() < 24 {
-            self.stats.corrupt_dropped += 1;
-            return;
-        }
-        let u = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8"));
-        let (id, addr, len) = (u(0), u(8), u(16));
-        let ans = self.key_for(addr, len);
-        let mut rep = id.to_le_bytes().to_vec();
-        let (ok, key, raddr) = ans.map_or((0u8, 0, 0), |(k, a)| (1, k, a));
-        rep.push(ok);
-        rep.extend(key.to_le_bytes());
-        rep.extend(raddr.to_le_bytes());
-        self.ofi_stats.keys_served += 1;
-        self.peers
-            .entry(peer)
-            .or_default()
-            .queue
-            .push_front((KEYREP, rep));
-        if let Some(ep) = self.mgr.sendable(peer) {
-            self.pump(ep);
-        }
-    }
-
     /// The key and remote address under which peers read `[addr, addr+len)`: a cached
     /// registration or a new one (pages whole, so neighbours hit too).
     fn key_for(&mut self, addr: u64, len: u64) -> Option<(u64, u64)> {
         let page = 4096u64;
+        // Registrations of memory given back since are stale: drop them first.
+        let cache = &mut self.cache;
+        self.released.take(|r| match r {
+            memhooks::Released::Range(a, l) => drop(cache.invalidate(a, l)),
+            memhooks::Released::All => drop(cache.invalidate(0, u64::MAX)),
+        });
         let (start, region) = match self.cache.lookup(addr, len) {
             Some((s, mr)) => (s, mr.key()),
             None => {
@@ -1264,38 +1244,19 @@ impl Ofi {
         }
     }
 
-    fn rdma_read(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> MpiResult<bool> {
-        if self.mgr.sendable(from).is_none() {
-            return Ok(false);
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut req = id.to_le_bytes().to_vec();
-        req.extend(addr.to_le_bytes());
-        req.extend((dst.len() as u64).to_le_bytes());
-        self.peers
-            .entry(from)
-            .or_default()
-            .queue
-            .push_back((KEYREQ, req));
-        if let Some(ep) = self.mgr.sendable(from) {
-            self.pump(ep);
-        }
-        self.wait_for(from, &|t| t.keys.contains_key(&id))?;
-        let Some((key, raddr)) = self.keys.remove(&id).expect("waited for") else {
-            self.stats.remote_read_fallbacks += 1;
-            return Ok(false);
-        };
+    /// Reads `dst.len()` bytes from `from`'s registration `key` at remote address `raddr`
+    /// (from the RTS), waiting in the kernel for the completion.
+    fn rdma_read(&mut self, from: Proc, key: u64, raddr: u64, dst: &mut [u8]) -> MpiResult<bool> {
         let Some(cid) = self.mgr.sendable(from) else {
             return Ok(false);
         };
         // Memory the provider writes into must be registered where it says so.
         let local = if self.prov.mr_mode & ffi::FI_MR_LOCAL != 0 {
-            let key = self.new_key();
+            let lkey = self.new_key();
             // SAFETY: dst is borrowed for this whole call, which waits for the read.
             match unsafe {
                 self.domain
-                    .mr_reg(dst.as_mut_ptr() as u64, dst.len(), ffi::FI_READ, key)
+                    .mr_reg(dst.as_mut_ptr() as u64, dst.len(), ffi::FI_READ, lkey)
             } {
                 Ok(m) => Some(m),
                 Err(_) => {
@@ -1443,11 +1404,38 @@ impl Transport for Ofi {
         n + self.progress(Some(deliver))
     }
 
-    fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> super::TResult<bool> {
-        if !self.cfg.rdma_read || dst.is_empty() {
-            return Ok(dst.is_empty());
+    fn rndv_key(&mut self, _to: Proc, addr: u64, len: usize) -> RndvKey {
+        if !self.cfg.rdma_read || len == 0 {
+            return RndvKey::default();
         }
-        Ok(self.rdma_read(from, addr, dst)?)
+        let Some((key, raddr)) = self.key_for(addr, len as u64) else {
+            return RndvKey::default();
+        };
+        self.ofi_stats.keys_sent += 1;
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&key.to_le_bytes());
+        b[8..].copy_from_slice(&raddr.to_le_bytes());
+        RndvKey::new(&b).expect("16 bytes fit")
+    }
+
+    fn read_keyed(
+        &mut self,
+        from: Proc,
+        _addr: u64,
+        key: &RndvKey,
+        dst: &mut [u8],
+    ) -> super::TResult<bool> {
+        if dst.is_empty() {
+            return Ok(true);
+        }
+        let k = key.as_bytes();
+        if !self.cfg.rdma_read || k.len() != 16 {
+            // No key (the sender could not register its buffer): fragments.
+            self.stats.remote_read_fallbacks += 1;
+            return Ok(false);
+        }
+        let u = |i: usize| u64::from_le_bytes(k[i..i + 8].try_into().expect("8"));
+        Ok(self.rdma_read(from, u(0), u(8), dst)?)
     }
 
     fn wake_fd(&self) -> Option<RawFd> {
@@ -1543,6 +1531,7 @@ impl Transport for Ofi {
         s.peers_used = self.peers.values().filter(|p| p.used).count() as u64;
         s.mr_cache_hits = self.ofi_stats.cache.hits;
         s.mr_cache_misses = self.ofi_stats.cache.misses;
+        s.mr_cache_invalidations = self.ofi_stats.cache.invalidations;
         s
     }
 }

@@ -6,8 +6,9 @@
 //! Staleness: a registration names virtual addresses. Software providers (tcp, udp) read
 //! those addresses when the transfer happens, so memory freed and allocated again at the same
 //! address is read as it is now. Providers that pin pages would read the old pages; for them
-//! the transport keeps freed heap memory mapped (`ffi::keep_heap_mapped`), and
-//! `invalidate` drops registrations overlapping a range known to be unmapped.
+//! `invalidate` drops registrations overlapping a range the program gave back (munmap and
+//! the like, seen by `memhooks.rs`), and the transport keeps freed heap memory mapped
+//! (`ffi::keep_heap_mapped`) for what those hooks cannot see (libc's own unmapping).
 
 use std::collections::BTreeMap;
 

@@ -120,7 +120,8 @@ fn rendezvous_reads_the_senders_buffer_and_caches_its_registration() {
     let (mut a, mut b) = pair("ofitest-read", OfiConfig::test_default());
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     let addr = data.as_ptr() as u64;
-    // Rank 1 says hello first (the connection), then rank 0 serves keys until told.
+    // Rank 1 says hello first (the connection), then rank 0 makes progress (the provider
+    // answers reads there) until told.
     b.try_send(0, &[b"hi"]).unwrap();
     let mut got = Vec::new();
     for _ in 0..2000 {
@@ -132,6 +133,10 @@ fn rendezvous_reads_the_senders_buffer_and_caches_its_registration() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     assert_eq!(got, vec![(1, b"hi".to_vec())]);
+    // The keys the RTS packets carry; the second, inside the first buffer, is a cache hit.
+    let whole = a.rndv_key(1, addr, data.len());
+    let inside = a.rndv_key(1, addr + 12345, 5000);
+    assert_eq!(whole.as_bytes().len(), 16);
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || {
@@ -145,15 +150,19 @@ fn rendezvous_reads_the_senders_buffer_and_caches_its_registration() {
         a
     });
     let mut dst = vec![0u8; data.len()];
-    assert!(b.read_remote(0, addr, &mut dst).unwrap(), "fi_read");
+    assert!(b.read_keyed(0, addr, &whole, &mut dst).unwrap(), "fi_read");
     assert!(dst == data);
-    // A part of the same buffer: the registration is found in the cache.
     let mut part = vec![0u8; 5000];
-    assert!(b.read_remote(0, addr + 12345, &mut part).unwrap());
+    assert!(b.read_keyed(0, addr + 12345, &inside, &mut part).unwrap());
     assert_eq!(part[..], data[12345..12345 + 5000]);
+    // Without a key (an RTS from a sender that could not register): fragments.
+    assert!(!b
+        .read_keyed(0, addr, &RndvKey::default(), &mut part)
+        .unwrap());
     stop.store(true, Ordering::Relaxed);
     let a = server.join().unwrap();
     assert_eq!(b.stats().remote_reads, 2);
+    assert_eq!(b.stats().remote_read_fallbacks, 1);
     assert_eq!(b.stats().remote_read_bytes, 1_005_000);
     assert_eq!((a.stats().mr_cache_misses, a.stats().mr_cache_hits), (1, 1));
 }
@@ -262,8 +271,9 @@ fn static_connects_every_pair_at_init_once() {
 }
 
 #[test]
-#[ignore = "stalls in this in-process harness (rank 1 got 1 of rank 0's 20 packets in 60 s); \
-            the budgets over ofi pass in tests/conn (suite conn-ofi)"]
+#[ignore = "loses packets: 4 of 4 runs (13:16 UTC, in parallel) ended with rank 0 done and \
+            nothing pending while rank 1 or 2 got 1 (once 10) of its 20 packets in 60 s; the \
+            budgets over ofi in tests/conn (conn-ofi) pass"]
 fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
     if skip() {
         return;
@@ -283,7 +293,14 @@ fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
         }
     });
     let s = ts[0].stats();
-    assert_eq!(s.conn.open_peak, 1);
+    // The manager may go over budget, and counts it: a hello held back too long, one taken
+    // to break a cycle of ranks waiting for each other (docs/connections.md).
+    assert!(
+        s.conn.open_peak <= 1 + s.conn.over_budget,
+        "peak {} over a budget of 1 (+{})",
+        s.conn.open_peak,
+        s.conn.over_budget
+    );
     assert!(s.conns_closed >= 2, "evictions: {}", s.conns_closed);
     for t in &ts {
         assert!((0..3).all(|p| t.mgr.failure(p).is_none()));
