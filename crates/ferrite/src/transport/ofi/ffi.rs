@@ -420,6 +420,14 @@ struct Lib {
 const LIB_NAMES: &[&str] = &["libfabric.so.1", "libfabric.so"];
 
 fn load() -> Result<Lib, String> {
+    // Debian's libfabric links its psm provider, whose libinfinipath installs a signal
+    // handler that writes "<program>.80s-<pid>,<host>.btr" backtrace files into the working
+    // directory when a rank aborts (MPI_Abort raises SIGABRT). It reads this variable when
+    // loaded, so it is set before dlopen; a user's own setting wins. Set during MPI_Init,
+    // before the library starts threads of its own.
+    if std::env::var_os("IPATH_NO_BACKTRACE").is_none() {
+        std::env::set_var("IPATH_NO_BACKTRACE", "1");
+    }
     let mut handle = null_mut();
     for name in LIB_NAMES {
         let c = CString::new(*name).expect("no NUL in library names");
