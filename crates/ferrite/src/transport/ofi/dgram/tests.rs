@@ -35,7 +35,7 @@ impl Board for Stranger {
         self.0.get_as(kind, rank)
     }
     fn secret(&mut self) -> MpiResult<u64> {
-        Ok(0x5eed_0fa5_7a49_e4)
+        Ok(0x005e_ed0f_a57a_49e4)
     }
 }
 
