@@ -1253,8 +1253,10 @@ impl Ofi {
     /// before blocking on them: -FI_EAGAIN means poll the queues again). The tcp provider's
     /// hook also asks for POLLOUT on sockets with bytes still to send there, and refuses
     /// while a socket's user-space buffer holds unread bytes.
+    /// The datagram channel's queue too (adaptive, ud), and its due timers or backlog.
     fn may_block(&mut self) -> bool {
         self.fabric.trywait(&self.eq, &self.cq)
+            && self.chan.as_mut().is_none_or(|d| d.chan.may_block())
     }
 
     /// Blocks in the kernel until the queues may have something (at most `ms`).
@@ -1481,11 +1483,7 @@ impl Transport for Ofi {
         self.return_credits(true);
         let now = self.now();
         let timer_due = self.mgr.poll_timeout().is_some_and(|t| t <= now);
-        self.arrived.is_empty()
-            && self.resume.is_empty()
-            && !timer_due
-            && self.may_block()
-            && self.chan.as_mut().is_none_or(|d| d.chan.may_block())
+        self.arrived.is_empty() && self.resume.is_empty() && !timer_due && self.may_block()
     }
 
     fn pending(&self) -> bool {
