@@ -38,10 +38,10 @@ fi
 # Over ofi (slower to set up, and every C suite run adds to CI's time) a representative
 # subset: these repeat what the others show over tcp.
 ofi_skip=" pingpong-ondemand-16 none-ondemand-16 static-ring-16 partial-12 partial-ring-16
-           budget1-ring-8 budget2-alltoall_coll-8 "
+           budget1-ring-8 budget2-alltoall_coll-8 ud-static-16 ud-budget4-alltoall-16 "
 check() { # name policy np pattern expression [summary-expression]
     local name=$1 policy=$2 np=$3 pattern=$4 expr=$5 sexpr=${6:-True}
-    if [ "$CONN_TRANSPORT" = ofi ] && [[ "$ofi_skip" == *" $name "* ]]; then return; fi
+    if [ "$CONN_TRANSPORT" = ofi ] && [[ "${ofi_skip//$'\n'/ }" == *" $name "* ]]; then return; fi
     local json=$tmp/$name.json log=$tmp/$name.log
     if ! FERRITE_CONN=$policy timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n "$np" --report="$json" \
             "$bin" "$pattern" >"$log" 2>&1; then
