@@ -92,8 +92,9 @@ run_suite c-udp-loss env FERRITE_TRANSPORTS=udp,self FERRITE_UDP_DROP_PERMILLE=2
 if ls /usr/lib/*/libfabric.so.1 /usr/lib64/libfabric.so.1 /usr/local/lib/libfabric.so.1 \
         2>/dev/null | grep -q .; then
     run_suite c-ofi env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp tests/c/run.sh
-    # The connection counts of tests/conn over ofi (static, ondemand, partial, budgets), a
-    # dead peer, adaptive and ud refused at MPI_Init, C programs under static and partial.
+    # The connection counts of tests/conn over ofi (static, ondemand, partial, budgets, and
+    # adaptive and ud over its FI_EP_DGRAM channel), a dead peer, C programs under static,
+    # partial, adaptive and ud.
     run_suite conn-ofi env CONN_TRANSPORT=ofi tests/conn/run.sh
 else
     echo "=== c-ofi: SKIPPED, libfabric.so.1 is not installed (apt-get install libfabric1)"

@@ -24,7 +24,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=347 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
+checks=353 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -149,15 +149,20 @@ done
 FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud \
     c_suite "$A + $B + $C, tcp, FERRITE_CONN_SETUP=ud" "$work/mpirun-3" "6"
 # ofi across hosts (libfabric's tcp provider on fh0), when libfabric is installed: the
-# connection manager's ondemand connections, then static, between the namespaces.
+# connection manager's ondemand connections, then static, between the namespaces; then
+# adaptive and the ud set-up over its datagram channel (the udp provider's FI_EP_DGRAM on fh0).
 if ls /usr/lib/*/libfabric.so.1 /usr/lib64/libfabric.so.1 /usr/local/lib/libfabric.so.1 \
         2>/dev/null | grep -q .; then
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 \
         c_suite "$A + $B + $C, FERRITE_TRANSPORTS=ofi,self" "$work/mpirun-3" "3 6"
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=static \
         c_suite "$A + $B + $C, ofi, FERRITE_CONN=static" "$work/mpirun-3" "6"
+    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=adaptive \
+        c_suite "$A + $B + $C, ofi, FERRITE_CONN=adaptive" "$work/mpirun-3" "6"
+    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN_SETUP=ud \
+        c_suite "$A + $B + $C, ofi, FERRITE_CONN_SETUP=ud" "$work/mpirun-3" "6"
 else
-    echo "SKIP hosts: ofi across hosts (libfabric.so.1 is not installed)"; skip=$((skip + 9))
+    echo "SKIP hosts: ofi across hosts (libfabric.so.1 is not installed)"; skip=$((skip + 15))
 fi
 
 bindir=$root/tests/c/bin

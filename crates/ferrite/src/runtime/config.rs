@@ -136,6 +136,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "libfabric provider the ofi transport uses (tcp, verbs, efa, ...; see fi_info -l); its connection-oriented (FI_EP_MSG) endpoints carry the traffic.",
     },
     Knob {
+        name: "FERRITE_OFI_DGRAM_PROVIDER",
+        default: "",
+        doc: "libfabric provider of the ofi transport's datagram channel (FI_EP_DGRAM; FERRITE_CONN=adaptive, FERRITE_CONN_SETUP=ud); empty: FERRITE_OFI_PROVIDER's if it has FI_EP_DGRAM endpoints, else udp.",
+    },
+    Knob {
         name: "FERRITE_OFI_IFACE",
         default: "",
         doc: "libfabric domain (interface, e.g. lo, eth0, mlx5_0) ofi uses; empty: the provider's first.",

@@ -399,12 +399,20 @@ impl Net {
         if names.contains(&"ofi") && size > 1 && (net.shm_route.is_none() || net.nodes.is_some()) {
             let cfg = ofi::OfiConfig::from_knobs()?;
             net.ofi_route = Some(net.transports.len());
-            net.transports.push(Box::new(ofi::Ofi::new(
-                rank,
-                size,
-                cfg,
-                Box::new(ofi::PmiBoard),
-            )?));
+            // Adaptive and ud: a datagram channel on an FI_EP_DGRAM endpoint of its own.
+            let chan = if cfg.needs_channel() {
+                Some(ofi::dgram::channel(
+                    rank,
+                    size,
+                    &cfg,
+                    Box::new(ofi::PmiBoard),
+                )?)
+            } else {
+                None
+            };
+            net.transports.push(Box::new(
+                ofi::Ofi::new(rank, size, cfg, Box::new(ofi::PmiBoard))?.with_channel(chan)?,
+            ));
         }
         let fds: Vec<RawFd> = net.transports.iter().filter_map(|t| t.wake_fd()).collect();
         if !fds.is_empty() {

@@ -6,6 +6,8 @@
 //! `unsafe` block of the transport is in this file; the types here own their objects and
 //! close them when dropped.
 
+pub mod dgram;
+
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 use std::sync::OnceLock;

@@ -10,8 +10,8 @@
 //!   manager accept (FI_CONNREQ -> fi_accept); FI_CONNECTED and FI_SHUTDOWN are the
 //!   manager's connected and closed events, and its hello, CLOSE, CLOSE_ACK and BYE travel
 //!   as messages of their own kinds. Packets wait in a per-peer FIFO until the manager says
-//!   which endpoint carries them. Adaptive and the ud set-up need a datagram channel, which
-//!   this transport does not have: refused at MPI_Init.
+//!   which endpoint carries them. Adaptive traffic and the ud set-up go over a datagram
+//!   channel on a libfabric FI_EP_DGRAM endpoint (`dgram.rs`), as tcp's over udp.
 //! - Eager: packets are copied into pre-registered bounce buffers and sent with fi_send
 //!   into receive buffers the peer posted (2R per connection). Credits: a sender sends at
 //!   most R packets the peer has not reported reposting; reposts are reported on the
@@ -25,18 +25,20 @@
 //! - Finalize: queued packets go, a BYE on every connection, the peers' BYE awaited; a
 //!   connection that ends without one is a failed peer.
 
+pub mod dgram;
 pub mod ffi;
 pub mod memhooks;
 pub mod regcache;
 
 use super::timer::Timer;
+use super::udp::Datagrams;
 use super::{tcp, Proc, RndvKey, Transport, TransportStats};
 use crate::conn::handshake;
 use crate::conn::manager::{
     self, Action, EpId, EpView, FailKind, Failure, Manager, Phase, HELLO_LEN,
 };
 use crate::conn::{policy, Micros};
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED, MPI_ERR_UNSUPPORTED_OPERATION};
+use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::error::{MpiError, MpiResult};
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};
@@ -68,25 +70,13 @@ pub struct OfiConfig {
     pub connect_retries: u32,
     /// How long MPI_Finalize waits for peers to take the last packets (FERRITE_TCP_LINGER_MS).
     pub linger_ms: u64,
-}
-
-/// Why this transport refuses a configuration: adaptive traffic and the `ud` set-up need a
-/// datagram channel, which the ofi transport does not have yet (libfabric's FI_EP_DGRAM is
-/// where it would go). Refused at MPI_Init, never replaced by something else silently.
-fn check_policy(kind: policy::Kind, setup: policy::Mechanism) -> MpiResult<()> {
-    let what = if kind == policy::Kind::Adaptive {
-        "FERRITE_CONN=adaptive (datagrams first, then connections)"
-    } else if setup == policy::Mechanism::Ud {
-        "FERRITE_CONN_SETUP=ud (connection handshakes over datagrams)"
-    } else {
-        return Ok(());
-    };
-    Err(mpi_err!(
-        MPI_ERR_UNSUPPORTED_OPERATION,
-        "ofi transport: {what} needs a datagram channel over libfabric (FI_EP_DGRAM), which \
-         the ofi transport does not have yet; use FERRITE_CONN=ondemand, static or partial \
-         (FERRITE_CONN_MAX for a budget) with FERRITE_CONN_SETUP=cm, or FERRITE_TRANSPORTS=tcp"
-    ))
+    /// How connections are set up (FERRITE_CONN_SETUP): `ud` settles attempts over the
+    /// datagram channel first.
+    pub setup: policy::Mechanism,
+    /// Adaptive: messages to a peer over datagrams before its connection (FERRITE_CONN_THRESHOLD).
+    pub threshold: u64,
+    /// Adaptive: a connection unused this long closes; 0: never (FERRITE_CONN_IDLE_MS).
+    pub idle_ms: u64,
 }
 
 impl OfiConfig {
@@ -112,14 +102,13 @@ impl OfiConfig {
             rdma_read: config::get::<u32>("FERRITE_OFI_RDMA_READ") != 0,
             cache_entries: config::get("FERRITE_OFI_MR_CACHE_ENTRIES"),
             cache_bytes: config::get::<u64>("FERRITE_OFI_MR_CACHE_MB") << 20,
-            policy: {
-                let kind = tcp::conn_policy()?;
-                check_policy(kind, tcp::conn_setup()?)?;
-                kind
-            },
+            policy: tcp::conn_policy()?,
             max_conns: tcp::conn_max(),
             connect_retries: config::get("FERRITE_TCP_CONNECT_RETRIES"),
             linger_ms: config::get("FERRITE_TCP_LINGER_MS"),
+            setup: tcp::conn_setup()?,
+            threshold: config::get::<u64>("FERRITE_CONN_THRESHOLD").max(1),
+            idle_ms: config::get("FERRITE_CONN_IDLE_MS"),
         })
     }
 
@@ -136,15 +125,25 @@ impl OfiConfig {
             max_conns: 64,
             connect_retries: 3,
             linger_ms: 5000,
+            setup: policy::Mechanism::Cm,
+            threshold: 16,
+            idle_ms: 30_000,
         }
     }
 }
 
 /// Where business cards are published: PMI, or in unit tests an in-process map.
+/// Cards are named `<kind>-<rank>`: `ofi` the passive endpoint, `ofid` the datagram one.
 pub trait Board: Send {
-    fn put(&mut self, rank: Proc, card: &[u8]) -> MpiResult<()>;
-    fn get(&mut self, rank: Proc) -> MpiResult<Option<Vec<u8>>>;
+    fn put_as(&mut self, kind: &str, rank: Proc, card: &[u8]) -> MpiResult<()>;
+    fn get_as(&mut self, kind: &str, rank: Proc) -> MpiResult<Option<Vec<u8>>>;
     fn secret(&mut self) -> MpiResult<u64>;
+    fn put(&mut self, rank: Proc, card: &[u8]) -> MpiResult<()> {
+        self.put_as("ofi", rank, card)
+    }
+    fn get(&mut self, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
+        self.get_as("ofi", rank)
+    }
 }
 
 pub struct PmiBoard;
@@ -164,12 +163,12 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Board for PmiBoard {
-    fn put(&mut self, rank: Proc, card: &[u8]) -> MpiResult<()> {
-        Ok(pmi::put(&format!("ofi-{rank}"), &hex(card))?)
+    fn put_as(&mut self, kind: &str, rank: Proc, card: &[u8]) -> MpiResult<()> {
+        Ok(pmi::put(&format!("{kind}-{rank}"), &hex(card))?)
     }
 
-    fn get(&mut self, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
-        pmi::get(&format!("ofi-{rank}"))?
+    fn get_as(&mut self, kind: &str, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
+        pmi::get(&format!("{kind}-{rank}"))?
             .map(|c| {
                 unhex(&c).ok_or_else(|| {
                     mpi_err!(
@@ -198,17 +197,17 @@ pub mod test_board {
     pub struct TestBoard(pub String);
 
     impl Board for TestBoard {
-        fn put(&mut self, rank: Proc, card: &[u8]) -> MpiResult<()> {
+        fn put_as(&mut self, kind: &str, rank: Proc, card: &[u8]) -> MpiResult<()> {
             let mut g = CARDS.lock().unwrap_or_else(|e| e.into_inner());
             g.get_or_insert_with(HashMap::new)
-                .insert((self.0.clone(), rank), card.to_vec());
+                .insert((format!("{}/{kind}", self.0), rank), card.to_vec());
             Ok(())
         }
 
-        fn get(&mut self, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
+        fn get_as(&mut self, kind: &str, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
             let g = CARDS.lock().unwrap_or_else(|e| e.into_inner());
             Ok(g.as_ref()
-                .and_then(|m| m.get(&(self.0.clone(), rank)).cloned()))
+                .and_then(|m| m.get(&(format!("{}/{kind}", self.0), rank)).cloned()))
         }
 
         fn secret(&mut self) -> MpiResult<u64> {
@@ -349,6 +348,8 @@ pub struct Ofi {
     timer: Timer,
     t0: Instant,
     closing: bool,
+    /// Adaptive and ud: the datagram channel over an FI_EP_DGRAM endpoint (`dgram.rs`).
+    chan: Option<Datagrams<dgram::OfiPort>>,
     stats: TransportStats,
     pub ofi_stats: OfiStats,
 }
@@ -370,7 +371,6 @@ impl Ofi {
     /// Opens the fabric, domain, queues and the passive endpoint, and publishes its name.
     pub fn new(rank: Proc, size: u32, cfg: OfiConfig, mut board: Box<dyn Board>) -> MpiResult<Ofi> {
         ffi::available().map_err(|e| err(format!("FERRITE_TRANSPORTS lists ofi but {e}")))?;
-        check_policy(cfg.policy, policy::Mechanism::Cm)?;
         let info = Info::get(&cfg.provider, &cfg.iface).map_err(err)?;
         let prov = info.prov();
         let fabric = Fabric::open(&info).map_err(err)?;
@@ -417,15 +417,15 @@ impl Ofi {
         let mcfg = manager::Config {
             policy: policy::Config {
                 kind: cfg.policy,
-                threshold_msgs: 1,
+                threshold_msgs: cfg.threshold,
                 threshold_bytes: 0,
                 max_open: cfg.max_conns.max(1),
-                idle: 0,
+                idle: cfg.idle_ms.saturating_mul(1000),
                 hold_max: 1_000_000,
             },
-            setup: policy::Mechanism::Cm,
+            setup: cfg.setup,
             handshake: hs,
-            datagrams: false,
+            datagrams: cfg.needs_channel(),
         };
         Ok(Ofi {
             rank,
@@ -461,6 +461,7 @@ impl Ofi {
             timer,
             t0: Instant::now(),
             closing: false,
+            chan: None,
             stats: TransportStats::default(),
             ofi_stats: OfiStats::default(),
         })
@@ -569,10 +570,24 @@ impl Ofi {
     // The manager's actions
     // -----------------------------------------------------------------------------------------
 
-    /// Carries out the manager's actions.
+    /// Carries out the manager's actions, then lets adaptive connections whose peers have
+    /// every datagram acknowledged take over.
     fn run_mgr(&mut self) {
-        while let Some(a) = self.mgr.poll_action() {
-            self.do_action(a);
+        loop {
+            while let Some(a) = self.mgr.poll_action() {
+                self.do_action(a);
+            }
+            let drained = match &self.chan {
+                Some(d) => d.drained(&self.mgr),
+                None => Vec::new(),
+            };
+            if drained.is_empty() {
+                return;
+            }
+            let now = self.now();
+            for peer in drained {
+                self.mgr.datagrams_drained(peer, now);
+            }
         }
     }
 
@@ -586,8 +601,11 @@ impl Ofi {
                 }
             }
             Action::Close { ep, bye } => self.drop_conn(ep, bye),
-            // No datagram channel: `check_policy` refuses what would need one.
-            Action::Datagram { .. } => {}
+            Action::Datagram { to, bytes } => self.send_control(to, &bytes),
+            Action::Flush {
+                peer,
+                via: policy::Via::Datagram,
+            } => self.queue_to_datagrams(peer),
             Action::Flush { peer, .. } => {
                 if let Some(ep) = self.mgr.sendable(peer) {
                     self.pump(ep);
@@ -836,6 +854,7 @@ impl Ofi {
             self.offer_hello(ep);
         }
         got += self.take_completions(&mut deliver);
+        got += self.poll_channel(&mut deliver);
         while let Some(ev) = self.eq.read() {
             self.event(ev);
         }
@@ -1214,8 +1233,10 @@ impl Ofi {
     /// before blocking on them: -FI_EAGAIN means poll the queues again). The tcp provider's
     /// hook also asks for POLLOUT on sockets with bytes still to send there, and refuses
     /// while a socket's user-space buffer holds unread bytes.
+    /// The datagram channel's queue too (adaptive, ud), and its due timers or backlog.
     fn may_block(&mut self) -> bool {
         self.fabric.trywait(&self.eq, &self.cq)
+            && self.chan.as_mut().is_none_or(|d| d.chan.may_block())
     }
 
     /// Blocks in the kernel until the queues may have something (at most `ms`).
@@ -1359,10 +1380,13 @@ impl Transport for Ofi {
         // budget first); the packets wait in the peer's queue, in order, until it is up.
         let now = self.now();
         self.start()?;
-        self.mgr.send(to, len, now);
+        let via = self.mgr.send(to, len, now);
         self.run_mgr();
         if let Some(f) = self.mgr.failure(to) {
             return Err(failure_err(f).into());
+        }
+        if via == policy::Via::Datagram && self.chan.is_some() {
+            return self.send_datagram(to, parts);
         }
         let usable = self.mgr.sendable(to);
         let p = self.peers.entry(to).or_default();
@@ -1452,9 +1476,17 @@ impl Transport for Ofi {
 
     fn pending(&self) -> bool {
         self.queued()
+            || self
+                .chan
+                .as_ref()
+                .is_some_and(|d| d.chan.pending() || d.backlog_bytes(None) > 0)
     }
 
     fn take_failures(&mut self) -> Vec<(Proc, String)> {
+        if let Some(d) = self.chan.as_mut() {
+            let lost = d.chan.take_failures();
+            self.dead.extend(lost);
+        }
         std::mem::take(&mut self.dead)
     }
 
@@ -1480,9 +1512,9 @@ impl Transport for Ofi {
     fn shutdown(&mut self) {
         let deadline = Instant::now() + std::time::Duration::from_millis(self.cfg.linger_ms);
         let left = |d: Instant| d.saturating_duration_since(Instant::now()).as_millis() as i32;
-        while (self.queued() || self.mgr.closing()) && left(deadline) > 0 {
+        while (self.queued() || self.mgr.closing() || self.chan_pending()) && left(deadline) > 0 {
             self.progress(None);
-            if self.queued() || self.mgr.closing() {
+            if self.queued() || self.mgr.closing() || self.chan_pending() {
                 self.wait(left(deadline).min(10));
             }
         }
@@ -1529,6 +1561,7 @@ impl Transport for Ofi {
             ..self.stats
         };
         s.peers_used = self.peers.values().filter(|p| p.used).count() as u64;
+        self.channel_stats(&mut s);
         s.mr_cache_hits = self.ofi_stats.cache.hits;
         s.mr_cache_misses = self.ofi_stats.cache.misses;
         s.mr_cache_invalidations = self.ofi_stats.cache.invalidations;

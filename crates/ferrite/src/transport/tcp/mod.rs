@@ -32,7 +32,7 @@ use crate::conn::Micros;
 use crate::runtime::config;
 use crate::terr;
 use crate::transport::error::{Error, Kind, TResult};
-use crate::transport::udp::Channel;
+use crate::transport::udp::{Channel, Datagrams};
 use card::Board;
 use conn::{Filled, Frame, RecvBuf, SendQueue};
 use std::collections::{HashMap, VecDeque};
@@ -157,9 +157,6 @@ struct Peer {
     /// A packet went to or came from this peer over a connection (for the report's
     /// utilization: connections used / opened).
     used: bool,
-    /// Adaptive: packets for the datagram channel that its window has not taken yet, in order.
-    dq: VecDeque<Vec<u8>>,
-    dq_bytes: usize,
 }
 
 pub struct Tcp {
@@ -180,8 +177,9 @@ pub struct Tcp {
     resume: Vec<EpId>,
     /// Peers found dead (connection lost without BYE), not yet reported (`take_failures`).
     dead: Vec<(Proc, String)>,
-    /// Adaptive: the datagram channel carrying traffic to peers without a connection.
-    chan: Option<Channel>,
+    /// Adaptive and ud: the datagram channel (traffic to peers without a connection,
+    /// handshakes) and what waits for its window.
+    chan: Option<Datagrams>,
     /// Fires (readable in the epoll set) when the manager's next timer is due, so a process
     /// blocked in the progress engine redials and gives up on time.
     timer: Timer,
@@ -309,7 +307,7 @@ impl Tcp {
             )
             .map_err(|e| terr!(Other, "tcp transport: epoll_ctl: {e}"))?;
         }
-        self.chan = chan;
+        self.chan = chan.map(Datagrams::new);
         Ok(self)
     }
 
@@ -338,12 +336,10 @@ impl Tcp {
             if !self.mgr.is_draining() {
                 return;
             }
-            let drained: Vec<Proc> = self
-                .mgr
-                .draining()
-                .into_iter()
-                .filter(|&p| self.datagrams_in_flight(p) == 0)
-                .collect();
+            let drained = match &self.chan {
+                Some(d) => d.drained(&self.mgr),
+                None => self.mgr.draining(),
+            };
             if drained.is_empty() {
                 return;
             }
@@ -378,9 +374,9 @@ impl Tcp {
                 self.drop_sock(ep);
             }
             Action::Datagram { to, bytes } => {
-                if let Some(chan) = self.chan.as_mut() {
+                if let Some(d) = self.chan.as_mut() {
                     // A failure is the channel's to report (`take_failures`); ud retransmits.
-                    let _ = chan.send_control(to, &bytes);
+                    let _ = d.chan.send_control(to, &bytes);
                 }
             }
             Action::Flush {
@@ -466,62 +462,17 @@ impl Tcp {
         }
     }
 
-    /// Adaptive: sends (or keeps, in order) one packet over the datagram channel.
-    fn send_datagram(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<()> {
-        let chan = self.chan.as_mut().expect("adaptive has a channel");
-        let p = self.peers.entry(to).or_default();
-        if p.dq.is_empty() && chan.send(to, parts)? {
-            return Ok(());
-        }
-        let b = parts.concat();
-        p.dq_bytes += b.len();
-        p.dq.push_back(b);
-        Ok(())
-    }
-
-    /// Adaptive: offers the datagram backlogs to the channel again.
-    fn drain_datagrams(&mut self) {
-        let Some(chan) = self.chan.as_mut() else {
-            return;
-        };
-        for (&to, p) in self.peers.iter_mut() {
-            while let Some(b) = p.dq.front() {
-                match chan.send(to, &[b]) {
-                    Ok(true) => {
-                        p.dq_bytes -= b.len();
-                        p.dq.pop_front();
-                    }
-                    Ok(false) => break,
-                    Err(_) => {
-                        // The channel gave up on the peer: `take_failures` reports it.
-                        p.dq.clear();
-                        p.dq_bytes = 0;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Adaptive: datagrams to `peer` not yet acknowledged (its connection waits for 0).
-    fn datagrams_in_flight(&self, peer: Proc) -> usize {
-        let backlog = self.peers.get(&peer).map_or(0, |p| p.dq.len());
-        backlog + self.chan.as_ref().map_or(0, |c| c.in_flight(peer))
-    }
-
     /// Adaptive: the packets waiting in `peer`'s queue go over datagrams instead, in order.
     fn queue_to_datagrams(&mut self, peer: Proc) {
-        if self.chan.is_none() {
-            return;
-        }
-        let Some(p) = self.peers.get_mut(&peer) else {
+        let (Some(d), Some(p)) = (self.chan.as_mut(), self.peers.get_mut(&peer)) else {
             return;
         };
-        for f in p.q.take_frames() {
-            let b = f[conn::HEADER..].to_vec();
-            p.dq_bytes += b.len();
-            p.dq.push_back(b);
-        }
-        self.drain_datagrams();
+        d.push(
+            peer,
+            p.q.take_frames()
+                .into_iter()
+                .map(|f| f[conn::HEADER..].to_vec()),
+        );
     }
 
     /// The address peers connect to.
@@ -910,40 +861,25 @@ impl Tcp {
 
     /// Unwritten bytes to peers (MPI_Finalize waits for none).
     pub fn pending_bytes(&self) -> usize {
-        self.peers
-            .values()
-            .map(|p| p.q.bytes() + p.dq_bytes)
-            .sum::<usize>()
+        self.peers.values().map(|p| p.q.bytes()).sum::<usize>()
+            + self.chan.as_ref().map_or(0, |d| d.backlog_bytes(None))
             + self.socks.values().map(|s| s.cq.bytes()).sum::<usize>()
     }
 
     /// Adaptive: datagrams are unacknowledged, acknowledgements owed, or data arrived lately.
     fn chan_pending(&self) -> bool {
-        self.chan.as_ref().is_some_and(|c| !c.settled())
+        self.chan.as_ref().is_some_and(|d| !d.chan.settled())
     }
 
     /// Adaptive: delivers what came over datagrams and moves datagram traffic along.
     fn poll_channel(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
-        let Some(chan) = self.chan.as_mut() else {
+        let Some(d) = self.chan.as_mut() else {
             return 0;
         };
-        let (mut pkts, mut bytes) = (0u64, 0u64);
-        let mut from_peers: Vec<Proc> = Vec::new();
-        let mut control: Vec<Vec<u8>> = Vec::new();
-        let n = chan.poll(
-            &mut |from, p| {
-                pkts += 1;
-                bytes += p.len() as u64;
-                if from_peers.last() != Some(&from) {
-                    from_peers.push(from);
-                }
-                deliver(from, p)
-            },
-            &mut |b| control.push(b.to_vec()),
-        );
-        self.stats.packets_received += pkts;
-        self.stats.bytes_received += bytes;
-        for b in control {
+        let got = d.poll(deliver);
+        self.stats.packets_received += got.packets;
+        self.stats.bytes_received += got.bytes;
+        for b in got.control {
             // The manager is made on first need (a peer's request may come before we sent).
             let _ = self.start();
             let now = self.now();
@@ -951,13 +887,12 @@ impl Tcp {
             self.run_mgr();
         }
         let now = self.now();
-        for p in from_peers {
+        for p in got.from {
             self.mgr.received(p, now);
         }
-        self.drain_datagrams();
         // Connections waiting for their datagrams' acknowledgement may take over.
         self.run_mgr();
-        n
+        got.packets as usize
     }
 
     /// Drives every socket (accept, connect, handshakes, reads, writes), waiting up to
@@ -967,7 +902,7 @@ impl Tcp {
         // Adaptive: the channel's socket and timerfd are in our epoll set (CHANNEL below), so
         // it needs a pass here only for work no fd signals (its send backlog, a due timer);
         // polling it on every call cost a recvfrom and a timerfd read per progress call.
-        let mut n = if self.chan.as_ref().is_some_and(|c| c.busy()) {
+        let mut n = if self.chan.as_ref().is_some_and(|d| d.chan.busy()) {
             self.poll_channel(deliver)
         } else {
             0
@@ -1068,7 +1003,7 @@ impl Transport for Tcp {
             return Err(e);
         }
         let p = self.peers.entry(to).or_default();
-        let waiting = p.q.bytes() + p.dq_bytes;
+        let waiting = p.q.bytes() + self.chan.as_ref().map_or(0, |d| d.backlog_bytes(Some(to)));
         if waiting > 0 && waiting + conn::HEADER + len > self.cfg.sendq_bytes {
             self.stats.no_room += 1;
             return Ok(false);
@@ -1082,8 +1017,8 @@ impl Transport for Tcp {
         if let Some(e) = self.failed_err(to) {
             return Err(e);
         }
-        if via == policy::Via::Datagram && self.chan.is_some() {
-            self.send_datagram(to, parts)?;
+        if let (policy::Via::Datagram, Some(d)) = (via, self.chan.as_mut()) {
+            d.send(to, parts)?;
             self.stats.packets_sent += 1;
             self.stats.bytes_sent += len as u64;
             self.rearm();
@@ -1162,19 +1097,19 @@ impl Transport for Tcp {
     fn arm(&mut self) -> bool {
         let now = self.now();
         let timer_due = self.mgr.poll_timeout().is_some_and(|t| t <= now);
-        let chan_busy = self.chan.as_ref().is_some_and(|c| c.busy());
+        let chan_busy = self.chan.as_ref().is_some_and(|d| d.chan.busy());
         self.own.is_empty() && !timer_due && self.resume.is_empty() && !chan_busy
     }
 
     /// (Adaptive: no quiet spell here, unlike `shutdown`: MPI_Finalize's barrier makes
     /// progress, so a peer's retransmission is answered while it waits.)
     fn pending(&self) -> bool {
-        self.pending_bytes() > 0 || self.chan.as_ref().is_some_and(|c| c.pending())
+        self.pending_bytes() > 0 || self.chan.as_ref().is_some_and(|d| d.chan.pending())
     }
 
     fn take_failures(&mut self) -> Vec<(Proc, String)> {
-        if let Some(c) = self.chan.as_mut() {
-            let lost = c.take_failures();
+        if let Some(d) = self.chan.as_mut() {
+            let lost = d.chan.take_failures();
             self.dead.extend(lost);
         }
         std::mem::take(&mut self.dead)

@@ -1,7 +1,9 @@
-//! The datagram channel: one UDP socket per process driving one [`Reliable`] machine, reused
-//! by the `udp` transport and (embedded in tcp) by the adaptive policy and the `ud` handshake.
+//! The datagram channel: one datagram port per process driving one [`Reliable`] machine,
+//! reused by the `udp` transport and (embedded in tcp and ofi) by the adaptive policy and the
+//! `ud` handshake. The port is a UDP socket ([`UdpPort`]) or a libfabric FI_EP_DGRAM
+//! endpoint (`ofi::dgram::OfiPort`); everything else here is the same for both.
 //!
-//! - The socket binds on the tcp address rule (FERRITE_TCP_IF; loopback on one host, a
+//! - The UDP socket binds on the tcp address rule (FERRITE_TCP_IF; loopback on one host, a
 //!   reachable address across hosts) and its address is published as the card `udp-<rank>`;
 //!   a peer's card is fetched on first send to it (or its address is learned from a datagram
 //!   of ours that it sent, once the job secret checked out).
@@ -23,6 +25,7 @@
 use super::super::tcp::card::Board;
 use super::super::timer::Timer;
 use super::super::Proc;
+use super::port::{Port, UdpPort};
 use crate::conn::reliable::{self, Event, Reliable};
 use crate::conn::wire::{self, Kind};
 use crate::conn::Micros;
@@ -30,8 +33,8 @@ use crate::terr;
 use crate::transport::error::{Error, TResult};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::unix::io::{AsRawFd, RawFd};
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::io::RawFd;
 use std::time::Instant;
 
 /// Largest datagram we can receive (the UDP payload limit over IPv4).
@@ -72,16 +75,14 @@ pub struct ChannelStats {
     pub injected_drops: u64,
 }
 
-pub struct Channel {
+pub struct Channel<P: Port = UdpPort> {
     rank: Proc,
-    sock: UdpSocket,
-    addr: SocketAddr,
-    board: Box<dyn Board>,
+    port: P,
     cfg: reliable::Config,
     /// Made on first need: the job secret is known only after MPI_Init's barrier.
     rel: Option<Reliable>,
     secret: u64,
-    addrs: HashMap<Proc, SocketAddr>,
+    addrs: HashMap<Proc, P::Addr>,
     /// Peers reported unreachable, and why.
     failed: HashMap<Proc, String>,
     /// Of those, the ones `take_failures` has not handed out yet, in order found.
@@ -94,9 +95,9 @@ pub struct Channel {
     t0: Instant,
     inject: Inject,
     rng: u64,
-    held: Option<(SocketAddr, Vec<u8>)>,
+    held: Option<(P::Addr, Vec<u8>)>,
     /// Datagrams the socket had no room for, in order.
-    backlog: VecDeque<(SocketAddr, Vec<u8>)>,
+    backlog: VecDeque<(P::Addr, Vec<u8>)>,
     buf: Vec<u8>,
     /// When data last arrived (shutdown waits for a quiet spell).
     last_data: Instant,
@@ -108,23 +109,28 @@ fn os_err(what: &str) -> Error {
     Error::os(&e, format!("udp channel: {what} failed: {e}"))
 }
 
-impl Channel {
+impl Channel<UdpPort> {
     /// Binds the socket, sets up the wake fd and publishes the card `udp-<rank>` (before
     /// MPI_Init's barrier).
     pub fn new(rank: Proc, cfg: ChannelConfig, board: Box<dyn Board>) -> TResult<Channel> {
-        let sock = UdpSocket::bind(SocketAddr::new(cfg.ip, 0)).map_err(|e| {
-            let msg = format!(
-                "udp channel: rank {rank} cannot bind a socket on {}: {e}",
-                cfg.ip
-            );
-            Error::os(&e, msg)
-        })?;
-        sock.set_nonblocking(true)
-            .map_err(|e| terr!(Other, "udp channel: {e}"))?;
-        let addr = sock
-            .local_addr()
-            .map_err(|e| terr!(Other, "udp channel: {e}"))?;
-        set_buffers(sock.as_raw_fd(), cfg.rcvbuf);
+        let port = UdpPort::bind(rank, cfg.ip, cfg.rcvbuf, board)?;
+        Channel::with_port(rank, cfg.rel, cfg.inject, port)
+    }
+
+    /// The address peers send to.
+    pub fn addr(&self) -> SocketAddr {
+        self.port.addr
+    }
+}
+
+impl<P: Port> Channel<P> {
+    /// The channel over `port` (bound and published by its maker), with its wake fd.
+    pub fn with_port(
+        rank: Proc,
+        cfg: reliable::Config,
+        inject: Inject,
+        port: P,
+    ) -> TResult<Channel<P>> {
         // SAFETY: plain syscalls; both fds are owned by the Channel and closed in Drop.
         let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epoll < 0 {
@@ -135,12 +141,10 @@ impl Channel {
             unsafe { libc::close(epoll) };
             return Err(os_err("timerfd_create"));
         };
-        let mut ch = Channel {
+        let ch = Channel {
             rank,
-            sock,
-            addr,
-            board,
-            cfg: cfg.rel,
+            port,
+            cfg,
             rel: None,
             secret: 0,
             addrs: HashMap::new(),
@@ -150,15 +154,15 @@ impl Channel {
             epoll,
             timer,
             t0: Instant::now(),
-            inject: cfg.inject,
-            rng: cfg.inject.seed ^ (u64::from(rank) << 32) ^ 0x9e37_79b9_7f4a_7c15,
+            inject,
+            rng: inject.seed ^ (u64::from(rank) << 32) ^ 0x9e37_79b9_7f4a_7c15,
             held: None,
             backlog: VecDeque::new(),
             buf: vec![0; MAX_UDP + 1],
             last_data: Instant::now(),
             stats: ChannelStats::default(),
         };
-        for fd in [ch.sock.as_raw_fd(), ch.timer.fd()] {
+        for fd in [ch.port.fd(), ch.timer.fd()] {
             let mut ev = libc::epoll_event {
                 events: libc::EPOLLIN as u32,
                 u64: fd as u64,
@@ -168,13 +172,12 @@ impl Channel {
                 return Err(os_err("epoll_ctl"));
             }
         }
-        ch.board.put_card("udp", rank, addr)?;
         Ok(ch)
     }
 
-    /// The address peers send to.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// What the datagrams go through.
+    pub fn port(&self) -> &P {
+        &self.port
     }
 
     /// Readable when a datagram arrived or a timer is due (for the progress engine's epoll).
@@ -189,7 +192,7 @@ impl Channel {
     /// The machine, made on first need with the job secret from the board.
     fn rel(&mut self) -> TResult<&mut Reliable> {
         if self.rel.is_none() {
-            self.secret = self.board.secret()?;
+            self.secret = self.port.secret()?;
             self.rel = Some(Reliable::new(self.rank, self.secret, self.cfg.clone()));
         }
         Ok(self.rel.as_mut().expect("made above"))
@@ -235,17 +238,11 @@ impl Channel {
     }
 
     /// `peer`'s address: learned, or from its card.
-    fn addr_of(&mut self, peer: Proc) -> TResult<SocketAddr> {
+    fn addr_of(&mut self, peer: Proc) -> TResult<P::Addr> {
         if let Some(a) = self.addrs.get(&peer) {
             return Ok(*a);
         }
-        let a = self.board.get_card("udp", peer)?.ok_or_else(|| {
-            terr!(
-                Other,
-                "udp channel: rank {peer} has published no udp business card (is it running \
-                 with the udp transport?)"
-            )
-        })?;
+        let a = self.port.lookup(peer)?;
         self.addrs.insert(peer, a);
         Ok(a)
     }
@@ -325,6 +322,12 @@ impl Channel {
         !self.backlog.is_empty() || self.next_timeout().is_some_and(|t| t <= self.now())
     }
 
+    /// Nothing is due or waiting and the port lets us sleep on the wake fd (libfabric
+    /// requires fi_trywait before blocking on its wait fds).
+    pub fn may_block(&mut self) -> bool {
+        !self.busy() && self.port.may_block()
+    }
+
     /// Reads every datagram that arrived and fires due timers: whole messages go to
     /// `deliver(from, msg)` in order, handshake datagrams to `control(bytes)`. Returns the
     /// messages delivered.
@@ -337,7 +340,7 @@ impl Channel {
         self.retry_backlog();
         let mut n = self.timers(deliver);
         for _ in 0..1024 {
-            let (len, from) = match self.sock.recv_from(&mut self.buf) {
+            let (len, from) = match self.port.recv_from(&mut self.buf) {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -359,7 +362,7 @@ impl Channel {
     fn receive(
         &mut self,
         len: usize,
-        from: SocketAddr,
+        from: Option<P::Addr>,
         deliver: &mut dyn FnMut(Proc, &[u8]),
         control: &mut dyn FnMut(&[u8]),
     ) -> usize {
@@ -392,7 +395,10 @@ impl Channel {
 
     /// Remembers where a datagram carrying the job secret came from (saves a card lookup
     /// for the acknowledgements we owe it).
-    fn learn(&mut self, len: usize, from: SocketAddr) {
+    fn learn(&mut self, len: usize, from: Option<P::Addr>) {
+        let Some(from) = from else {
+            return;
+        };
         if self.rel.is_none() {
             return;
         }
@@ -462,7 +468,7 @@ impl Channel {
     }
 
     /// Sends one datagram through the fault injector (when configured).
-    fn transmit(&mut self, to: SocketAddr, bytes: Vec<u8>) {
+    fn transmit(&mut self, to: P::Addr, bytes: Vec<u8>) {
         let inj = self.inject;
         if inj
             == (Inject {
@@ -489,12 +495,12 @@ impl Channel {
         }
     }
 
-    fn sendto(&mut self, to: SocketAddr, bytes: Vec<u8>) {
+    fn sendto(&mut self, to: P::Addr, bytes: Vec<u8>) {
         if !self.backlog.is_empty() {
             self.backlog.push_back((to, bytes));
             return;
         }
-        match self.sock.send_to(&bytes, to) {
+        match self.port.send_to(&bytes, to) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.backlog.push_back((to, bytes)),
             Err(_) => self.stats.send_errors += 1,
@@ -503,7 +509,7 @@ impl Channel {
 
     fn retry_backlog(&mut self) {
         while let Some((to, bytes)) = self.backlog.pop_front() {
-            match self.sock.send_to(&bytes, to) {
+            match self.port.send_to(&bytes, to) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.backlog.push_front((to, bytes));
@@ -539,33 +545,7 @@ impl Channel {
     }
 }
 
-/// Asks for large socket buffers: a window of datagrams must fit in the receiver's buffer or
-/// bursts are dropped (and cost a retransmission timeout). Forced when permitted (root).
-fn set_buffers(fd: RawFd, bytes: usize) {
-    let v = bytes.min(i32::MAX as usize) as libc::c_int;
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
-        for opt in [force, plain] {
-            // SAFETY: setsockopt with a c_int option value of the right size.
-            let rc = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&v as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if rc == 0 {
-                break;
-            }
-        }
-    }
-}
-
-impl Drop for Channel {
+impl<P: Port> Drop for Channel<P> {
     fn drop(&mut self) {
         // SAFETY: owned by this Channel and closed once (the timer closes with its Timer).
         unsafe { libc::close(self.epoll) };

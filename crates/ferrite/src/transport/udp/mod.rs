@@ -5,8 +5,12 @@
 //! machine's link state on first contact, so MPI_ANY_SOURCE and large jobs cost nothing.
 
 pub mod channel;
+pub mod path;
+pub mod port;
 
 pub use channel::{Channel, ChannelConfig, ChannelStats, Inject};
+pub use path::Datagrams;
+pub use port::{Port, UdpPort};
 
 use super::{Proc, Transport, TransportStats};
 use crate::conn::reliable;

@@ -1,0 +1,104 @@
+//! The datagram channel over libfabric's udp provider (FI_EP_DGRAM) on loopback, in one test
+//! process. Skipped, with a line saying so, where libfabric or its udp provider is missing.
+
+use super::super::test_board::TestBoard;
+use super::*;
+
+fn cfg() -> OfiConfig {
+    OfiConfig {
+        iface: "lo".into(),
+        policy: policy::Kind::Adaptive,
+        ..OfiConfig::test_default()
+    }
+}
+
+fn skip() -> bool {
+    if let Err(e) = ffi::available() {
+        eprintln!("SKIP ofi datagram test: {e}");
+        return true;
+    }
+    if let Err(e) = ffi::dgram::info("udp", "lo") {
+        eprintln!("SKIP ofi datagram test: {e}");
+        return true;
+    }
+    false
+}
+
+/// The cards of `job`, but another secret: a process of another job that found our address.
+struct Stranger(TestBoard);
+
+impl Board for Stranger {
+    fn put_as(&mut self, kind: &str, rank: Proc, card: &[u8]) -> MpiResult<()> {
+        self.0.put_as(&format!("stranger-{kind}"), rank, card)
+    }
+    fn get_as(&mut self, kind: &str, rank: Proc) -> MpiResult<Option<Vec<u8>>> {
+        self.0.get_as(kind, rank)
+    }
+    fn secret(&mut self) -> MpiResult<u64> {
+        Ok(0x005e_ed0f_a57a_49e4)
+    }
+}
+
+#[test]
+fn messages_arrive_whole_in_order_and_strangers_are_counted_not_fatal() {
+    if skip() {
+        return;
+    }
+    let job = "ofi-dgram-test";
+    let board = || Box::new(TestBoard(job.into()));
+    let mut a = channel(0, 3, &cfg(), board()).expect("rank 0");
+    let mut b = channel(1, 3, &cfg(), board()).expect("rank 1");
+    assert_eq!(a.stats().strangers, 0);
+    // Another job's process (rank 2 there) sending us data with its secret, and garbage.
+    let mut other =
+        channel(2, 3, &cfg(), Box::new(Stranger(TestBoard(job.into())))).expect("stranger");
+    assert!(other.send(0, &[b"not for you"]).expect("stranger sends"));
+    let mut raw =
+        OfiPort::open(2, &cfg(), Box::new(Stranger(TestBoard(job.into())))).expect("raw port");
+    let to_a = raw.lookup(0).expect("rank 0's card");
+    for junk in [&b""[..], &b"\x01"[..], &[0xffu8; 40][..], &[1u8; 64][..]] {
+        if !junk.is_empty() {
+            raw.send_to(junk, to_a).expect("garbage sent");
+        }
+    }
+    // Messages of every size up to several datagrams, in order.
+    let mtu = a.port().mtu();
+    let msgs: Vec<Vec<u8>> = (0..60)
+        .map(|i| {
+            (0..(i * 397) % (3 * mtu + 11))
+                .map(|j| (i + j) as u8)
+                .collect()
+        })
+        .collect();
+    let mut sent = 0;
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while (got.len() < msgs.len() || a.unacknowledged()) && std::time::Instant::now() < until {
+        while sent < msgs.len() && a.send(1, &[&msgs[sent]]).expect("send") {
+            sent += 1;
+        }
+        a.poll(&mut |_, _| panic!("rank 0 got data"), &mut |_| {});
+        b.poll(
+            &mut |from, m| {
+                assert_eq!(from, 0);
+                got.push(m.to_vec());
+            },
+            &mut |_| {},
+        );
+        other.poll(&mut |_, _| {}, &mut |_| {});
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(got.len(), msgs.len(), "all delivered");
+    assert!(got == msgs, "whole and in order");
+    assert!(!a.unacknowledged(), "all acknowledged");
+    let s = a.stats();
+    assert!(
+        s.strangers + s.reliable.drops.total() >= 4,
+        "the stranger's data and 3 garbage datagrams are counted: {s:?}"
+    );
+    assert!(
+        s.reliable.drops.secret >= 1,
+        "another job's secret is counted: {s:?}"
+    );
+    assert!(b.stats().reliable.drops.total() == 0 && b.stats().strangers == 0);
+}
