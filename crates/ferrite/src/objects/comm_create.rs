@@ -521,6 +521,7 @@ impl Held {
     pub fn comm_remove(&mut self, comm: MPI_Comm) {
         if let Some(c) = self.objects.comms.user.remove(comm) {
             self.shm_coll_forget(c.context_id);
+            self.hier_forget(c.context_id);
             if let Some(i) = c.inter {
                 self.objects.comms.user.remove(i.local_comm);
                 self.objects.comms.user.remove(i.union_comm);
