@@ -4,9 +4,8 @@
  *  1. MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups exactly the ranks of one network
  *     namespace (the launcher's node map), ordered by rank.
  *  2. Barrier, Bcast, Reduce (sum, max), Allreduce (sum, max, double sum), Allgather with
- *     data checked: every root, in place and not, several sizes (1 B to 80 KiB, the last
- *     above FERRITE_COLL_HIER_MAX with the algorithm forced to `hier`), on MPI_COMM_WORLD
- *     and on a communicator in reverse rank order.
+ *     data checked, the algorithms forced to `hier`: every root, in place and not, 4 B to
+ *     80 KiB, on MPI_COMM_WORLD and on a communicator in reverse rank order.
  *  3. Only leaders send between hosts: the pvar net_offhost_packets_sent (packets of the
  *     transports that reach other hosts) does not move on ranks that do not lead their host
  *     while those collectives run, and moves on leaders; with the flat algorithms forced,
@@ -167,26 +166,21 @@ int main(int argc, char **argv)
     MPI_Comm rev;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, 0, t_size - t_rank, &rev));
     MPI_Comm comms[2] = {MPI_COMM_WORLD, rev};
-    /* ints: 4 B to 8000 B (Allgather: up to 8000 B per rank, 64000 B in all at -n 8: below
-     * FERRITE_COLL_HIER_MAX, so auto picks two levels for every call). */
-    const int counts[] = {1, 3, 250, 2000};
+    const int counts[] = {1, 3, 250, 2000}; /* ints: 4 B to 8000 B */
     const int nc = sizeof counts / sizeof *counts;
 
-    /* 2 and 3, auto (two levels up to FERRITE_COLL_HIER_MAX), then forced at 80 KiB. The
-     * first collective on each communicator sets its levels up (messages among all ranks).
+    /* 2 and 3, the algorithms forced to `hier` (auto picks it for some sizes and ranks per
+     * host only), then at 80 KiB. The first collective on each communicator sets its levels
+     * up (messages among all ranks).
      * A host's leader is its lowest rank in the communicator: in `rev`, its highest world
      * rank. */
+    set_algos("hier", "hier", "hier", "hier", "hier");
     for (int c = 0; c < 2; c++) MPI_CHECK(MPI_Barrier(comms[c]));
-    CHECK(t_size <= 8, "at most 8 ranks (Allgather sizes)");
     unsigned long long hier_sent = 0, hier_sent_leader = 0;
     for (int c = 0; c < 2; c++) {
         unsigned long long before = offhost_sent();
         for (int k = 0; k < nc; k++) round_of(comms[c], counts[k], 10 * k + c);
-        if (c == 0) {
-            set_algos("hier", "hier", "hier", "hier", "hier");
-            round_of(MPI_COMM_WORLD, 20480, 5);
-            set_algos("auto", "auto", "auto", "auto", "auto");
-        }
+        if (c == 0) round_of(MPI_COMM_WORLD, 20480, 5);
         unsigned long long d = offhost_sent() - before;
         int leads = c == 0 ? node_rank == 0 : node_rank == node_size - 1;
         CHECK(leads || d == 0,

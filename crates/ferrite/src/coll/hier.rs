@@ -116,31 +116,26 @@ pub fn max_bytes() -> usize {
 }
 
 impl Ferrite {
-    /// Whether `comm` may run two-level collectives: an intracommunicator whose members the
-    /// launcher placed on at least two hosts, with two on one host. Every member decides
-    /// the same (one map for the job).
-    pub fn hier_possible(&mut self, comm: MPI_Comm) -> bool {
-        let Ok(c) = self.objects.comms.get(comm) else {
-            return false;
-        };
+    /// (hosts, members) when `comm` may run two-level collectives: an intracommunicator
+    /// whose members the launcher placed on at least two hosts, with two on one host. Every
+    /// member decides the same (one map for the job).
+    pub fn hier_shape(&mut self, comm: MPI_Comm) -> Option<(usize, usize)> {
+        let c = self.objects.comms.get(comm).ok()?;
         match self.coll.hier.comms.get(&c.context_id) {
-            Some(Slot::On(_)) => return true,
-            Some(Slot::Off) => return false,
+            Some(Slot::On(lv)) => return Some((lv.sizes.len(), lv.host.len())),
+            Some(Slot::Off) => return None,
             None => {}
         }
         if c.inter.is_some() || c.group.len() < 3 {
-            return false;
+            return None;
         }
         let mut nodes = Vec::with_capacity(c.group.len());
         for &w in c.group.iter() {
-            match self.net.node_of(w) {
-                Some(x) => nodes.push(x),
-                None => return false,
-            }
+            nodes.push(self.net.node_of(w)?);
         }
         nodes.sort_unstable();
         nodes.dedup();
-        nodes.len() >= 2 && nodes.len() < c.group.len()
+        (nodes.len() >= 2 && nodes.len() < c.group.len()).then_some((nodes.len(), c.group.len()))
     }
 }
 

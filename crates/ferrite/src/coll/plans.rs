@@ -259,21 +259,46 @@ pub fn hier_max() -> usize {
     large("FERRITE_COLL_HIER_MAX")
 }
 
+/// Which collective asks [`use_hier`] (auto weighs them differently).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hier {
+    Barrier,
+    Bcast,
+    /// Reduce, Allreduce, Allgather.
+    Gathering,
+}
+
 /// Whether a blocking collective with algorithm choice `algo` and `len` bytes runs in two
-/// levels on `comm` (forced by `hier`, or auto up to FERRITE_COLL_HIER_MAX; empty messages
-/// other than Barrier's stay flat). Every member decides the same.
+/// levels on `comm`: forced by `hier`, or auto up to FERRITE_COLL_HIER_MAX where it measured
+/// faster across two network namespaces (docs/performance.md, "Two levels"): reductions
+/// and Allgather with 3 ranks or more per host on average (at 2, the extra step cost more
+/// than the inter-host messages it saved), Bcast from FERRITE_COLL_BCAST_LARGE bytes (below,
+/// a flat tree's root returns after its sends), Barrier never. Empty messages other than
+/// Barrier's stay flat. Every member decides the same.
 fn use_hier(
     st: &mut Ferrite,
     comm: MPI_Comm,
     mode: Mode,
     algo: &str,
     len: usize,
-    barrier: bool,
+    kind: Hier,
 ) -> bool {
-    mode == Mode::Blocking
-        && (barrier || len > 0)
-        && (algo == "hier" || (algo == "auto" && len <= hier_max() && hier_max() > 0))
-        && st.hier_possible(comm)
+    if mode != Mode::Blocking
+        || (len == 0 && kind != Hier::Barrier)
+        || !matches!(algo, "auto" | "hier")
+    {
+        return false;
+    }
+    let Some((hosts, n)) = st.hier_shape(comm) else {
+        return false;
+    };
+    algo == "hier"
+        || (len <= hier_max()
+            && match kind {
+                Hier::Barrier => false,
+                Hier::Bcast => len >= large("FERRITE_COLL_BCAST_LARGE"),
+                Hier::Gathering => n >= 3 * hosts,
+            })
 }
 
 pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> {
@@ -302,7 +327,7 @@ pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> 
             len: 0,
         });
     }
-    if union.is_none() && use_hier(st, comm, mode, algo, 0, true) {
+    if union.is_none() && use_hier(st, comm, mode, algo, 0, Hier::Barrier) {
         p.hier = Some(hier::Call::Barrier);
     }
     algo::barrier(&mut p, me, n);
@@ -355,7 +380,7 @@ pub fn bcast(
             len,
         });
     }
-    if use_hier(st, comm, mode, algo, len, false) {
+    if use_hier(st, comm, mode, algo, len, Hier::Bcast) {
         p.hier = Some(hier::Call::Bcast {
             buf: b.ptr as usize,
             count: c as i64,
@@ -545,7 +570,9 @@ pub fn allreduce(
             len,
         });
     }
-    if shm_reduction(&red, &out.dt) && use_hier(st, comm, mode, allreduce_algo()?, len, false) {
+    if shm_reduction(&red, &out.dt)
+        && use_hier(st, comm, mode, allreduce_algo()?, len, Hier::Gathering)
+    {
         p.hier = Some(hier::Call::Allreduce {
             sb: sb as usize,
             rb: rb as usize,
@@ -622,7 +649,7 @@ pub fn reduce(
             len,
         });
     }
-    if shm_reduction(&red, &inp.dt) && use_hier(st, comm, mode, algo, len, false) {
+    if shm_reduction(&red, &inp.dt) && use_hier(st, comm, mode, algo, len, Hier::Gathering) {
         p.hier = Some(hier::Call::Reduce {
             sb: sb as usize,
             rb: rb as usize,
@@ -1009,7 +1036,7 @@ pub fn allgather(
                     return Ok(p);
                 }
             }
-            if send_len == bs && use_hier(st, comm, mode, algo, n * bs, false) {
+            if send_len == bs && use_hier(st, comm, mode, algo, n * bs, Hier::Gathering) {
                 p.hier = Some(hier::Call::Allgather {
                     input: inp.as_ref().map(|b| mem(b, 0, sc)),
                     out: (0..n).map(|k| mem(&out, k * rc, rc)).collect(),

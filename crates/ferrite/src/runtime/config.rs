@@ -269,7 +269,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_HIER_MAX",
         default: "65536",
-        doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather (Allgather: total bytes) of at most this many bytes run in two levels (shared memory per host, messages among one leader per host) on communicators spanning hosts with several ranks on some host (auto); 0 turns auto off (the algorithm hier still forces it).",
+        doc: "Bytes (Allgather: in all) up to which auto runs blocking collectives in two levels (per host, then among one leader per host) on communicators spanning hosts: Reduce, Allreduce, Allgather at 3+ ranks per host on average, Bcast from FERRITE_COLL_BCAST_LARGE; 0 turns auto off (the algorithm hier still forces it).",
     },
     Knob {
         name: "FERRITE_COLL_SHM_YIELD_US",
