@@ -165,21 +165,8 @@ impl Held {
         }
         let key = self.host_key();
         let all = self.allgather_fixed(comm, &key.to_le_bytes())?;
-        let (mut firsts, mut host, mut local, mut sizes) = (vec![], vec![], vec![], vec![]);
-        for k in all.chunks_exact(8) {
-            let h = match firsts.iter().position(|f| *f == k) {
-                Some(h) => h,
-                None => {
-                    firsts.push(k);
-                    sizes.push(0u32);
-                    firsts.len() - 1
-                }
-            };
-            host.push(h as u32);
-            local.push(sizes[h]);
-            sizes[h] += 1;
-        }
-        if firsts.len() < 2 || firsts.len() == host.len() {
+        let (host, local, sizes) = hosts_of(&all);
+        if sizes.len() < 2 || sizes.len() == host.len() {
             self.coll.hier.comms.insert(ctx, Slot::Off);
             return Ok(None);
         }
@@ -197,6 +184,26 @@ impl Held {
         self.coll.hier.comms.insert(ctx, Slot::On(lv.clone()));
         Ok(Some(lv))
     }
+}
+
+/// From every member's 8-byte host key in rank order: each member's host (numbered in the
+/// order of their first members), its rank on that host, and each host's member count.
+fn hosts_of(keys: &[u8]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let (mut firsts, mut host, mut local, mut sizes) = (vec![], vec![], vec![], vec![]);
+    for k in keys.chunks_exact(8) {
+        let h = match firsts.iter().position(|f| *f == k) {
+            Some(h) => h,
+            None => {
+                firsts.push(k);
+                sizes.push(0u32);
+                firsts.len() - 1
+            }
+        };
+        host.push(h as u32);
+        local.push(sizes[h]);
+        sizes[h] += 1;
+    }
+    (host, local, sizes)
 }
 
 /// Runs `call` in two levels (called without the lock: each step is a blocking collective).
@@ -455,4 +462,19 @@ fn allgatherv(
             Mode::Blocking,
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hosts_in_first_member_order_with_local_ranks() {
+        let keys: Vec<u8> = [7u64, 9, 7, 3, 9, 7]
+            .iter()
+            .flat_map(|k| k.to_le_bytes())
+            .collect();
+        let (host, local, sizes) = super::hosts_of(&keys);
+        assert_eq!(host, [0, 1, 0, 2, 1, 0]);
+        assert_eq!(local, [0, 0, 1, 0, 1, 2]);
+        assert_eq!(sizes, [3, 2, 1]);
+    }
 }
