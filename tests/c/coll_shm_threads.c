@@ -110,16 +110,15 @@ int main(int argc, char **argv)
     setenv("FERRITE_COLL_SHM_MAX", "4096", 1);
     if (!t_init_multiple(&argc, &argv)) return 0;
     if (FERRITE_Coll_reload_knobs) MPI_CHECK(FERRITE_Coll_reload_knobs());
-    /* Shared-memory algorithms need every rank on this host. tests/hosts spreads the ranks
-     * over network namespaces of one machine (same host name, no shm between them), so
-     * "one host" here is: one network namespace for every rank. */
-    char ns[64] = "", ns0[64] = "";
-    ssize_t nl = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
-    if (nl > 0) ns[nl] = 0;
-    if (t_rank == 0) memcpy(ns0, ns, sizeof ns);
-    MPI_CHECK(MPI_Bcast(ns0, sizeof ns0, MPI_CHAR, 0, MPI_COMM_WORLD));
-    int same = strcmp(ns, ns0) == 0, one_host = 0, peers0 = 0;
-    MPI_CHECK(MPI_Allreduce(&same, &one_host, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+    /* Shared-memory algorithms need every rank on this host: MPI_COMM_TYPE_SHARED says
+     * which share it (the launcher's node map; tests/hosts spreads ranks over network
+     * namespaces of one machine, separate hosts for it and for shm). */
+    MPI_Comm node;
+    int node_size = 0, peers0 = 0;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &node_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+    int one_host = node_size == t_size;
     if (FERRITE_Coll_peers) MPI_CHECK(FERRITE_Coll_peers(1, &peers0));
     for (int t = 0; t < NT - 1; t++) MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &tcomm[t]));
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, 0, -t_rank, &tcomm[NT - 1]));

@@ -24,7 +24,7 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=353 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
+checks=355 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -336,6 +336,28 @@ if [ "$hello" = "closed after 0 bytes" ] && [ "${strangers:-0}" -ge 1 ] && [ "$r
     ok "a tcp hello with a wrong secret is closed unanswered (rank 0 counted $strangers stranger(s)); the job's data arrived"
 else
     ko "tcp hello with a wrong secret to rank 0 ($addr0): '$hello', strangers '${strangers:-}', job exit $rc" "$log"
+fi
+
+# Two-level collectives (coll/hier.rs) and MPI_COMM_TYPE_SHARED following the launcher's
+# node map: 7 ranks round-robin over A, B, C (3+2+2, no host's ranks consecutive), then 5 in
+# blocks from a hostfile (A slots=3, B slots=2). Data of every collective, and only leaders
+# sending between hosts (tests/hosts/coll_hier.c).
+log=$work/coll_hier.log
+"$PREFIX/bin/mpicc" -O1 -o "$work/coll_hier" "$here/coll_hier.c" >"$log" 2>&1
+if timeout -k 5 60 "$work/mpirun-3" -n 7 "$work/coll_hier" >>"$log" 2>&1 &&
+   grep -qx "done: coll_hier" "$log"; then
+    ok "two-level collectives, 7 ranks round-robin on $A, $B, $C: $(grep -m1 '^two levels' "$log")"
+else
+    ko "two-level collectives, 7 ranks round-robin on $A, $B, $C" "$log"
+fi
+printf '%s slots=3\n%s slots=2\n' "$A" "$B" >"$work/hostfile32"
+log=$work/coll_hier_blocks.log
+if timeout -k 5 60 ip netns exec "$A" "$MPIRUN_BIN" --hostfile "$work/hostfile32" \
+        --launcher "$work/agent" --iface fh0 "$work/coll_hier" >"$log" 2>&1 &&
+   grep -qx "done: coll_hier" "$log"; then
+    ok "two-level collectives, ranks 0-2 on $A, 3-4 on $B: $(grep -m1 '^two levels' "$log")"
+else
+    ko "two-level collectives, ranks 0-2 on $A, 3-4 on $B" "$log"
 fi
 
 # A remote rank killed: mpirun ends the job, non-zero, naming the rank and its host.

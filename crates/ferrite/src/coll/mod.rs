@@ -14,6 +14,7 @@
 //! completed the request returns to the user (or in a wait), and complete the request.
 
 pub mod algo;
+pub mod hier;
 pub mod inter;
 pub mod op;
 pub mod plans;
@@ -78,6 +79,8 @@ pub struct Coll {
     plan_cache: Vec<(PlanKey, Arc<Plan>)>,
     /// Shared-memory collectives: each communicator's segment.
     pub shm: shm::State,
+    /// Two-level collectives: each communicator's levels.
+    pub hier: hier::State,
 }
 
 /// Blocking plans kept for reuse: a program calls the same few collectives in a loop.
@@ -415,15 +418,30 @@ fn checked(plan: MpiResult<Plan>) -> MpiResult<Plan> {
     Ok(plan)
 }
 
+/// How a blocking collective goes on once its plan is chosen under the lock.
+enum Start {
+    /// It ran in shared memory.
+    Done,
+    /// It runs in two levels, without the lock.
+    Hier(Arc<hier::Levels>, Arc<Plan>),
+    /// Its rounds run on this communicator.
+    Rounds(Run<MPI_Request>, MPI_Comm),
+}
+
 fn blocking_plan(
     comm: MPI_Comm,
     build: impl FnOnce(&mut Ferrite) -> MpiResult<Arc<Plan>>,
 ) -> MpiResult<()> {
     let started = state::with_held(|st| {
         let plan = build(st)?;
+        if plan.hier.is_some() {
+            if let Some(lv) = st.hier_levels(comm)? {
+                return Ok(Start::Hier(lv, plan));
+            }
+        }
         if let Some(call) = &plan.shm {
             if st.shm_run(comm, call)? {
-                return Ok(None);
+                return Ok(Start::Done);
             }
             if plan.rounds.is_empty() && plan.inputs.is_empty() && plan.outputs.is_empty() {
                 // A plan of the shared-memory form only (plans::allgather) whose segment
@@ -437,13 +455,23 @@ fn blocking_plan(
         let comm = plan.comm.unwrap_or(comm);
         let tag = st.coll_tag(comm, Space::Blocking)?;
         // SAFETY: the caller's input buffers are valid for the call.
-        Ok(Some((
+        Ok(Start::Rounds(
             unsafe { Run::<MPI_Request>::start(plan, tag) },
             comm,
-        )))
+        ))
     })?;
-    let Some((mut run, comm)) = started else {
-        return Ok(());
+    let (mut run, comm) = match started {
+        Start::Done => return Ok(()),
+        Start::Hier(lv, plan) => match &plan.hier {
+            Some(call) => return hier::run(&lv, call),
+            None => {
+                return Err(MpiError::new(
+                    MPI_ERR_INTERN,
+                    "two-level plan lost its call",
+                ))
+            }
+        },
+        Start::Rounds(run, comm) => (run, comm),
     };
     loop {
         let poll = state::with_held(|st| {

@@ -6,6 +6,7 @@
 //! schedule never reads a user buffer it also writes.
 
 use super::algo;
+use super::hier;
 use super::reduce::Reducer;
 use super::sched::{sl, Plan, Slice, UserBuf};
 use super::shm;
@@ -252,6 +253,54 @@ fn use_shm(st: &mut Ferrite, comm: MPI_Comm, mode: Mode, algo: &str, len: usize)
         && st.shm_coll_possible(comm)
 }
 
+/// FERRITE_COLL_HIER_MAX: bytes (Allgather: received in all) up to which auto runs
+/// blocking collectives in two levels (coll/hier.rs); 0: only when forced.
+pub fn hier_max() -> usize {
+    large("FERRITE_COLL_HIER_MAX")
+}
+
+/// Which collective asks [`use_hier`] (auto weighs them differently).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hier {
+    Barrier,
+    Bcast,
+    /// Reduce, Allreduce, Allgather.
+    Gathering,
+}
+
+/// Whether a blocking collective with algorithm choice `algo` and `len` bytes runs in two
+/// levels on `comm`: forced by `hier`, or auto up to FERRITE_COLL_HIER_MAX where it measured
+/// faster across two network namespaces (docs/performance.md, "Two levels"): reductions
+/// and Allgather with 3 ranks or more per host on average (at 2, the extra step cost more
+/// than the inter-host messages it saved), Bcast from FERRITE_COLL_BCAST_LARGE bytes (below,
+/// a flat tree's root returns after its sends), Barrier never. Empty messages other than
+/// Barrier's stay flat. Every member decides the same.
+fn use_hier(
+    st: &mut Ferrite,
+    comm: MPI_Comm,
+    mode: Mode,
+    algo: &str,
+    len: usize,
+    kind: Hier,
+) -> bool {
+    if mode != Mode::Blocking
+        || (len == 0 && kind != Hier::Barrier)
+        || !matches!(algo, "auto" | "hier")
+    {
+        return false;
+    }
+    let Some((hosts, n)) = st.hier_shape(comm) else {
+        return false;
+    };
+    algo == "hier"
+        || (len <= hier_max()
+            && match kind {
+                Hier::Barrier => false,
+                Hier::Bcast => len >= large("FERRITE_COLL_BCAST_LARGE"),
+                Hier::Gathering => n >= 3 * hosts,
+            })
+}
+
 pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> {
     // Intercommunicator: every process of both groups takes part, so a barrier over the
     // union of the groups (the hidden intracommunicator) is exactly the intercomm barrier.
@@ -264,7 +313,10 @@ pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> 
         .map(|i| i.union_comm);
     let on = union.unwrap_or(comm);
     let (me, n) = me_n(st, on)?;
-    let algo = forced("FERRITE_COLL_BARRIER_ALGO", &["dissemination", "shm"])?;
+    let algo = forced(
+        "FERRITE_COLL_BARRIER_ALGO",
+        &["dissemination", "shm", "hier"],
+    )?;
     let mut p = Plan {
         comm: union,
         ..Plan::default()
@@ -274,6 +326,9 @@ pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> 
             op: shm::Op::Barrier,
             len: 0,
         });
+    }
+    if union.is_none() && use_hier(st, comm, mode, algo, 0, Hier::Barrier) {
+        p.hier = Some(hier::Call::Barrier);
     }
     algo::barrier(&mut p, me, n);
     Ok(p)
@@ -314,7 +369,7 @@ pub fn bcast(
     }
     let algo = forced(
         "FERRITE_COLL_BCAST_ALGO",
-        &["binomial", "scatter_allgather", "shm"],
+        &["binomial", "scatter_allgather", "shm", "hier"],
     )?;
     if use_shm(st, comm, mode, algo, len) {
         p.shm = Some(shm::Call {
@@ -325,9 +380,19 @@ pub fn bcast(
             len,
         });
     }
+    if use_hier(st, comm, mode, algo, len, Hier::Bcast) {
+        p.hier = Some(hier::Call::Bcast {
+            buf: b.ptr as usize,
+            count: c as i64,
+            dt,
+            root: r,
+        });
+    }
     let algo = match algo {
-        "auto" | "shm" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => "scatter_allgather",
-        "auto" | "shm" => "binomial",
+        "auto" | "shm" | "hier" if len >= large("FERRITE_COLL_BCAST_LARGE") && n > 2 => {
+            "scatter_allgather"
+        }
+        "auto" | "shm" | "hier" => "binomial",
         a => a,
     };
     if algo == "binomial" {
@@ -419,12 +484,12 @@ fn allreduce_into(
     let tmp_len = if src.is_some() && n == 2 { 0 } else { len };
     let tmp = sl(p.buf(tmp_len), 0, tmp_len);
     let algo = match allreduce_algo()? {
-        "auto" | "shm"
+        "auto" | "shm" | "hier"
             if len >= large("FERRITE_COLL_ALLREDUCE_LARGE") && len / red.esize.max(1) >= n =>
         {
             "rabenseifner"
         }
-        "auto" | "shm" => "recursive_doubling",
+        "auto" | "shm" | "hier" => "recursive_doubling",
         a => a,
     };
     if algo == "rabenseifner" {
@@ -438,7 +503,7 @@ fn allreduce_into(
 fn allreduce_algo() -> MpiResult<&'static str> {
     forced(
         "FERRITE_COLL_ALLREDUCE_ALGO",
-        &["recursive_doubling", "rabenseifner", "shm"],
+        &["recursive_doubling", "rabenseifner", "shm", "hier"],
     )
 }
 
@@ -505,6 +570,17 @@ pub fn allreduce(
             len,
         });
     }
+    if shm_reduction(&red, &out.dt)
+        && use_hier(st, comm, mode, allreduce_algo()?, len, Hier::Gathering)
+    {
+        p.hier = Some(hier::Call::Allreduce {
+            sb: sb as usize,
+            rb: rb as usize,
+            count: c as i64,
+            dt,
+            op,
+        });
+    }
     let res = allreduce_into(&mut p, me, n, len, &red, mode, in_user, src_user, |s| {
         inp.user(s, 0, c)
     })?;
@@ -560,7 +636,7 @@ pub fn reduce(
     p.inputs.push(inp.user(acc, 0, c));
     let algo = forced(
         "FERRITE_COLL_REDUCE_ALGO",
-        &["binomial", "rabenseifner", "shm"],
+        &["binomial", "rabenseifner", "shm", "hier"],
     )?;
     if shm_reduction(&red, &inp.dt) && use_shm(st, comm, mode, algo, len) {
         p.shm = Some(shm::Call {
@@ -573,11 +649,23 @@ pub fn reduce(
             len,
         });
     }
+    if shm_reduction(&red, &inp.dt) && use_hier(st, comm, mode, algo, len, Hier::Gathering) {
+        p.hier = Some(hier::Call::Reduce {
+            sb: sb as usize,
+            rb: rb as usize,
+            count: c as i64,
+            dt,
+            op,
+            root: r,
+            len,
+            lb: inp.dt.true_lb(),
+        });
+    }
     let algo = match algo {
-        "auto" | "shm" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => {
+        "auto" | "shm" | "hier" if len >= large("FERRITE_COLL_REDUCE_LARGE") && c >= n && n > 2 => {
             "rabenseifner"
         }
-        "auto" | "shm" => "binomial",
+        "auto" | "shm" | "hier" => "binomial",
         a => a,
     };
     if algo == "rabenseifner" {
@@ -972,7 +1060,10 @@ pub fn allgather(
         None => {
             let rc = count(rc)?;
             let bs = rc * rsize;
-            let algo = forced("FERRITE_COLL_ALLGATHER_ALGO", &["bruck", "ring", "shm"])?;
+            let algo = forced(
+                "FERRITE_COLL_ALLGATHER_ALGO",
+                &["bruck", "ring", "shm", "hier"],
+            )?;
             let send_len = inp.as_ref().map_or(bs, |b| sc * b.dt.size());
             if send_len == bs && use_shm(st, comm, mode, algo, bs) {
                 p.shm = Some(shm::Call {
@@ -992,9 +1083,18 @@ pub fn allgather(
                     return Ok(p);
                 }
             }
+            if send_len == bs && use_hier(st, comm, mode, algo, n * bs, Hier::Gathering) {
+                p.hier = Some(hier::Call::Allgather {
+                    input: inp.as_ref().map(|b| mem(b, 0, sc)),
+                    out: (0..n).map(|k| mem(&out, k * rc, rc)).collect(),
+                    len: bs,
+                });
+            }
             let algo = match algo {
-                "auto" | "shm" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => "ring",
-                "auto" | "shm" => "bruck",
+                "auto" | "shm" | "hier" if n * bs >= large("FERRITE_COLL_ALLGATHER_LARGE") => {
+                    "ring"
+                }
+                "auto" | "shm" | "hier" => "bruck",
                 a => a,
             };
             let a = p.buf(n * bs);

@@ -98,6 +98,9 @@ pub struct Plan {
     /// The shared-memory form of a blocking collective (coll/shm.rs), run instead of the
     /// rounds when the communicator has its segment.
     pub shm: Option<super::shm::Call>,
+    /// The two-level form of a blocking collective on a communicator spanning hosts
+    /// (coll/hier.rs), run instead of the rounds when the communicator has its levels.
+    pub hier: Option<super::hier::Call>,
 }
 
 impl Plan {

@@ -259,7 +259,7 @@ impl Mem {
     ///
     /// # Safety
     /// The buffer holds `count` elements; `dst` has `len` writable bytes apart from it.
-    unsafe fn pack_to(&self, dst: *mut u8, len: usize) {
+    pub(super) unsafe fn pack_to(&self, dst: *mut u8, len: usize) {
         if len == 0 {
             return;
         }
@@ -283,7 +283,7 @@ impl Mem {
     ///
     /// # Safety
     /// The buffer holds `count` elements; `src` has `len` readable bytes apart from it.
-    unsafe fn unpack_from(&self, src: *const u8, len: usize) {
+    pub(super) unsafe fn unpack_from(&self, src: *const u8, len: usize) {
         if len == 0 {
             return;
         }

@@ -230,10 +230,7 @@ impl Held {
             Some(i) => i.union_comm,
             None => comm,
         };
-        let mut host = [0u8; 256];
-        let name = crate::runtime::hostname();
-        let n = name.len().min(host.len());
-        host[..n].copy_from_slice(&name.as_bytes()[..n]);
+        let host = self.host_key().to_le_bytes();
         let all = self.allgather_fixed(exchange, &host)?;
         // Color: the lowest rank on my host.
         let color = all
@@ -242,6 +239,19 @@ impl Held {
             .unwrap_or(0) as i32;
         let color = if shared { color } else { MPI_UNDEFINED };
         self.comm_split(comm, color, key)
+    }
+
+    /// This process's host as MPI_COMM_TYPE_SHARED and the two-level collectives
+    /// (coll/hier.rs) group processes: the launcher's node (PMI_process_mapping), which is
+    /// also what decides the peers shm reaches (transport/nodes.rs), as in MPICH; within the
+    /// host's identity (name and boot id), which alone tells hosts apart when the launcher
+    /// gives no map. (Host names cannot: network namespaces, containers, share one.)
+    pub fn host_key(&self) -> u64 {
+        let host = crate::rma::shared::host_id();
+        match self.net.node_of(self.net.rank) {
+            Some(node) => (host ^ (u64::from(node) + 1)).wrapping_mul(0x100_0000_01b3),
+            None => host,
+        }
     }
 
     /// MPI_Intercomm_create: `local_comm`'s group and the group led by `remote_leader` (a
@@ -521,6 +531,7 @@ impl Held {
     pub fn comm_remove(&mut self, comm: MPI_Comm) {
         if let Some(c) = self.objects.comms.user.remove(comm) {
             self.shm_coll_forget(c.context_id);
+            self.hier_forget(c.context_id);
             if let Some(i) = c.inter {
                 self.objects.comms.user.remove(i.local_comm);
                 self.objects.comms.user.remove(i.union_comm);

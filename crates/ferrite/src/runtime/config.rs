@@ -213,12 +213,12 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_BARRIER_ALGO",
         default: "auto",
-        doc: "Barrier algorithm: auto, dissemination or shm.",
+        doc: "Barrier algorithm: auto, dissemination, shm or hier.",
     },
     Knob {
         name: "FERRITE_COLL_BCAST_ALGO",
         default: "auto",
-        doc: "Bcast algorithm: auto, binomial, scatter_allgather or shm.",
+        doc: "Bcast algorithm: auto, binomial, scatter_allgather, shm or hier.",
     },
     Knob {
         name: "FERRITE_COLL_BCAST_LARGE",
@@ -228,7 +228,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_ALLREDUCE_ALGO",
         default: "auto",
-        doc: "Allreduce (and Reduce_scatter) algorithm: auto, recursive_doubling, rabenseifner or shm (shm: Allreduce only).",
+        doc: "Allreduce (and Reduce_scatter) algorithm: auto, recursive_doubling, rabenseifner, shm or hier (shm, hier: Allreduce only).",
     },
     Knob {
         name: "FERRITE_COLL_ALLREDUCE_LARGE",
@@ -238,7 +238,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_REDUCE_ALGO",
         default: "auto",
-        doc: "Reduce algorithm: auto, binomial, rabenseifner or shm.",
+        doc: "Reduce algorithm: auto, binomial, rabenseifner, shm or hier.",
     },
     Knob {
         name: "FERRITE_COLL_REDUCE_LARGE",
@@ -259,7 +259,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_ALLGATHER_ALGO",
         default: "auto",
-        doc: "Allgather algorithm: auto, bruck, ring or shm (Allgatherv is always ring).",
+        doc: "Allgather algorithm: auto, bruck, ring, shm or hier (Allgatherv is always ring).",
     },
     Knob {
         name: "FERRITE_COLL_ALLGATHER_LARGE",
@@ -270,6 +270,11 @@ pub const KNOBS: &[Knob] = &[
         name: "FERRITE_COLL_SHM_MAX",
         default: "4096",
         doc: "Blocking Barrier, Bcast, Reduce, Allreduce, Allgather, Gather, Scatter, Alltoall of at most this many bytes per contribution (per block for the last four) run in shared memory on one-host communicators (auto or the algorithm shm); also the segment's slot size.",
+    },
+    Knob {
+        name: "FERRITE_COLL_HIER_MAX",
+        default: "65536",
+        doc: "Bytes (Allgather: in all) up to which auto runs blocking collectives in two levels (per host, then among one leader per host) on communicators spanning hosts: Reduce, Allreduce, Allgather at 3+ ranks per host on average, Bcast from FERRITE_COLL_BCAST_LARGE; 0 turns auto off (the algorithm hier still forces it).",
     },
     Knob {
         name: "FERRITE_COLL_SHM_YIELD_US",

@@ -62,25 +62,25 @@ const CHOICES: &[(&str, &[&str])] = &[
     ("FERRITE_CONN_SETUP", &["cm", "ud"]),
     (
         "FERRITE_COLL_BARRIER_ALGO",
-        &["auto", "dissemination", "shm"],
+        &["auto", "dissemination", "shm", "hier"],
     ),
     (
         "FERRITE_COLL_BCAST_ALGO",
-        &["auto", "binomial", "scatter_allgather", "shm"],
+        &["auto", "binomial", "scatter_allgather", "shm", "hier"],
     ),
     (
         "FERRITE_COLL_ALLREDUCE_ALGO",
-        &["auto", "recursive_doubling", "rabenseifner", "shm"],
+        &["auto", "recursive_doubling", "rabenseifner", "shm", "hier"],
     ),
     (
         "FERRITE_COLL_REDUCE_ALGO",
-        &["auto", "binomial", "rabenseifner", "shm"],
+        &["auto", "binomial", "rabenseifner", "shm", "hier"],
     ),
     ("FERRITE_COLL_GATHER_ALGO", &["auto", "binomial"]),
     ("FERRITE_COLL_SCATTER_ALGO", &["auto", "binomial"]),
     (
         "FERRITE_COLL_ALLGATHER_ALGO",
-        &["auto", "bruck", "ring", "shm"],
+        &["auto", "bruck", "ring", "shm", "hier"],
     ),
     ("FERRITE_COLL_ALLTOALL_ALGO", &["auto", "bruck", "pairwise"]),
     ("FERRITE_COLL_ALLTOALLV_ALGO", &["auto", "pairwise"]),

@@ -45,6 +45,8 @@ struct Sample {
     requests: u64,
     /// Over every transport.
     net: crate::transport::TransportStats,
+    /// Packets sent by the transports that reach other hosts (all but self and shm).
+    offhost_sent: u64,
     open: u64,
     open_peak: u64,
     opened: u64,
@@ -67,7 +69,10 @@ impl Sample {
             rss_kb: crate::runtime::report::peak_rss_kb(),
             ..Sample::default()
         };
-        for (_, t) in &stats.transports {
+        for (name, t) in &stats.transports {
+            if !matches!(*name, "self" | "shm") {
+                s.offhost_sent += t.packets_sent;
+            }
             let n = &mut s.net;
             n.packets_sent += t.packets_sent;
             n.bytes_sent += t.bytes_sent;
@@ -184,6 +189,13 @@ pub const ALL: &[Pvar] = &[
         area: "transport",
         desc: "Bytes of the packets counted by net_packets_received, headers included.",
         value: |s| s.net.bytes_received,
+    },
+    Pvar {
+        name: "net_offhost_packets_sent",
+        class: C,
+        area: "transport",
+        desc: "Packets handed to the transports that can reach other hosts (tcp, udp, ofi: all but self and shm); on one host with shm, the traffic that did not use it.",
+        value: |s| s.offhost_sent,
     },
     Pvar {
         name: "net_no_room",

@@ -695,6 +695,16 @@ impl Net {
                 .is_none_or(|m| m.node_of(to) == self.my_node)
     }
 
+    /// The node (host) the launcher placed job rank `r` on, from PMI_process_mapping; None
+    /// when the job runs on one host (or the launcher could not say). Ranks outside the job
+    /// (dynamic processes) have no node here.
+    pub fn node_of(&self, r: Proc) -> Option<u32> {
+        self.nodes
+            .as_ref()
+            .filter(|_| r < self.size)
+            .map(|m| m.node_of(r))
+    }
+
     /// Makes `sleep` also return when `fd` becomes readable (MPI_Finalize: the launcher's
     /// answer to its PMI barrier), for the rest of this `Net`'s life. Adding it again is
     /// no error.
