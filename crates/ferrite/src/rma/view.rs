@@ -1,0 +1,215 @@
+//! Per-window views that the RMA fast path (fast.rs) reads without the state lock.
+//!
+//! A small RMA call's cost was mostly the way in: the state lock, the handle lookup and the
+//! epoch checks in `WinRma`. A view holds what the fast path needs as atomics in a static
+//! table indexed by the window handle's index: per target, how its memory is mapped here
+//! (published once, at window creation, after the peers' files are mapped) and whether an
+//! epoch is open on it; per window, the fence and lock_all epochs, the number of locks held,
+//! the requests sent by message and not yet answered, and whether one failed. The state
+//! lock's holder keeps these in step with `WinRma` (mod.rs: `publish`, `sync_epochs`,
+//! `WinRma::sent`/`answered`/`fail`); readers only load.
+//!
+//! Why this is safe without the lock:
+//! - Everything is an atomic in static memory, and the per-target arrays are never freed
+//!   (a slot keeps its array for the next window that gets the slot; a larger one replaces
+//!   it and the old one is leaked), so a stale or racing reader reads old values, never
+//!   freed memory.
+//! - A reader takes the slot only when its `win` equals the handle, before and after it
+//!   reads the target (Win_free clears `win` before anything is unmapped), so it never
+//!   mixes two windows' targets.
+//! - A view never says more than `WinRma` allows, only possibly less for a moment to other
+//!   threads (an epoch opened by another thread): then the call takes the general path,
+//!   which looks under the lock. Calls racing with the end of their own epoch or with
+//!   MPI_Win_free are erroneous programs; like other MPIs' shared-memory windows they may
+//!   then touch the memory while it is still mapped, or fault once it is not.
+
+use crate::consts::*;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU8};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Windows whose handle index is below this have a view (others take the general path).
+pub const SLOTS: usize = 4096;
+
+/// `Target::open`: a lock (MPI_Win_lock) on the target is held.
+pub const LOCKED: u8 = 1;
+/// `Target::open`: the target is in the group of MPI_Win_start.
+pub const STARTED: u8 = 2;
+
+/// One target as the fast path sees it.
+pub struct Target {
+    /// Where its window memory is mapped here; 0: not mapped (the general path decides).
+    pub base: AtomicUsize,
+    /// Its accumulate lock word (direct::lock), or 0: accumulates go the general way (this
+    /// process's own memory that nobody else maps: the state lock serializes those).
+    pub lock: AtomicUsize,
+    pub size: AtomicI64,
+    pub unit: AtomicI64,
+    /// LOCKED | STARTED.
+    pub open: AtomicU8,
+}
+
+impl Target {
+    const fn new() -> Self {
+        Target {
+            base: AtomicUsize::new(0),
+            lock: AtomicUsize::new(0),
+            size: AtomicI64::new(0),
+            unit: AtomicI64::new(0),
+            open: AtomicU8::new(0),
+        }
+    }
+}
+
+/// One window's view.
+pub struct View {
+    /// The window this slot describes (MPI_WIN_NULL: none).
+    win: AtomicI32,
+    /// Its targets (the first `n` of the array).
+    targets: AtomicPtr<Box<[Target]>>,
+    n: AtomicUsize,
+    pub fence: AtomicBool,
+    pub lock_all: AtomicBool,
+    /// Locks held (MPI_Win_lock).
+    pub locks: AtomicU32,
+    /// Requests sent by message and not answered yet.
+    pub busy: AtomicU32,
+    /// A target answered with an error not raised yet (`WinRma::failed`).
+    pub failed: AtomicBool,
+    /// Flushes that found nothing to wait for (see mod.rs's IDLE_FLUSH_PROGRESS).
+    pub idle_flushes: AtomicU32,
+}
+
+impl View {
+    const fn new() -> Self {
+        View {
+            win: AtomicI32::new(MPI_WIN_NULL),
+            targets: AtomicPtr::new(std::ptr::null_mut()),
+            n: AtomicUsize::new(0),
+            fence: AtomicBool::new(false),
+            lock_all: AtomicBool::new(false),
+            locks: AtomicU32::new(0),
+            busy: AtomicU32::new(0),
+            failed: AtomicBool::new(false),
+            idle_flushes: AtomicU32::new(0),
+        }
+    }
+
+    /// Target `t`, if the view has it.
+    #[inline]
+    pub fn target(&self, t: usize) -> Option<&Target> {
+        let p = self.targets.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a published array is never freed (see the module comment).
+        let all: &[Target] = unsafe { &*p };
+        all[..self.n.load(Ordering::Relaxed).min(all.len())].get(t)
+    }
+
+    /// Whether this slot still describes `w` (a reader's check after it read a target).
+    #[inline]
+    pub fn still(&self, w: MPI_Win) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        self.win.load(Ordering::Relaxed) == w
+    }
+
+    pub fn open(&self, t: &Target) -> bool {
+        self.fence.load(Ordering::Relaxed)
+            || self.lock_all.load(Ordering::Relaxed)
+            || t.open.load(Ordering::Relaxed) != 0
+    }
+}
+
+static VIEWS: [View; SLOTS] = [const { View::new() }; SLOTS];
+
+/// Handles of user windows: MPICH's "direct" kind with the window type code (objects/handles.rs).
+const WIN_DIRECT: u32 = 0x8000_0000 | (crate::objects::handles::kind::WIN << 26);
+const INDEX_MASK: u32 = 0x03ff_ffff;
+
+/// The slot of handle `w`, whoever it describes now.
+#[inline]
+fn slot(w: MPI_Win) -> Option<&'static View> {
+    let u = w as u32;
+    if u & !INDEX_MASK != WIN_DIRECT {
+        return None;
+    }
+    VIEWS.get((u & INDEX_MASK) as usize)
+}
+
+/// The view of live window `w`, read without the state lock.
+#[inline]
+pub fn find(w: MPI_Win) -> Option<&'static View> {
+    let v = slot(w)?;
+    (v.win.load(Ordering::Acquire) == w && w != MPI_WIN_NULL).then_some(v)
+}
+
+/// What `publish` writes per target: (base, lock, size, unit); base 0 if not mapped.
+pub type TargetInit = (usize, usize, i64, i64);
+
+/// Publishes the view of new window `w` (under the state lock); None if `w` has no slot.
+pub fn publish(w: MPI_Win, targets: &[TargetInit]) -> Option<&'static View> {
+    let v = slot(w)?;
+    v.win.store(MPI_WIN_NULL, Ordering::Release);
+    let p = v.targets.load(Ordering::Acquire);
+    // SAFETY: as in `target`.
+    let fits = !p.is_null() && unsafe { &*p }.len() >= targets.len();
+    if !fits {
+        let n = targets.len().max(16);
+        let fresh: Box<[Target]> = (0..n).map(|_| Target::new()).collect();
+        // Leaked on purpose: a racing reader may still hold the old array (module comment).
+        v.targets
+            .store(Box::into_raw(Box::new(fresh)), Ordering::Release);
+    }
+    let p = v.targets.load(Ordering::Acquire);
+    // SAFETY: as in `target`.
+    let all: &[Target] = unsafe { &*p };
+    for (t, &(base, lock, size, unit)) in all.iter().zip(targets) {
+        t.base.store(base, Ordering::Relaxed);
+        t.lock.store(lock, Ordering::Relaxed);
+        t.size.store(size, Ordering::Relaxed);
+        t.unit.store(unit, Ordering::Relaxed);
+        t.open.store(0, Ordering::Relaxed);
+    }
+    v.n.store(targets.len(), Ordering::Relaxed);
+    for b in [&v.fence, &v.lock_all, &v.failed] {
+        b.store(false, Ordering::Relaxed);
+    }
+    for c in [&v.locks, &v.busy, &v.idle_flushes] {
+        c.store(0, Ordering::Relaxed);
+    }
+    v.win.store(w, Ordering::Release);
+    Some(v)
+}
+
+/// Withdraws `w`'s view (MPI_Win_free, before its memory is unmapped).
+pub fn withdraw(w: MPI_Win) {
+    if let Some(v) = slot(w) {
+        if v.win.load(Ordering::Relaxed) == w {
+            v.win.store(MPI_WIN_NULL, Ordering::Release);
+        }
+    }
+}
+
+/// Sizes of the predefined datatypes by the low byte of their handle (0: not usable by
+/// the fast path), copied from the datatype table at the first window's creation.
+static BUILTIN: OnceLock<[u16; 256]> = OnceLock::new();
+
+pub fn init_builtin(size_of: impl Fn(MPI_Datatype) -> Option<usize>) {
+    BUILTIN.get_or_init(|| {
+        // MPICH's builtin datatype handles are 0x4c00_SSII (size SS, index II); the table
+        // looks them up by II.
+        std::array::from_fn(|i| size_of(0x4c00_0000 | i as MPI_Datatype).unwrap_or(0) as u16)
+    });
+}
+
+/// The size of predefined contiguous datatype `h`, if the fast path can take it.
+#[inline]
+pub fn builtin_size(h: MPI_Datatype) -> Option<usize> {
+    let u = h as u32;
+    if u & 0xffff_0000 != 0x4c00_0000 {
+        return None;
+    }
+    let s = *BUILTIN.get()?.get((u & 0xff) as usize)? as usize;
+    (s != 0 && s == ((u >> 8) & 0xff) as usize).then_some(s)
+}
