@@ -70,22 +70,21 @@ pub fn op(w: MPI_Win, c: &Call) -> bool {
             // the window lives (checked above); the origin buffer holds `bytes` bytes of
             // a contiguous predefined type. `copy`: the two may overlap (a process's own
             // window).
-            unsafe { std::ptr::copy(buf as *const u8, addr as *mut u8, bytes) };
+            unsafe { copy(buf, addr, bytes) };
             true
         }
         (Kind::Get, None, Some((buf, ..))) => {
             // SAFETY: as for Put, the other way.
-            unsafe { std::ptr::copy(addr as *const u8, buf as *mut u8, bytes) };
+            unsafe { copy(addr, buf, bytes) };
             true
         }
         // Without a lock word the state lock serializes accumulates (view::Target::lock).
         _ if lock == 0 => false,
         (Kind::Acc | Kind::GetAcc, _, result) => {
             let op = c.op;
-            if !crate::coll::op::is_predefined(op)
-                || (c.kind == Kind::Acc && op == MPI_NO_OP)
-                || apply::check_op(op, c.tdt).is_err()
-            {
+            // Whether the type supports the operation is checked where the elements are
+            // combined, before anything is written (`accumulate`).
+            if !crate::coll::op::is_predefined(op) || (c.kind == Kind::Acc && op == MPI_NO_OP) {
                 return false;
             }
             // SAFETY: the origin and result buffers hold `bytes` bytes (checked above),
@@ -103,7 +102,26 @@ pub fn op(w: MPI_Win, c: &Call) -> bool {
     }
 }
 
-/// Accumulate or Get_accumulate of `bytes` bytes of `basic` at `addr` (`op` checked).
+/// `std::ptr::copy` (source and destination may overlap), without a call into libc for
+/// the few-word copies that dominate small operations.
+///
+/// # Safety
+/// As `std::ptr::copy` of `n` bytes.
+#[inline(always)]
+unsafe fn copy(src: usize, dst: usize, n: usize) {
+    // SAFETY: per the contract (every arm); each reads everything before it writes.
+    unsafe {
+        match n {
+            4 => (dst as *mut u32).write_unaligned((src as *const u32).read_unaligned()),
+            8 => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
+            16 => (dst as *mut u128).write_unaligned((src as *const u128).read_unaligned()),
+            _ => std::ptr::copy(src as *const u8, dst as *mut u8, n),
+        }
+    }
+}
+
+/// Accumulate or Get_accumulate of `bytes` bytes of `basic` at `addr` (a predefined `op`;
+/// whether `basic` supports it is checked here, before anything is written).
 ///
 /// # Safety
 /// `addr..addr+bytes` is mapped window memory whose accumulate lock word is `lock`;
@@ -146,10 +164,16 @@ unsafe fn accumulate(
         });
         // SAFETY: per the contract; aligned elements (use_atomics), lock held shared.
         let done = unsafe { apply::atomic_run(addr, bytes, s, op, basic, input, out) };
-        // Cannot fail (the operation was checked).
+        // An operation the type does not support fails on the first element, before
+        // anything is written (every element has the same type).
         return done.is_ok();
     }
-    // Exclusive: plain reads and writes, vectorized by `combine`.
+    // Exclusive: plain reads and writes, vectorized by `combine`. The operation is checked
+    // first: nothing is touched when the type does not support it (the general path
+    // reports that).
+    if apply::check_op(op, basic).is_err() {
+        return false;
+    }
     // SAFETY: per the contract; the lock is held exclusively; no buffer overlaps the
     // target (checked above).
     let cur = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, bytes) };

@@ -611,6 +611,7 @@ impl Ferrite {
             }
         }
         let tdt = self.rma_datatype(c.tdt, c.tcount)?;
+        view::learn_builtin(c.tdt, &tdt);
         let runs = tdt.flatten(c.tcount as usize);
         let tbytes = apply::bytes(&runs);
         let (flavor, (size, unit)) = {
@@ -1016,8 +1017,6 @@ impl state::Held {
     /// Publishes the window's view for the fast path (view.rs) once every target's reach
     /// is settled (`rma_lock_slots` mapped the peers' files).
     fn rma_publish(&mut self, w: MPI_Win) -> MpiResult<()> {
-        let types = &self.objects.datatypes;
-        view::init_builtin(|h| types.builtin_size(h));
         let r = self.rma(w)?;
         let targets: Vec<view::TargetInit> = r
             .reach

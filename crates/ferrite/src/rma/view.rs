@@ -26,7 +26,6 @@
 use crate::consts::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU8};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 /// Windows whose handle index is below this have a view (others take the general path).
 pub const SLOTS: usize = 4096;
@@ -191,25 +190,29 @@ pub fn withdraw(w: MPI_Win) {
     }
 }
 
-/// Sizes of the predefined datatypes by the low byte of their handle (0: not usable by
-/// the fast path), copied from the datatype table at the first window's creation.
-static BUILTIN: OnceLock<[u16; 256]> = OnceLock::new();
+/// Sizes of the predefined datatypes by the low byte of their handle (0: not known to be
+/// usable by the fast path yet). The general path fills it in as it resolves them (a
+/// builtin's table entry is made on first use), so a type's first operation goes that way.
+static BUILTIN: [AtomicU8; 256] = [const { AtomicU8::new(0) }; 256];
 
-pub fn init_builtin(size_of: impl Fn(MPI_Datatype) -> Option<usize>) {
-    BUILTIN.get_or_init(|| {
-        // MPICH's builtin datatype handles are 0x4c00_SSII (size SS, index II); the table
-        // looks them up by II.
-        std::array::from_fn(|i| size_of(0x4c00_0000 | i as MPI_Datatype).unwrap_or(0) as u16)
-    });
+/// MPICH's builtin datatype handles: 0x4c00_SSII (size SS, index II).
+fn builtin_parts(h: MPI_Datatype) -> Option<(usize, usize)> {
+    let u = h as u32;
+    (u & 0xffff_0000 == 0x4c00_0000).then_some((((u >> 8) & 0xff) as usize, (u & 0xff) as usize))
+}
+
+/// Records that builtin `h` resolved to `t` (under the state lock, in the general path).
+pub fn learn_builtin(h: MPI_Datatype, t: &crate::objects::datatype::Datatype) {
+    if let Some((size, i)) = builtin_parts(h) {
+        if t.committed && t.contiguous && t.size == size && size > 0 {
+            BUILTIN[i].store(size as u8, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The size of predefined contiguous datatype `h`, if the fast path can take it.
 #[inline]
 pub fn builtin_size(h: MPI_Datatype) -> Option<usize> {
-    let u = h as u32;
-    if u & 0xffff_0000 != 0x4c00_0000 {
-        return None;
-    }
-    let s = *BUILTIN.get()?.get((u & 0xff) as usize)? as usize;
-    (s != 0 && s == ((u >> 8) & 0xff) as usize).then_some(s)
+    let (size, i) = builtin_parts(h)?;
+    (size != 0 && usize::from(BUILTIN[i].load(Ordering::Relaxed)) == size).then_some(size)
 }
