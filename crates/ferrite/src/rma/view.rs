@@ -216,3 +216,70 @@ pub fn builtin_size(h: MPI_Datatype) -> Option<usize> {
     let (size, i) = builtin_parts(h)?;
     (size != 0 && usize::from(BUILTIN[i].load(Ordering::Relaxed)) == size).then_some(size)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(i: u32) -> MPI_Win {
+        (WIN_DIRECT | i) as MPI_Win
+    }
+
+    #[test]
+    fn publish_find_withdraw_and_reuse() {
+        // A slot far from what the library's own windows use in other tests.
+        let w = handle(SLOTS as u32 - 3);
+        assert!(find(w).is_none());
+        let v = publish(w, &[(0x1000, 0x2000, 64, 8), (0, 0, 32, 4)]).expect("a slot");
+        let found = find(w).expect("published");
+        assert!(std::ptr::eq(v, found));
+        let t = found.target(0).expect("target 0");
+        assert_eq!(t.base.load(Ordering::Relaxed), 0x1000);
+        assert_eq!(t.size.load(Ordering::Relaxed), 64);
+        assert!(found.target(2).is_none(), "only the window's targets");
+        assert!(!found.open(t), "no epoch yet");
+        t.open.store(LOCKED, Ordering::Relaxed);
+        assert!(found.open(t));
+        assert!(found.still(w));
+        withdraw(w);
+        assert!(find(w).is_none(), "withdrawn at Win_free");
+        assert!(!v.still(w));
+        // The handle reused by a smaller window: the new values, nothing open.
+        publish(w, &[(0x3000, 0, 16, 1)]).expect("a slot");
+        let v = find(w).expect("published again");
+        let t = v.target(0).expect("target 0");
+        assert_eq!(
+            (
+                t.base.load(Ordering::Relaxed),
+                t.size.load(Ordering::Relaxed)
+            ),
+            (0x3000, 16)
+        );
+        assert!(!v.open(t) && v.target(1).is_none());
+        withdraw(w);
+        // Foreign handles and slots beyond the table have no view.
+        assert!(find(MPI_WIN_NULL).is_none());
+        assert!(publish(handle(SLOTS as u32), &[]).is_none());
+        assert!(find(0x4400_0000).is_none());
+    }
+
+    #[test]
+    fn builtin_sizes_are_learnt_and_checked_against_the_handle() {
+        let dt = 0x4c00_08fe_u32 as MPI_Datatype; // size 8, an index no real type uses
+        assert_eq!(
+            builtin_size(dt),
+            None,
+            "unknown until the general path resolved it"
+        );
+        use crate::objects::datatype::{Basic, Datatype, Ext};
+        let t = Datatype::basic_of(Basic {
+            size: 8,
+            swap: 8,
+            ext: Ext::Same,
+        });
+        learn_builtin(dt, &t);
+        assert_eq!(builtin_size(dt), Some(8));
+        // The same index with another size in the handle: not this type.
+        assert_eq!(builtin_size(0x4c00_04fe_u32 as MPI_Datatype), None);
+    }
+}
