@@ -271,7 +271,22 @@ pub fn code_string(code: c_int) -> String {
 }
 
 /// Completes an entry point: success, or the error through the right error handler.
+/// Inline for the success case (a compare), the rest out of line.
+#[inline]
 pub fn finish(
+    func: &'static str,
+    result: std::thread::Result<MpiResult<()>>,
+    default_obj: impl FnOnce() -> ErrObj,
+) -> c_int {
+    match result {
+        Ok(Ok(())) => MPI_SUCCESS,
+        failed => finish_failed(func, failed, default_obj),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn finish_failed(
     func: &'static str,
     result: std::thread::Result<MpiResult<()>>,
     default_obj: impl FnOnce() -> ErrObj,

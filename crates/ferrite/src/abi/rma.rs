@@ -18,6 +18,11 @@ use std::os::raw::c_int;
 /// `request` is null or valid for one write; the buffers in `c` are what the MPI call
 /// describes.
 unsafe fn call(win: MPI_Win, c: Call, request: Option<*mut MPI_Request>) -> MpiResult<()> {
+    // The common same-host case without the state lock (rma/fast.rs); anything else, and
+    // every error, goes the general way.
+    if request.is_none() && crate::rma::fast::op(win, &c) {
+        return Ok(());
+    }
     if let Some(r) = request {
         if r.is_null() {
             return Err(MpiError::new(
@@ -168,14 +173,18 @@ mpi_fn! {
         if compare_addr.is_null() {
             return Err(MpiError::new(MPI_ERR_BUFFER, "null compare_addr"));
         }
+        let mut c = data(Kind::Cas, Some((origin_addr, 1, datatype)), Some((result_addr, 1, datatype)),
+            target_rank, target_disp, 1, datatype, MPI_REPLACE);
+        c.compare = Some(compare_addr as usize);
+        // A datatype the fast path takes is predefined (no check under the lock needed).
+        if crate::rma::fast::op(win, &c) {
+            return Ok(());
+        }
         let dt_ok = state::with(|st| Ok(st.comm_datatype(datatype)?.envelope.is_none()))?;
         if !dt_ok {
             return Err(MpiError::new(MPI_ERR_TYPE,
                 "MPI_Compare_and_swap needs a predefined datatype"));
         }
-        let mut c = data(Kind::Cas, Some((origin_addr, 1, datatype)), Some((result_addr, 1, datatype)),
-            target_rank, target_disp, 1, datatype, MPI_REPLACE);
-        c.compare = Some(compare_addr as usize);
         // SAFETY: the caller's buffers hold one element of `datatype`.
         unsafe { call(win, c, None) }
     }
@@ -214,24 +223,36 @@ mpi_fn! {
 
 mpi_fn! {
     fn MPI_Win_flush(rank: c_int, win: MPI_Win) on ErrObj::Win(win) => {
+        if crate::rma::fast::flush(win, Some(rank)) {
+            return Ok(());
+        }
         state::with_held(|st| st.rma_flush(win, Some(rank)))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) on ErrObj::Win(win) => {
+        if crate::rma::fast::flush(win, Some(rank)) {
+            return Ok(());
+        }
         state::with_held(|st| st.rma_flush(win, Some(rank)))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush_all(win: MPI_Win) on ErrObj::Win(win) => {
+        if crate::rma::fast::flush(win, None) {
+            return Ok(());
+        }
         state::with_held(|st| st.rma_flush(win, None))
     }
 }
 
 mpi_fn! {
     fn MPI_Win_flush_local_all(win: MPI_Win) on ErrObj::Win(win) => {
+        if crate::rma::fast::flush(win, None) {
+            return Ok(());
+        }
         state::with_held(|st| st.rma_flush(win, None))
     }
 }

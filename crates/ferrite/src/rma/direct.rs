@@ -45,9 +45,13 @@ pub enum Reach {
 }
 
 /// The accumulate lock word: bit 31 = held exclusively, bit 30 = an exclusive taker waits
-/// (new shared takers then wait too, so it cannot starve), low bits = shared holders.
+/// (new shared takers then wait too, so it cannot starve), bit 29 = a taker may be asleep
+/// on the word (a release wakes only then: a FUTEX_WAKE per uncontended exclusive release
+/// cost a system call per medium accumulate), low bits = shared holders.
 const EXCL: u32 = 1 << 31;
 const WANT: u32 = 1 << 30;
+const SLEEP: u32 = 1 << 29;
+const HOLDERS: u32 = SLEEP - 1;
 
 /// Holds an accumulate lock (shared or exclusive); releases it when dropped.
 pub struct Guard<'a>(Option<(&'a AtomicU32, bool)>);
@@ -55,14 +59,20 @@ pub struct Guard<'a>(Option<(&'a AtomicU32, bool)>);
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
         let Some((w, shared)) = self.0 else { return };
-        let after = if shared {
-            w.fetch_sub(1, Ordering::Release) - 1
+        let before = if shared {
+            w.fetch_sub(1, Ordering::Release)
         } else {
-            w.fetch_and(!EXCL, Ordering::Release) & !EXCL
+            w.fetch_and(!(EXCL | SLEEP), Ordering::Release)
         };
-        // Sleepers wait only while something is held or wanted; wake them when what they
-        // wait for may have gone (the last shared holder, or the exclusive one).
-        if after & !WANT == 0 && (after & WANT != 0 || !shared) {
+        // Sleepers wait only while something is held; wake them when it went (the last
+        // shared holder, or the exclusive one) and one may sleep. Clearing SLEEP first: a
+        // taker that goes to sleep after this sets it again, and then someone holds the
+        // word (its wait would fail otherwise), whose release wakes it.
+        let last = !shared || (before - 1) & HOLDERS == 0;
+        if last && before & SLEEP != 0 {
+            if shared {
+                w.fetch_and(!SLEEP, Ordering::Relaxed);
+            }
             futex(w, libc::FUTEX_WAKE, i32::MAX as u32, None);
         }
     }
@@ -101,10 +111,12 @@ pub unsafe fn lock<'a>(addr: usize, shared: bool) -> Guard<'a> {
         let free = if shared {
             v & (EXCL | WANT) == 0
         } else {
-            v & !WANT == 0
+            v & !(WANT | SLEEP) == 0
         };
         if free {
-            let next = if shared { v + 1 } else { EXCL };
+            // An exclusive taker clears WANT (other exclusive takers asleep set SLEEP and
+            // are woken at its release) and keeps SLEEP.
+            let next = if shared { v + 1 } else { EXCL | (v & SLEEP) };
             if w.compare_exchange_weak(v, next, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
@@ -117,8 +129,8 @@ pub unsafe fn lock<'a>(addr: usize, shared: bool) -> Guard<'a> {
             std::hint::spin_loop();
             continue;
         }
-        // Announce an exclusive taker, then sleep while the word is what we saw.
-        let seen = if shared { v } else { v | WANT };
+        // Announce a sleeper (and an exclusive taker), then sleep while the word is that.
+        let seen = v | SLEEP | if shared { 0 } else { WANT };
         if seen != v
             && w.compare_exchange(v, seen, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()

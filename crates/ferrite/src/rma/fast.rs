@@ -1,125 +1,265 @@
-//! The fast path of RMA operations on a target whose memory is mapped here, for the common
-//! case of contiguous predefined data: the same type and count on both sides, a plain call
-//! (not an R form). No datatype reference is taken, nothing is flattened or allocated (but
-//! Get_accumulate's old values): a few checks on the window's cached view of the target
-//! (its mapping, size, unit and lock word), then a copy or the atomics of `apply.rs`.
+//! The fast path of RMA calls on a target whose memory is mapped here, for the common case
+//! of contiguous predefined data: the same type and count on both sides, a plain call (not
+//! an R form). It runs without the state lock, on the window's view (view.rs): a few checks
+//! on the cached target (its mapping, size, unit, lock word and epoch), then a copy or the
+//! atomics of `apply.rs`. No datatype reference is taken, nothing is flattened or allocated
+//! (but Get_accumulate's and Compare_and_swap's old values on the exclusive path).
 //! Anything else, including every erroneous call, takes the general path in mod.rs, which
-//! checks everything and reports the error; so this path never fails.
+//! checks everything under the lock and reports the error; so this path never fails.
+//! Flushes with nothing sent by message are a memory fence here too.
 
-use super::direct::{self, Reach};
+use super::direct;
+use super::view::{self, View};
 use super::wire::Kind;
 use super::{apply, Call};
 use crate::consts::*;
-use crate::state::Ferrite;
+use std::sync::atomic::Ordering;
 
-impl Ferrite {
-    /// Does `c` on window `w` if it is the simple case on a mapped target; false: not done,
-    /// nothing touched.
-    pub(super) fn rma_fast(&mut self, w: MPI_Win, c: &Call) -> bool {
-        let objects = &mut self.objects;
-        let Ok(win) = objects.wins.get_mut(w) else {
-            return false;
-        };
-        let Some(r) = win.rma.as_mut() else {
-            return false;
-        };
-        let Ok(t) = usize::try_from(c.target) else {
-            return false;
-        };
-        let Some(&Reach::Mapped { base, lock }) = r.reach.get(t) else {
-            return false;
-        };
-        let open = r.fence
-            || r.lock_all.is_some()
-            || r.locks.contains_key(&(t as u32))
-            || r.started.as_ref().is_some_and(|g| g.contains(&(t as u32)));
-        if !open || c.tcount <= 0 {
-            return false;
+/// Does `c` on window `w` if it is the simple case on a mapped target; false: not done,
+/// nothing touched.
+pub fn op(w: MPI_Win, c: &Call) -> bool {
+    if crate::state::is_finalized() {
+        return false;
+    }
+    let Some(v) = view::find(w) else {
+        return false;
+    };
+    let Ok(t) = usize::try_from(c.target) else {
+        return false;
+    };
+    let Some(tv) = v.target(t) else {
+        return false;
+    };
+    let base = tv.base.load(Ordering::Relaxed);
+    let lock = tv.lock.load(Ordering::Relaxed);
+    let (size, unit) = (
+        tv.size.load(Ordering::Relaxed),
+        tv.unit.load(Ordering::Relaxed),
+    );
+    if base == 0 || !v.open(tv) || c.tcount <= 0 || !v.still(w) {
+        return false;
+    }
+    let Some(esize) = view::builtin_size(c.tdt) else {
+        return false;
+    };
+    let Some(bytes) = (esize as i64).checked_mul(c.tcount) else {
+        return false;
+    };
+    // Get_accumulate with MPI_NO_OP ignores its origin buffer.
+    let origin = match c.kind {
+        Kind::GetAcc if c.op == MPI_NO_OP => None,
+        _ => c.origin,
+    };
+    let same = |side: Option<(usize, i64, MPI_Datatype)>| {
+        side.is_none_or(|(buf, n, dt)| buf != 0 && n == c.tcount && dt == c.tdt)
+    };
+    if !same(origin) || !same(c.result) {
+        return false;
+    }
+    let Some(off) = c.disp.checked_mul(unit) else {
+        return false;
+    };
+    if off < 0 || off.checked_add(bytes).is_none_or(|end| end > size) {
+        return false;
+    }
+    let addr = base + off as usize;
+    let bytes = bytes as usize;
+    match (c.kind, origin, c.result) {
+        (Kind::Put, Some((buf, ..)), None) => {
+            // SAFETY: the target range lies inside its window memory, mapped here while
+            // the window lives (checked above); the origin buffer holds `bytes` bytes of
+            // a contiguous predefined type. `copy`: the two may overlap (a process's own
+            // window).
+            unsafe { copy(buf, addr, bytes) };
+            true
         }
-        let (size, unit) = r.sizes[t];
-        let Some(esize) = objects.datatypes.builtin_size(c.tdt) else {
-            return false;
-        };
-        let bytes = esize as i64 * c.tcount;
-        // Get_accumulate with MPI_NO_OP ignores its origin buffer.
-        let origin = match c.kind {
-            Kind::GetAcc if c.op == MPI_NO_OP => None,
-            _ => c.origin,
-        };
-        let same = |side: Option<(usize, i64, MPI_Datatype)>| {
-            side.is_none_or(|(buf, n, dt)| buf != 0 && n == c.tcount && dt == c.tdt)
-        };
-        if !same(origin) || !same(c.result) {
-            return false;
+        (Kind::Get, None, Some((buf, ..))) => {
+            // SAFETY: as for Put, the other way.
+            unsafe { copy(addr, buf, bytes) };
+            true
         }
-        let Some(off) = c.disp.checked_mul(unit) else {
-            return false;
-        };
-        if off < 0 || off.checked_add(bytes).is_none_or(|end| end > size) {
-            return false;
+        // Without a lock word the state lock serializes accumulates (view::Target::lock).
+        _ if lock == 0 => false,
+        (Kind::Acc | Kind::GetAcc, _, result) => {
+            let op = c.op;
+            // Whether the type supports the operation is checked where the elements are
+            // combined, before anything is written (`accumulate`).
+            if !crate::coll::op::is_predefined(op) || (c.kind == Kind::Acc && op == MPI_NO_OP) {
+                return false;
+            }
+            // SAFETY: the origin and result buffers hold `bytes` bytes (checked above),
+            // the target range lies in the mapped window, the lock word in its mapping.
+            unsafe { accumulate(addr, bytes, lock, op, c.tdt, origin, result) }
         }
-        let addr = base + off as usize;
-        let bytes = bytes as usize;
-        match (c.kind, origin, c.result) {
-            (Kind::Put, Some((buf, ..)), None) => {
-                // SAFETY: the target range lies inside its window memory, mapped here while
-                // the window lives (checked above); the origin buffer holds `bytes` bytes of
-                // a contiguous predefined type. `copy`: the two may overlap (a process's own
-                // window).
-                unsafe { std::ptr::copy(buf as *const u8, addr as *mut u8, bytes) };
-                true
-            }
-            (Kind::Get, None, Some((buf, ..))) => {
-                // SAFETY: as for Put, the other way.
-                unsafe { std::ptr::copy(addr as *const u8, buf as *mut u8, bytes) };
-                true
-            }
-            (Kind::Acc | Kind::GetAcc, _, result) => {
-                let op = c.op;
-                if !crate::coll::op::is_predefined(op)
-                    || (c.kind == Kind::Acc && op == MPI_NO_OP)
-                    || apply::check_op(op, c.tdt).is_err()
-                {
-                    return false;
-                }
-                let input: &[u8] = match origin {
-                    // SAFETY: the origin buffer holds `bytes` bytes (checked above).
-                    Some((buf, ..)) => unsafe {
-                        std::slice::from_raw_parts(buf as *const u8, bytes)
-                    },
-                    None => &[],
-                };
-                let runs = [(0isize, bytes)];
-                let atomic = apply::use_atomics(addr, &runs, c.tdt);
-                // SAFETY: the accumulate lock word lives in the same mapping; held shared when
-                // every element is updated by a hardware atomic (see apply::native_size).
-                let _g = unsafe { direct::lock(lock, atomic) };
-                if let (true, Some(s)) = (atomic, apply::native_size(c.tdt)) {
-                    // Old values straight into the result buffer.
-                    let out = result.map(|(buf, ..)| {
-                        // SAFETY: the result buffer holds `bytes` bytes (checked above).
-                        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bytes) }
-                    });
-                    // SAFETY: as for Put; aligned elements (use_atomics), lock held shared.
-                    let done = unsafe { apply::atomic_run(addr, bytes, s, op, c.tdt, input, out) };
-                    // Cannot fail (the operation was checked above).
-                    return done.is_ok();
-                }
-                // SAFETY: as for Put; the lock is held exclusively.
-                let old = unsafe {
-                    apply::accumulate(addr, &runs, op, c.tdt, input, result.is_some(), false)
-                };
-                let Ok(old) = old else {
-                    // Cannot happen (the operation was checked); nothing was changed then.
-                    return false;
-                };
-                if let Some((buf, ..)) = result {
-                    // SAFETY: the result buffer holds `bytes` bytes (checked above).
-                    unsafe { std::ptr::copy(old.as_ptr(), buf as *mut u8, bytes) };
-                }
-                true
-            }
-            _ => false,
+        (Kind::Cas, Some((buf, ..)), Some((res, ..))) => {
+            let Some(cmp) = c.compare else {
+                return false;
+            };
+            // SAFETY: as for Accumulate; the compare buffer holds one element (`bytes`).
+            unsafe { compare_and_swap(addr, bytes, lock, c.tdt, buf, cmp, res) }
+        }
+        _ => false,
+    }
+}
+
+/// `std::ptr::copy` (source and destination may overlap), without a call into libc for
+/// the few-word copies that dominate small operations.
+///
+/// # Safety
+/// As `std::ptr::copy` of `n` bytes.
+#[inline(always)]
+unsafe fn copy(src: usize, dst: usize, n: usize) {
+    // SAFETY: per the contract (every arm); each reads everything before it writes.
+    unsafe {
+        match n {
+            4 => (dst as *mut u32).write_unaligned((src as *const u32).read_unaligned()),
+            8 => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
+            16 => (dst as *mut u128).write_unaligned((src as *const u128).read_unaligned()),
+            _ => std::ptr::copy(src as *const u8, dst as *mut u8, n),
         }
     }
+}
+
+/// Accumulate or Get_accumulate of `bytes` bytes of `basic` at `addr` (a predefined `op`;
+/// whether `basic` supports it is checked here, before anything is written).
+///
+/// # Safety
+/// `addr..addr+bytes` is mapped window memory whose accumulate lock word is `lock`;
+/// `origin` and `result` buffers hold `bytes` bytes.
+unsafe fn accumulate(
+    addr: usize,
+    bytes: usize,
+    lock: usize,
+    op: MPI_Op,
+    basic: MPI_Datatype,
+    origin: Option<(usize, i64, MPI_Datatype)>,
+    result: Option<(usize, i64, MPI_Datatype)>,
+) -> bool {
+    let overlaps = |a: usize, b: usize| a < b + bytes && b < a + bytes;
+    let inp = origin.map(|(buf, ..)| buf);
+    let res = result.map(|(buf, ..)| buf);
+    let runs = [(0isize, bytes)];
+    let atomic = apply::use_atomics(addr, &runs, basic);
+    // The exclusive path below reads the input and writes the result and target as
+    // separate slices: buffers inside the target (or each other) go the general way.
+    if !atomic
+        && (inp.is_some_and(|i| overlaps(i, addr))
+            || res.is_some_and(|r| overlaps(r, addr) || inp.is_some_and(|i| overlaps(i, r))))
+    {
+        return false;
+    }
+    let input: &[u8] = match inp {
+        // SAFETY: per the contract.
+        Some(buf) => unsafe { std::slice::from_raw_parts(buf as *const u8, bytes) },
+        None => &[],
+    };
+    // SAFETY: per the contract; held shared when every element is updated by a hardware
+    // atomic (see apply::native_size).
+    let _g = unsafe { direct::lock(lock, atomic) };
+    if let (true, Some(s)) = (atomic, apply::native_size(basic)) {
+        // Old values straight into the result buffer.
+        let out = res.map(|buf| {
+            // SAFETY: per the contract.
+            unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bytes) }
+        });
+        // SAFETY: per the contract; aligned elements (use_atomics), lock held shared.
+        let done = unsafe { apply::atomic_run(addr, bytes, s, op, basic, input, out) };
+        // An operation the type does not support fails on the first element, before
+        // anything is written (every element has the same type).
+        return done.is_ok();
+    }
+    // Exclusive: plain reads and writes, vectorized by `combine`. The operation is checked
+    // first: nothing is touched when the type does not support it (the general path
+    // reports that).
+    if apply::check_op(op, basic).is_err() {
+        return false;
+    }
+    // SAFETY: per the contract; the lock is held exclusively; no buffer overlaps the
+    // target (checked above).
+    let cur = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, bytes) };
+    if let Some(buf) = res {
+        // SAFETY: per the contract; it overlaps neither the target nor the input.
+        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bytes) }.copy_from_slice(cur);
+    }
+    // Cannot fail (the operation was checked).
+    apply::combine(op, basic, cur, input).is_ok()
+}
+
+/// Compare_and_swap of one element of `basic` (`bytes` bytes) at `addr`.
+///
+/// # Safety
+/// As for [`accumulate`]; `new`, `cmp` and `res` hold one element each.
+unsafe fn compare_and_swap(
+    addr: usize,
+    bytes: usize,
+    lock: usize,
+    basic: MPI_Datatype,
+    new: usize,
+    cmp: usize,
+    res: usize,
+) -> bool {
+    if bytes > 32 {
+        return false;
+    }
+    let mut data = [0u8; 64];
+    // SAFETY: per the contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(new as *const u8, data.as_mut_ptr(), bytes);
+        std::ptr::copy_nonoverlapping(cmp as *const u8, data.as_mut_ptr().add(bytes), bytes);
+    }
+    let runs = [(0isize, bytes)];
+    let atomic = apply::use_atomics(addr, &runs, basic);
+    // SAFETY: per the contract; shared only for one aligned native element.
+    let _g = unsafe { direct::lock(lock, atomic) };
+    // SAFETY: per the contract.
+    match unsafe { apply::compare_and_swap(addr, &runs, basic, &data[..2 * bytes], atomic) } {
+        Ok(old) => {
+            // SAFETY: per the contract.
+            unsafe { std::ptr::copy(old.as_ptr(), res as *mut u8, bytes) };
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// MPI_Win_flush(_local)(_all) when nothing went by message: every direct operation is
+/// complete already, so a memory fence. False: the general path decides (it also makes the
+/// progress pass that every IDLE_FLUSH_PROGRESSth idle flush owes).
+pub fn flush(w: MPI_Win, rank: Option<i32>) -> bool {
+    if crate::state::is_finalized() {
+        return false;
+    }
+    let Some(v) = view::find(w) else {
+        return false;
+    };
+    let passive = match rank {
+        Some(t) => {
+            let Some(tv) = usize::try_from(t).ok().and_then(|t| v.target(t)) else {
+                return false;
+            };
+            v.lock_all.load(Ordering::Relaxed)
+                || tv.open.load(Ordering::Relaxed) & view::LOCKED != 0
+        }
+        None => v.lock_all.load(Ordering::Relaxed) || v.locks.load(Ordering::Relaxed) > 0,
+    };
+    if !passive
+        || v.busy.load(Ordering::Relaxed) != 0
+        || v.failed.load(Ordering::Relaxed)
+        || !v.still(w)
+    {
+        return false;
+    }
+    if idle_flush_due(v) {
+        return false;
+    }
+    std::sync::atomic::fence(Ordering::SeqCst);
+    true
+}
+
+/// Counts an idle flush; true when this one owes a progress pass.
+fn idle_flush_due(v: &View) -> bool {
+    // A load and a store, not an RMW: threads racing here only miscount.
+    let k = v.idle_flushes.load(Ordering::Relaxed).wrapping_add(1);
+    v.idle_flushes.store(k, Ordering::Relaxed);
+    k.is_multiple_of(super::IDLE_FLUSH_PROGRESS)
 }

@@ -16,8 +16,9 @@
 pub mod am;
 pub mod apply;
 pub mod direct;
-mod fast;
+pub mod fast;
 pub mod shared;
+pub mod view;
 pub mod wire;
 
 use crate::consts::*;
@@ -130,8 +131,77 @@ pub struct WinRma {
     /// Per target, the lock slot of its same-host passive-target lock (`direct::epoch`), or
     /// 0: MPI_Win_lock on it goes by messages. The same in every process of the window.
     lock_slot: Vec<usize>,
-    /// Flushes that found nothing outstanding (every `IDLE_FLUSH_PROGRESS`th makes progress).
+    /// Flushes that found nothing outstanding (every `IDLE_FLUSH_PROGRESS`th makes progress);
+    /// windows with a view count in it instead.
     idle_flushes: u32,
+    /// What the lock-free fast path sees of this window (view.rs), kept in step here.
+    view: Option<&'static view::View>,
+}
+
+impl WinRma {
+    /// Mirrors the epochs into the view: the window's, and target `t`'s (all if None).
+    fn sync_view(&self, t: Option<u32>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(v) = self.view else { return };
+        v.fence.store(self.fence, Relaxed);
+        v.lock_all.store(self.lock_all.is_some(), Relaxed);
+        v.locks.store(self.locks.count as u32, Relaxed);
+        let one = |t: u32| {
+            let Some(tv) = v.target(t as usize) else {
+                return;
+            };
+            let mut open = 0;
+            if self.locks.contains_key(&t) {
+                open |= view::LOCKED;
+            }
+            if self.started.as_ref().is_some_and(|g| g.contains(&t)) {
+                open |= view::STARTED;
+            }
+            tv.open.store(open, Relaxed);
+        };
+        match t {
+            Some(t) => one(t),
+            None => (0..self.sizes.len() as u32).for_each(one),
+        }
+    }
+
+    /// A request went by message: flushes must wait (the view's count).
+    fn sent(&mut self, target: u32) {
+        self.outstanding[target as usize] += 1;
+        if let Some(v) = self.view {
+            v.busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Its answer came (or its send failed).
+    fn answered(&mut self, target: u32) {
+        if let Some(o) = self.outstanding.get_mut(target as usize) {
+            *o = o.saturating_sub(1);
+        }
+        if let Some(v) = self.view {
+            let _ = v.busy.fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_sub(1),
+            );
+        }
+    }
+
+    /// An error to raise at the next synchronization.
+    fn fail(&mut self, e: MpiError) {
+        self.failed = Some(e);
+        if let Some(v) = self.view {
+            v.failed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Takes the error to raise, if any.
+    fn take_failed(&mut self) -> MpiResult<()> {
+        if let Some(v) = self.view {
+            v.failed.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.failed.take().map_or(Ok(()), Err)
+    }
 }
 
 /// A flush with nothing outstanding makes one progress pass every this many calls: a
@@ -199,6 +269,11 @@ impl Ferrite {
 
     /// After MPI_Win_free's barrier: the channel is closed.
     pub fn rma_free(&mut self, w: MPI_Win) {
+        // First, so no fast-path call starts on memory about to be unmapped.
+        view::withdraw(w);
+        if let Ok(r) = self.rma(w) {
+            r.view = None;
+        }
         self.objects.wins.active.retain(|&x| x != w);
         let recv = self.rma(w).map(|r| r.recv).unwrap_or(MPI_REQUEST_NULL);
         am::withdraw(self, recv);
@@ -260,7 +335,7 @@ impl Ferrite {
                 if status.error != MPI_SUCCESS {
                     let r = self.rma(w).expect("checked above");
                     r.recv = MPI_REQUEST_NULL;
-                    r.failed = Some(MpiError::new(
+                    r.fail(MpiError::new(
                         status.error,
                         "the window's communication channel failed",
                     ));
@@ -398,12 +473,10 @@ impl Ferrite {
         let Some(p) = r.pending.remove(&h.id) else {
             return;
         };
-        if let Some(o) = r.outstanding.get_mut(p.target as usize) {
-            *o = o.saturating_sub(1);
-        }
+        r.answered(p.target);
         if h.op != MPI_SUCCESS {
             let msg = String::from_utf8_lossy(data).into_owned();
-            r.failed = Some(MpiError::new(
+            r.fail(MpiError::new(
                 h.op,
                 format!("at target {}: {msg}", p.target),
             ));
@@ -449,11 +522,11 @@ impl Ferrite {
                 _msg: msg,
             },
         );
-        r.outstanding[target as usize] += 1;
+        r.sent(target);
         if let Err(e) = am::send_kept(self, &route, target, bytes) {
             let r = self.rma(w)?;
             r.pending.remove(&id);
-            r.outstanding[target as usize] -= 1;
+            r.answered(target);
             return Err(e);
         }
         Ok(id)
@@ -517,9 +590,6 @@ impl Ferrite {
     /// One RMA operation; with `request`, a request completed by its Reply (MPI_Rput &
     /// co), else MPI_REQUEST_NULL.
     pub fn rma_call(&mut self, w: MPI_Win, c: Call, request: bool) -> MpiResult<MPI_Request> {
-        if !request && self.rma_fast(w, &c) {
-            return Ok(MPI_REQUEST_NULL);
-        }
         let comm = self.objects.wins.get(w)?.comm;
         let Some(t) = self.rank_check(w, c.target)? else {
             return Ok(if request {
@@ -541,6 +611,7 @@ impl Ferrite {
             }
         }
         let tdt = self.rma_datatype(c.tdt, c.tcount)?;
+        view::learn_builtin(c.tdt, &tdt);
         let runs = tdt.flatten(c.tcount as usize);
         let tbytes = apply::bytes(&runs);
         let (flavor, (size, unit)) = {
@@ -936,9 +1007,28 @@ impl state::Held {
             maps: Vec::new(),
             lock_slot: vec![0; n],
             idle_flushes: 0,
+            view: None,
         });
         self.objects.wins.active.push(w);
-        self.rma_lock_slots(w)
+        self.rma_lock_slots(w)?;
+        self.rma_publish(w)
+    }
+
+    /// Publishes the window's view for the fast path (view.rs) once every target's reach
+    /// is settled (`rma_lock_slots` mapped the peers' files).
+    fn rma_publish(&mut self, w: MPI_Win) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        let targets: Vec<view::TargetInit> = r
+            .reach
+            .iter()
+            .zip(&r.sizes)
+            .map(|(reach, &(size, unit))| match *reach {
+                Reach::Mapped { base, lock } => (base, lock, size, unit),
+                _ => (0, 0, size, unit),
+            })
+            .collect();
+        r.view = view::publish(w, &targets);
+        Ok(())
     }
 
     /// Decides (collectively) which targets' passive-target locks live in shared memory:
@@ -1000,10 +1090,7 @@ impl state::Held {
             },
             Err(_) => true,
         })?;
-        match self.rma(w)?.failed.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.rma(w)?.take_failed()
     }
 
     /// MPI_Win_fence: completes this process's operations, then a barrier (so every
@@ -1016,7 +1103,9 @@ impl state::Held {
         let comm = self.objects.wins.get(w)?.comm;
         let done = self.rma_wait(w, None);
         self.allgather_fixed(comm, &[0])?;
-        self.rma(w)?.fence = assert & MPI_MODE_NOSUCCEED == 0;
+        let r = self.rma(w)?;
+        r.fence = assert & MPI_MODE_NOSUCCEED == 0;
+        r.sync_view(None);
         done
     }
 
@@ -1025,10 +1114,7 @@ impl state::Held {
             st.rma(w)
                 .map_or(true, |r| ids.iter().all(|id| !r.pending.contains_key(id)))
         })?;
-        match self.rma(w)?.failed.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.rma(w)?.take_failed()
     }
 
     pub fn rma_lock(&mut self, w: MPI_Win, ty: i32, rank: i32, assert: i32) -> MpiResult<()> {
@@ -1058,7 +1144,9 @@ impl state::Held {
                 self.wait_ids(w, &[id])?;
             }
         }
-        self.rma(w)?.locks.insert(t, Held { nocheck, excl });
+        let r = self.rma(w)?;
+        r.locks.insert(t, Held { nocheck, excl });
+        r.sync_view(Some(t));
         Ok(())
     }
 
@@ -1105,7 +1193,9 @@ impl state::Held {
                 self.wait_ids(w, &[id])?;
             }
         }
-        self.rma(w)?.locks.remove(&t);
+        let r = self.rma(w)?;
+        r.locks.remove(&t);
+        r.sync_view(Some(t));
         done
     }
 
@@ -1130,10 +1220,12 @@ impl state::Held {
             }
             self.wait_ids(w, &ids)?;
         }
-        self.rma(w)?.lock_all = Some(Held {
+        let r = self.rma(w)?;
+        r.lock_all = Some(Held {
             nocheck,
             excl: false,
         });
+        r.sync_view(Some(0));
         Ok(())
     }
 
@@ -1155,7 +1247,9 @@ impl state::Held {
             }
             self.wait_ids(w, &ids)?;
         }
-        self.rma(w)?.lock_all = None;
+        let r = self.rma(w)?;
+        r.lock_all = None;
+        r.sync_view(Some(0));
         done
     }
 
@@ -1177,10 +1271,12 @@ impl state::Held {
             };
             if quiet {
                 // Now and then one pass of the progress engine (see IDLE_FLUSH_PROGRESS).
+                // With a view, fast::flush counted and sent this one here for its pass (or
+                // for an error to raise).
                 r.idle_flushes = r.idle_flushes.wrapping_add(1);
-                if !r.idle_flushes.is_multiple_of(IDLE_FLUSH_PROGRESS) {
+                if r.view.is_none() && !r.idle_flushes.is_multiple_of(IDLE_FLUSH_PROGRESS) {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-                    return r.failed.take().map_or(Ok(()), Err);
+                    return r.take_failed();
                 }
                 self.progress();
                 return self.rma_wait(w, rank.map(|t| t as u32));
@@ -1232,14 +1328,18 @@ impl state::Held {
                 r.posts[t as usize] -= 1;
             }
         }
-        self.rma(w)?.started = Some(ranks);
+        let r = self.rma(w)?;
+        r.started = Some(ranks);
+        r.sync_view(None);
         Ok(())
     }
 
     pub fn rma_complete(&mut self, w: MPI_Win) -> MpiResult<()> {
-        let Some(ranks) = self.rma(w)?.started.take() else {
+        let r = self.rma(w)?;
+        let Some(ranks) = r.started.take() else {
             return Err(sync_err("MPI_Win_complete without MPI_Win_start"));
         };
+        r.sync_view(None);
         let mut done = Ok(());
         for &t in &ranks {
             let d = self.rma_wait(w, Some(t));
