@@ -146,6 +146,10 @@ pub struct TransportStats {
     /// Rendezvous buffers found already registered, and registered anew (ofi).
     pub mr_cache_hits: u64,
     pub mr_cache_misses: u64,
+    /// Receive buffers (ofi): shared (1: one shared receive context per process, 0: per
+    /// connection), most posted at once, their bytes, and (shared) the fewest left posted
+    /// as a message took one.
+    pub recv_buffers: [u64; 4],
 }
 
 /// Counters of the whole `Net`, per transport.
