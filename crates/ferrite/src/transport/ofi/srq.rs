@@ -430,7 +430,7 @@ mod tests {
                         cr[0].received(EpId(i as u64), g, credited);
                         if data {
                             got[i] += 1;
-                            if got[i] % 5 == 0 {
+                            if got[i].is_multiple_of(5) {
                                 answers[i] += 1;
                             }
                         }
