@@ -962,12 +962,20 @@ impl Ofi {
         while let Some(ev) = self.eq.read() {
             self.event(ev);
         }
-        let eps: Vec<EpId> = self
+        let mut eps: Vec<EpId> = self
             .peers
             .iter()
             .filter(|(_, p)| !p.queue.is_empty())
             .filter_map(|(&r, _)| self.mgr.sendable(r))
             .collect();
+        // Handshake bytes and a closing connection's last messages may have waited for a
+        // credit (or for the window) too.
+        eps.extend(
+            self.conns
+                .iter()
+                .filter(|(_, c)| c.up && !(c.ctl.is_empty() && c.closeq.is_empty()))
+                .map(|(&ep, _)| ep),
+        );
         for ep in eps {
             self.pump(ep);
         }
