@@ -37,7 +37,9 @@ use crate::conn::manager::{
     self, Action, EpId, EpView, FailKind, Failure, Manager, Phase, HELLO_LEN,
 };
 use crate::conn::{policy, Micros};
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED, MPI_ERR_UNSUPPORTED_OPERATION};
+use crate::consts::{
+    MPI_ERR_ARG, MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED, MPI_ERR_UNSUPPORTED_OPERATION,
+};
 use crate::error::{MpiError, MpiResult};
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};
@@ -424,7 +426,7 @@ impl Ofi {
         let pool_n = srq::pool_size(size, cfg.srq_k, cfg.srq_b) as usize;
         if shared && !(8..=CTX_BUF).contains(&pool_n) {
             return Err(mpi_err!(
-                MPI_ERR_OTHER,
+                MPI_ERR_ARG,
                 "ofi transport: FERRITE_OFI_SRQ_K={} and FERRITE_OFI_SRQ_B={} give {pool_n} \
                  shared receive buffers for {size} ranks; at least 8 and at most {CTX_BUF}",
                 cfg.srq_k,
