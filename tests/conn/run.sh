@@ -184,5 +184,8 @@ for policy in $policies; do
     fi
 done
 
+# ofi's shared receive pool and its credits (tests/conn/srq.sh).
+if [ "$CONN_TRANSPORT" = ofi ]; then . "$here/srq.sh"; fi
+
 echo "conn: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -153,7 +153,22 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_OFI_CREDITS",
         default: "16",
-        doc: "Packets in flight per ofi connection (twice as many receive buffers are posted); same on every rank.",
+        doc: "Most packets in flight per ofi connection (without a shared receive context, twice as many receive buffers are posted per connection); same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_OFI_SRQ",
+        default: "1",
+        doc: "ofi: one shared receive context per process (fi_srx_context) where the provider has them; 0: receive buffers per connection.",
+    },
+    Knob {
+        name: "FERRITE_OFI_SRQ_K",
+        default: "16",
+        doc: "ofi shared receive buffers per process = K * log2(ranks) + B: the K; same on every rank.",
+    },
+    Knob {
+        name: "FERRITE_OFI_SRQ_B",
+        default: "64",
+        doc: "ofi shared receive buffers per process = K * log2(ranks) + B: the B; same on every rank.",
     },
     Knob {
         name: "FERRITE_OFI_RDMA_READ",

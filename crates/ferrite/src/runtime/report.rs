@@ -30,6 +30,8 @@ const DATAGRAM_COUNTS: [&str; 3] = ["retransmits", "acks", "duplicates"];
 const DROP_REASONS: [&str; 2] = ["strangers", "malformed"];
 /// Names of the registration cache counters (ofi), in `Record::mr_cache` order.
 const MR_CACHE_COUNTS: [&str; 3] = ["hits", "misses", "invalidated"];
+/// Names of the receive buffer figures (ofi), in `Record::recv_buffers` order.
+const RECV_BUFFERS: [&str; 4] = ["shared", "buffers", "bytes", "lowest_free"];
 
 /// One rank's counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,6 +61,9 @@ pub struct Record {
     /// Rendezvous registrations found in the cache, made, and dropped because their memory
     /// was given back (MR_CACHE_COUNTS).
     pub mr_cache: [u64; 3],
+    /// ofi's receive buffers (RECV_BUFFERS): shared or per connection, most posted, bytes,
+    /// fewest left posted.
+    pub recv_buffers: [u64; 4],
 }
 
 impl Record {
@@ -109,6 +114,9 @@ impl Record {
         self.mr_cache[0] += t.mr_cache_hits;
         self.mr_cache[1] += t.mr_cache_misses;
         self.mr_cache[2] += t.mr_cache_invalidations;
+        if t.recv_buffers[1] > 0 {
+            self.recv_buffers = t.recv_buffers;
+        }
     }
 
     pub fn opened_total(&self) -> u64 {
@@ -132,6 +140,7 @@ impl Record {
         v.extend(self.datagrams);
         v.extend(self.dropped);
         v.extend(self.mr_cache);
+        v.extend(self.recv_buffers);
         v.push(self.traffic.len() as u64);
         for (t, c) in &self.traffic {
             v.push(*t);
@@ -178,6 +187,9 @@ impl Record {
         for x in &mut r.mr_cache {
             *x = next()?;
         }
+        for x in &mut r.recv_buffers {
+            *x = next()?;
+        }
         let n = next()?;
         for _ in 0..n.min(KNOWN_TRANSPORTS.len() as u64) {
             let t = next()?;
@@ -220,6 +232,15 @@ impl Record {
         write_datagrams_text(&mut s, self.datagrams);
         write_dropped_text(&mut s, self.dropped);
         write_mr_cache_text(&mut s, self.mr_cache);
+        let [shared, n, bytes, low] = self.recv_buffers;
+        if n > 0 {
+            let how = if shared == 1 {
+                format!("shared (srx), fewest free {low}")
+            } else {
+                "per connection".to_string()
+            };
+            let _ = write!(s, "; ofi receive buffers {n} {how}, {bytes} B");
+        }
         let _ = write!(s, "; peak RSS {} kB", self.peak_rss_kb);
         s
     }
@@ -251,6 +272,8 @@ impl Record {
         join_obj(&mut s, DROP_REASONS.iter().copied().zip(self.dropped));
         s.push_str("},\"mr_cache\":{");
         join_obj(&mut s, MR_CACHE_COUNTS.iter().copied().zip(self.mr_cache));
+        s.push_str("},\"recv_buffers\":{");
+        join_obj(&mut s, RECV_BUFFERS.iter().copied().zip(self.recv_buffers));
         let _ = write!(s, "}},\"peak_rss_kb\":{}}}", self.peak_rss_kb);
         s
     }

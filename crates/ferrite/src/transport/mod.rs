@@ -200,6 +200,10 @@ pub struct TransportStats {
     pub mr_cache_misses: u64,
     /// Registrations dropped because their memory was given back (munmap, ...; ofi).
     pub mr_cache_invalidations: u64,
+    /// Receive buffers (ofi): shared (1: one shared receive context per process, 0: per
+    /// connection), most posted at once, their bytes, and (shared) the fewest left posted
+    /// as a message took one.
+    pub recv_buffers: [u64; 4],
 }
 
 /// Counters of the whole `Net`, per transport.

@@ -33,6 +33,9 @@ const FI_WAIT_FD: u32 = 3;
 const FI_CQ_FORMAT_MSG: u32 = 2;
 const FI_GETWAIT: c_int = 5;
 const FI_ENABLE: c_int = 6;
+/// rx_ctx_cnt of an endpoint that shares a receive context (SIZE_MAX).
+const FI_SHARED_CONTEXT: usize = usize::MAX;
+const FI_ENOSYS: c_int = libc::ENOSYS;
 
 // EQ events.
 const FI_CONNREQ: u32 = 1;
@@ -198,8 +201,13 @@ struct FiOpsDomain {
         unsafe extern "C" fn(*mut FidDomain, *mut FiCqAttr, *mut *mut FidCq, *mut c_void) -> c_int,
     endpoint:
         unsafe extern "C" fn(*mut FidDomain, *mut FiInfo, *mut *mut FidEp, *mut c_void) -> c_int,
-    // scalable_ep, cntr_open, poll_open, stx_ctx, srx_ctx, query_atomic, query_collective,
-    // endpoint2 follow; unused.
+    scalable_ep: *const c_void,
+    cntr_open: *const c_void,
+    poll_open: *const c_void,
+    stx_ctx: *const c_void,
+    srx_ctx:
+        unsafe extern "C" fn(*mut FidDomain, *mut FiRxAttr, *mut *mut FidEp, *mut c_void) -> c_int,
+    // query_atomic, query_collective, endpoint2 follow; unused.
 }
 
 #[repr(C)]
@@ -521,6 +529,9 @@ pub struct ProvInfo {
     pub mr_mode: c_int,
     pub inject_size: usize,
     pub max_msg_size: usize,
+    /// Shared receive contexts an endpoint may use (domain attribute max_ep_srx_ctx; 0:
+    /// the provider has none, each endpoint posts its own receives).
+    pub max_ep_srx_ctx: usize,
 }
 
 /// The list fi_getinfo returned; `head` is the entry we use.
@@ -618,8 +629,19 @@ impl Info {
                 mr_mode: (*h.domain_attr).mr_mode,
                 inject_size: (*h.tx_attr).inject_size,
                 max_msg_size: (*h.ep_attr).max_msg_size,
+                max_ep_srx_ctx: (*h.domain_attr).max_ep_srx_ctx,
             }
         }
+    }
+}
+
+impl Info {
+    /// Endpoints opened from this info take their receives from a shared receive context
+    /// (ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT), bound with `Ep::bind_enable`.
+    pub fn share_rx(&mut self) {
+        // SAFETY: head is a valid fi_info with its attribute structs (fi_getinfo's or a
+        // CONNREQ's); we change one field of memory the list owns.
+        unsafe { (*(*self.head).ep_attr).rx_ctx_cnt = FI_SHARED_CONTEXT };
     }
 }
 
@@ -745,6 +767,38 @@ impl Domain {
             unsafe { ((*(*self.0).ops).endpoint)(self.0, info.head, &mut e, ctx as *mut c_void) };
         check("fi_endpoint", rc)?;
         Ok(Ep(e))
+    }
+
+    /// A shared receive context (fi_srx_context) for `size` posted receives, its
+    /// completions (errors and cancellations; a message's completion goes to the queue of
+    /// the endpoint it came on) on `cq`. Receives are posted to it as to an endpoint.
+    pub fn srx(&self, size: usize, cq: &Cq) -> Result<Ep, String> {
+        let mut attr = FiRxAttr {
+            caps: FI_MSG | FI_RECV,
+            mode: 0,
+            op_flags: 0,
+            msg_order: 0,
+            comp_order: 0,
+            total_buffered_recv: 0,
+            size,
+            iov_limit: 1,
+        };
+        let mut e = null_mut();
+        // SAFETY: fi_srx_context: domain->ops->srx_ctx with a valid attr (the ops table
+        // of 1.17 has the member; providers without shared contexts return -FI_ENOSYS).
+        let rc = unsafe { ((*(*self.0).ops).srx_ctx)(self.0, &mut attr, &mut e, null_mut()) };
+        check("fi_srx_context", rc)?;
+        let srx = Ep(e);
+        // SAFETY: fi_ep_bind(srx, cq, FI_RECV); both live. Providers that report every
+        // receive on the endpoint's own queue do not take the binding (-FI_ENOSYS).
+        let rc = unsafe {
+            let ops = (*srx.0).fid.ops;
+            ((*ops).bind)(&mut (*srx.0).fid, &mut (*cq.0).fid, FI_RECV)
+        };
+        if rc != -FI_ENOSYS {
+            check("fi_ep_bind(shared receive context, cq)", rc)?;
+        }
+        Ok(srx)
     }
 
     /// Registers `len` bytes at `addr` for `access` (FI_SEND|FI_RECV|FI_READ|FI_REMOTE_READ),
@@ -1033,11 +1087,18 @@ fn post(what: &str, rc: isize) -> Result<bool, String> {
 }
 
 impl Ep {
-    /// Binds to the event queue and (for sends and receives) the completion queue, enables.
-    pub fn bind_enable(&self, eq: &Eq, cq: &Cq) -> Result<(), String> {
+    /// Binds to the event queue, (for sends and receives) the completion queue and, if
+    /// given, the shared receive context its receives come from; enables.
+    pub fn bind_enable(&self, eq: &Eq, cq: &Cq, srx: Option<&Ep>) -> Result<(), String> {
         // SAFETY: fi_ep_bind: ep->fid.ops->bind(&ep->fid, bfid, flags); all objects live.
         unsafe {
             let ops = (*self.0).fid.ops;
+            if let Some(srx) = srx {
+                check(
+                    "fi_ep_bind(shared receive context)",
+                    ((*ops).bind)(&mut (*self.0).fid, &mut (*srx.0).fid, 0),
+                )?;
+            }
             check(
                 "fi_ep_bind(eq)",
                 ((*ops).bind)(&mut (*self.0).fid, &mut (*eq.0).fid, 0),

@@ -13,10 +13,12 @@
 //!   which endpoint carries them. Adaptive traffic and the ud set-up go over a datagram
 //!   channel on a libfabric FI_EP_DGRAM endpoint (`dgram.rs`), as tcp's over udp.
 //! - Eager: packets are copied into pre-registered bounce buffers and sent with fi_send
-//!   into receive buffers the peer posted (2R per connection). Credits: a sender sends at
-//!   most R packets the peer has not reported reposting; reposts are reported on the
-//!   peer's packets, or in a credit message (sent when R/2 are owed, or before blocking)
-//!   which itself uses one of the R spare buffers and returns none, so nothing is dropped.
+//!   into receive buffers the peer posted: one shared receive context per process with
+//!   K * ceil(log2 n) + B buffers where the provider has them, else 2R per connection
+//!   (`srq.rs`). Credits (`srq::Credits`) keep every sender within what its receiver lent
+//!   it, so nothing waits for a buffer and nothing is dropped. Every message's header names
+//!   its connection (the dialer's rank and endpoint id), since a shared context's
+//!   completions do not say which endpoint a message came on.
 //! - Rendezvous: the sender's RTS carries its key to the buffer (`rndv_key`: a registration
 //!   from the registration cache, `regcache.rs`), and the receiver fi_reads it at once (RDMA
 //!   read, `read_keyed`); without a key the protocol falls back to fragments.
@@ -29,6 +31,7 @@ pub mod dgram;
 pub mod ffi;
 pub mod memhooks;
 pub mod regcache;
+pub mod srq;
 
 use super::timer::Timer;
 use super::udp::Datagrams;
@@ -38,12 +41,13 @@ use crate::conn::manager::{
     self, Action, EpId, EpView, FailKind, Failure, Manager, Phase, HELLO_LEN,
 };
 use crate::conn::{policy, Micros};
-use crate::consts::{MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
+use crate::consts::{MPI_ERR_ARG, MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::error::{MpiError, MpiResult};
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};
 use ffi::{CqEntry, Domain, Ep, Eq, EqEvent, Fabric, Info, Mr, Pep, ProvInfo};
 use regcache::RegCache;
+use srq::{Credits, Grant, Pool};
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::io::RawFd;
 use std::time::Instant;
@@ -56,8 +60,14 @@ pub struct OfiConfig {
     pub iface: String,
     /// Bytes per bounce buffer (the largest packet, header included).
     pub buffer: usize,
-    /// Packets in flight per connection (R): 2R receive buffers posted.
+    /// Most packets in flight per connection (R); 2R receive buffers per connection when
+    /// they are not shared.
     pub credits: u32,
+    /// One shared receive context per process where the provider has them
+    /// (FERRITE_OFI_SRQ), with K * ceil(log2 n) + B buffers (FERRITE_OFI_SRQ_K, _B).
+    pub srq: bool,
+    pub srq_k: u32,
+    pub srq_b: u32,
     /// Rendezvous by RDMA read (else the protocol copies through packets).
     pub rdma_read: bool,
     pub cache_entries: usize,
@@ -99,6 +109,9 @@ impl OfiConfig {
                 .to_string(),
             buffer,
             credits,
+            srq: config::get::<u32>("FERRITE_OFI_SRQ") != 0,
+            srq_k: config::get("FERRITE_OFI_SRQ_K"),
+            srq_b: config::get("FERRITE_OFI_SRQ_B"),
             rdma_read: config::get::<u32>("FERRITE_OFI_RDMA_READ") != 0,
             cache_entries: config::get("FERRITE_OFI_MR_CACHE_ENTRIES"),
             cache_bytes: config::get::<u64>("FERRITE_OFI_MR_CACHE_MB") << 20,
@@ -118,6 +131,9 @@ impl OfiConfig {
             iface: String::new(),
             buffer: 16448,
             credits: 8,
+            srq: true,
+            srq_k: 16,
+            srq_b: 64,
             rdma_read: true,
             cache_entries: 64,
             cache_bytes: 64 << 20,
@@ -216,7 +232,7 @@ pub mod test_board {
     }
 }
 
-// Message kinds (first byte of the 8-byte header; bytes 4..8: credits returned).
+// Message kinds (first byte of the header, `header`).
 const DATA: u8 = 1;
 const CREDIT: u8 = 2;
 /// The connection manager's close protocol (see `conn/manager.rs`).
@@ -227,14 +243,36 @@ const HELLO: u8 = 6;
 const CLOSE_ACK: u8 = 7;
 /// The peer finalized: the end of this connection is no failure.
 const BYE: u8 = 8;
-const HDR: usize = 8;
+const HDR: usize = 24;
 
 /// Where `progress` hands data packets (None: into `arrived`).
 type Deliver<'a> = &'a mut dyn FnMut(Proc, &[u8]);
 
-fn header(kind: u8, credits: u32) -> [u8; HDR] {
-    let c = credits.to_le_bytes();
-    [kind, 0, 0, 0, c[0], c[1], c[2], c[3]]
+/// A message's header: kind, the sender's ask for acknowledgements, credits lent, our
+/// messages acknowledged (the grant, `srq.rs`), and the connection it belongs to: the rank
+/// and endpoint id of its dialer (a shared receive context does not say which endpoint a
+/// message came on).
+fn header(kind: u8, g: Grant, wire: (Proc, u64)) -> [u8; HDR] {
+    let mut h = [0u8; HDR];
+    h[0] = kind;
+    h[1] = u8::from(g.ask);
+    h[4..8].copy_from_slice(&g.credits.to_le_bytes());
+    h[8..12].copy_from_slice(&g.acks.to_le_bytes());
+    h[12..16].copy_from_slice(&wire.0.to_le_bytes());
+    h[16..24].copy_from_slice(&wire.1.to_le_bytes());
+    h
+}
+
+/// The kind, grant and connection of a header.
+fn parse_header(h: &[u8]) -> (u8, Grant, (Proc, u64)) {
+    let u = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
+    let g = Grant {
+        credits: u(4),
+        acks: u(8),
+        ask: h[1] != 0,
+    };
+    let ep = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+    (h[0], g, (u(12), ep))
 }
 
 // Completion contexts: the operation's kind in the top bits; for sends and receives the
@@ -242,6 +280,8 @@ fn header(kind: u8, credits: u32) -> [u8; HDR] {
 const CTX_RECV: usize = 1 << 60;
 const CTX_SEND: usize = 2 << 60;
 const CTX_READ: usize = 3 << 60;
+/// A receive posted to the shared receive context (the buffer's index below).
+const CTX_SRX: usize = 4 << 60;
 const CTX_KIND: usize = 0xf << 60;
 const CTX_BUF_BITS: u32 = 20;
 const CTX_BUF: usize = (1 << CTX_BUF_BITS) - 1;
@@ -265,14 +305,12 @@ const HELD_RECHECK: Micros = 10_000;
 /// (dialing, hello, up, closing) is the connection manager's.
 struct Conn {
     ep: Ep,
-    rx_mr: Mr,
-    rx: Vec<u8>,
+    /// Its own receive buffers (None: the process's shared context has them).
+    rx: Option<(Mr, Vec<u8>)>,
+    /// The connection's name in headers: its dialer's rank and endpoint id.
+    wire: (Proc, u64),
     /// FI_CONNECTED came: messages may be posted.
     up: bool,
-    /// Receive buffers the peer has posted for our messages, not yet used.
-    credits: u32,
-    /// Receive buffers we reposted and not yet reported to the peer.
-    owed: u32,
     /// Handshake bytes to send (before anything else).
     ctl: VecDeque<Vec<u8>>,
     /// Once closing: what still goes on it (the peer's queue moved here), ending with our
@@ -312,6 +350,8 @@ pub struct Ofi {
     // Fields drop in this order: endpoints and registrations before the queues, the domain
     // and the fabric they belong to.
     conns: HashMap<EpId, Conn>,
+    /// The shared receive context and its buffers (None: per-connection buffers).
+    pool: Option<Pool>,
     cache: RegCache<Mr>,
     /// Memory the program gave back (munmap, ...), read before each cache lookup.
     released: memhooks::Reader,
@@ -326,6 +366,12 @@ pub struct Ofi {
     /// Every decision about connections: when they open and close, set-up, the close
     /// protocol, the budget, failures (the same manager as tcp's).
     mgr: Manager,
+    /// Credits of every connection, and the receive buffers lent from the pool.
+    credits: Credits,
+    /// Accepted connections by their name in headers (dialer's rank and endpoint id).
+    wires: HashMap<(Proc, u64), EpId>,
+    /// Most receive buffers posted at once (per-connection buffers; the pool's are fixed).
+    rx_peak: usize,
     /// Our passive endpoint's name (the manager's listen address).
     name: Vec<u8>,
     tx_free: Vec<usize>,
@@ -371,12 +417,39 @@ impl Ofi {
     /// Opens the fabric, domain, queues and the passive endpoint, and publishes its name.
     pub fn new(rank: Proc, size: u32, cfg: OfiConfig, mut board: Box<dyn Board>) -> MpiResult<Ofi> {
         ffi::available().map_err(|e| err(format!("FERRITE_TRANSPORTS lists ofi but {e}")))?;
-        let info = Info::get(&cfg.provider, &cfg.iface).map_err(err)?;
+        let mut info = Info::get(&cfg.provider, &cfg.iface).map_err(err)?;
         let prov = info.prov();
         let fabric = Fabric::open(&info).map_err(err)?;
         let domain = fabric.domain(&info).map_err(err)?;
         let eq = fabric.eq(64).map_err(err)?;
-        let cq = domain.cq(4 * TX_SLOTS + 1024).map_err(err)?;
+        let shared = cfg.srq && prov.max_ep_srx_ctx > 0;
+        let pool_n = srq::pool_size(size, cfg.srq_k, cfg.srq_b) as usize;
+        if shared && !(8..=CTX_BUF).contains(&pool_n) {
+            return Err(mpi_err!(
+                MPI_ERR_ARG,
+                "ofi transport: FERRITE_OFI_SRQ_K={} and FERRITE_OFI_SRQ_B={} give {pool_n} \
+                 shared receive buffers for {size} ranks; at least 8 and at most {CTX_BUF}",
+                cfg.srq_k,
+                cfg.srq_b
+            ));
+        }
+        let cq = domain
+            .cq(4 * TX_SLOTS + 1024 + if shared { pool_n } else { 0 })
+            .map_err(err)?;
+        let pool = if shared {
+            info.share_rx();
+            let p =
+                Pool::new(&domain, &cq, pool_n, cfg.buffer, 2, |i| CTX_SRX | i).map_err(|e| {
+                    err(format!(
+                        "{e} (the provider offers shared receive contexts; FERRITE_OFI_SRQ=0 \
+                     posts receive buffers per connection instead)"
+                    ))
+                })?;
+            Some(p)
+        } else {
+            None
+        };
+        let credits = Credits::new(shared.then_some(pool_n as u32), cfg.credits);
         let pep = fabric.passive_ep(&info).map_err(err)?;
         let name = pep.listen(&eq).map_err(err)?;
         board.put(rank, &name)?;
@@ -437,6 +510,10 @@ impl Ofi {
             cfg,
             prov,
             conns: HashMap::new(),
+            pool,
+            credits,
+            wires: HashMap::new(),
+            rx_peak: 0,
             tx_mr,
             tx,
             pep,
@@ -454,7 +531,7 @@ impl Ofi {
             resume: Vec::new(),
             reads: HashMap::new(),
             next_id: 1,
-            next_key: 2,
+            next_key: 3,
             board,
             secret: None,
             epoll,
@@ -501,30 +578,46 @@ impl Ofi {
     }
 
     /// A new endpoint for the manager's `ep`, bound, enabled, with its receive buffers
-    /// posted. `req`: a connection request's info (accepting), None: the base info (dialing).
-    fn new_conn(&mut self, req: Option<&Info>, ep: EpId) -> Result<(), String> {
-        let fep = self
-            .domain
-            .endpoint(req.unwrap_or(&self.info), ep.0 as usize)?;
-        fep.bind_enable(&self.eq, &self.cq)?;
+    /// posted (or bound to the shared receive context). `req`: a connection request's info
+    /// (accepting), None: the base info (dialing). `wire`: its name in headers.
+    fn new_conn(
+        &mut self,
+        req: Option<&mut Info>,
+        ep: EpId,
+        wire: (Proc, u64),
+    ) -> Result<(), String> {
+        let fep = match req {
+            Some(info) => {
+                if self.pool.is_some() {
+                    info.share_rx();
+                }
+                self.domain.endpoint(info, ep.0 as usize)?
+            }
+            None => self.domain.endpoint(&self.info, ep.0 as usize)?,
+        };
+        fep.bind_enable(&self.eq, &self.cq, self.pool.as_ref().map(Pool::srx))?;
         let n = self.rx_count();
-        let mut rx = vec![0u8; n * self.recv_len()];
-        let key = self.new_key();
-        // SAFETY: rx lives in the Conn with this registration, and the Conn drops its
-        // endpoint before both (field order).
-        let rx_mr = unsafe {
-            self.domain
-                .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, key)
-        }?;
+        let rx = if self.pool.is_none() {
+            let mut rx = vec![0u8; n * self.recv_len()];
+            let key = self.new_key();
+            // SAFETY: rx lives in the Conn with this registration, and the Conn drops its
+            // endpoint before both (field order).
+            let rx_mr = unsafe {
+                self.domain
+                    .mr_reg(rx.as_mut_ptr() as u64, rx.len(), ffi::FI_RECV, key)
+            }?;
+            Some((rx_mr, rx))
+        } else {
+            None
+        };
+        let own = rx.is_some();
         self.conns.insert(
             ep,
             Conn {
                 ep: fep,
-                rx_mr,
                 rx,
+                wire,
                 up: false,
-                credits: 0,
-                owed: 0,
                 ctl: VecDeque::new(),
                 closeq: VecDeque::new(),
                 sending: Vec::new(),
@@ -533,10 +626,36 @@ impl Ofi {
                 bye: false,
             },
         );
-        for b in 0..n {
-            self.repost(ep, b)?;
+        if wire.0 != self.rank {
+            self.wires.insert(wire, ep);
+        }
+        if own {
+            for b in 0..n {
+                self.repost(ep, b)?;
+            }
+            let posted = n * self.conns.values().filter(|c| c.rx.is_some()).count();
+            self.rx_peak = self.rx_peak.max(posted);
         }
         Ok(())
+    }
+
+    /// Forgets an endpoint: its credits and its name in headers go with it.
+    fn forget(&mut self, ep: EpId) -> Option<Conn> {
+        let c = self.conns.remove(&ep)?;
+        self.credits.close(ep);
+        if self.wires.get(&c.wire) == Some(&ep) {
+            self.wires.remove(&c.wire);
+        }
+        Some(c)
+    }
+
+    /// Posts receive buffer `b` again: of the shared context (`ep` None) or of `ep`'s own.
+    fn repost_rx(&mut self, ep: Option<EpId>, b: usize) -> Result<(), String> {
+        match (ep, self.pool.as_mut()) {
+            (None, Some(p)) => p.repost(b, CTX_SRX | b),
+            (Some(ep), _) => self.repost(ep, b),
+            (None, None) => Ok(()),
+        }
     }
 
     fn repost(&mut self, ep: EpId, b: usize) -> Result<(), String> {
@@ -544,13 +663,16 @@ impl Ofi {
         let Some(c) = self.conns.get_mut(&ep) else {
             return Ok(());
         };
+        let Some((rx_mr, rx)) = c.rx.as_mut() else {
+            return Ok(());
+        };
         // SAFETY: buffer b of the connection's receive area, which lives as long as the
         // endpoint; it is not touched until its completion.
         let ok = unsafe {
             c.ep.recv(
-                c.rx.as_mut_ptr().add(b * len),
+                rx.as_mut_ptr().add(b * len),
                 len,
-                c.rx_mr.desc(),
+                rx_mr.desc(),
                 ctx(CTX_RECV, ep, b),
             )
         }?;
@@ -662,11 +784,12 @@ impl Ofi {
             };
             let mut param = self.rank.to_le_bytes().to_vec();
             param.extend(self.secret().map_err(|e| e.msg)?.to_le_bytes());
-            self.new_conn(None, ep)?;
+            param.extend(ep.0.to_le_bytes());
+            self.new_conn(None, ep, (self.rank, ep.0))?;
             self.conns[&ep].ep.connect(&card, &param)
         })();
         if let Err(why) = res {
-            self.conns.remove(&ep);
+            self.forget(ep);
             let now = self.now();
             self.mgr
                 .endpoint_closed(ep, &format!("connecting to rank {peer}: {why}"), now);
@@ -678,18 +801,19 @@ impl Ofi {
     fn drop_conn(&mut self, ep: EpId, bye: bool) {
         if let Some(c) = self.conns.get(&ep) {
             if c.up {
+                // Without credit: the pool keeps a few buffers for these (srq.rs).
                 for b in &c.ctl {
-                    let mut m = header(HELLO, 0).to_vec();
+                    let mut m = header(HELLO, Grant::default(), c.wire).to_vec();
                     m.extend_from_slice(b);
                     let _ = c.ep.inject(&m);
                 }
                 if bye {
-                    let _ = c.ep.inject(&header(BYE, 0));
+                    let _ = c.ep.inject(&header(BYE, Grant::default(), c.wire));
                 }
                 c.ep.shutdown();
             }
         }
-        if let Some(c) = self.conns.remove(&ep) {
+        if let Some(c) = self.forget(ep) {
             let slots = c.sending.clone();
             drop(c);
             self.tx_free.extend(slots);
@@ -776,7 +900,7 @@ impl Ofi {
     /// Copies header and parts into a bounce buffer and sends it on `ep` (one credit).
     /// Ok(false): no credit, no bounce buffer or the endpoint's queue is full.
     fn post(&mut self, ep: EpId, kind: u8, parts: &[&[u8]]) -> Result<bool, String> {
-        if !self.conns.get(&ep).is_some_and(|c| c.up && c.credits > 0) {
+        if !self.conns.get(&ep).is_some_and(|c| c.up) || !self.credits.can_send(ep) {
             return Ok(false);
         }
         if self.tx_free.is_empty() {
@@ -791,7 +915,8 @@ impl Ofi {
             return Ok(false);
         };
         let buf = &mut self.tx[slot * size..(slot + 1) * size];
-        buf[..HDR].copy_from_slice(&header(kind, c.owed));
+        let g = self.credits.sent(ep);
+        buf[..HDR].copy_from_slice(&header(kind, g, c.wire));
         let mut n = HDR;
         for p in parts {
             buf[n..n + p.len()].copy_from_slice(p);
@@ -804,8 +929,6 @@ impl Ofi {
         };
         match ok {
             Ok(true) => {
-                c.owed = 0;
-                c.credits -= 1;
                 c.sending.push(slot);
                 if kind == DATA {
                     self.stats.packets_sent += 1;
@@ -814,27 +937,32 @@ impl Ofi {
                 Ok(true)
             }
             Ok(false) => {
+                self.credits.unsent(ep, g);
                 self.tx_free.push(slot);
                 Ok(false)
             }
             Err(e) => {
+                self.credits.unsent(ep, g);
                 self.tx_free.push(slot);
                 Err(format!("send failed: {e}"))
             }
         }
     }
 
-    /// Reports reposted receive buffers in a credit message where `all`, or R/2 are owed.
+    /// Lends the peers' used buffers again in credit messages where due (`all`: any).
     fn return_credits(&mut self, all: bool) {
-        let half = self.cfg.credits / 2;
-        for c in self.conns.values_mut() {
-            if c.up && c.owed > 0 && (all || c.owed >= half) {
-                // The message uses a spare buffer of the peer's and returns no credit.
-                match c.ep.inject(&header(CREDIT, c.owed)) {
-                    Ok(true) => c.owed = 0,
-                    Ok(false) => {}
-                    Err(_) => {} // the connection's end shows up on the event queue
-                }
+        for ep in self.credits.links() {
+            let Some(c) = self.conns.get(&ep).filter(|c| c.up) else {
+                continue;
+            };
+            let Some(g) = self.credits.credit_message(ep, all) else {
+                continue;
+            };
+            // The message uses a buffer of the peer's reserve and returns no credit.
+            match c.ep.inject(&header(CREDIT, g, c.wire)) {
+                Ok(true) => {}
+                // Err: the connection's end shows up on the event queue.
+                Ok(false) | Err(_) => self.credits.restore(ep, g),
             }
         }
     }
@@ -858,12 +986,20 @@ impl Ofi {
         while let Some(ev) = self.eq.read() {
             self.event(ev);
         }
-        let eps: Vec<EpId> = self
+        let mut eps: Vec<EpId> = self
             .peers
             .iter()
             .filter(|(_, p)| !p.queue.is_empty())
             .filter_map(|(&r, _)| self.mgr.sendable(r))
             .collect();
+        // Handshake bytes and a closing connection's last messages may have waited for a
+        // credit (or for the window) too.
+        eps.extend(
+            self.conns
+                .iter()
+                .filter(|(_, c)| c.up && !(c.ctl.is_empty() && c.closeq.is_empty()))
+                .map(|(&ep, _)| ep),
+        );
         for ep in eps {
             self.pump(ep);
         }
@@ -927,7 +1063,8 @@ impl Ofi {
                 }
                 0
             }
-            CTX_RECV => self.received(ctx_ep(e.context), e.context & CTX_BUF, e.len, deliver),
+            CTX_RECV => self.received(Some(ctx_ep(e.context)), e.context & CTX_BUF, e.len, deliver),
+            CTX_SRX => self.received(None, e.context & CTX_BUF, e.len, deliver),
             _ => 0,
         }
     }
@@ -948,35 +1085,55 @@ impl Ofi {
         }
     }
 
-    /// A message arrived in buffer `b` of `ep`.
+    /// A message arrived in receive buffer `b`: of the shared context (`own` None, its
+    /// connection named in the header) or of endpoint `own`.
     fn received(
         &mut self,
-        ep: EpId,
+        own: Option<EpId>,
         b: usize,
         len: usize,
         deliver: &mut Option<Deliver<'_>>,
     ) -> usize {
         let size = self.recv_len();
-        let Some(c) = self.conns.get_mut(&ep) else {
-            return 0;
+        let bytes: &[u8] = match (own, self.pool.as_mut()) {
+            (None, Some(p)) => p.take(b, len),
+            (Some(ep), _) => match self.conns.get(&ep).and_then(|c| c.rx.as_ref()) {
+                Some((_, rx)) => &rx[b * size..b * size + len.min(size)],
+                None => return 0,
+            },
+            (None, None) => return 0,
         };
-        if len < HDR {
+        if bytes.len() < HDR {
             self.stats.corrupt_dropped += 1;
-            if let Err(e) = self.repost(ep, b) {
-                self.broken(ep, e);
+            if let Err(e) = self.repost_rx(own, b) {
+                self.rx_failed(own, e);
             }
             return 0;
         }
-        let h = &c.rx[b * size..b * size + HDR];
-        let kind = h[0];
-        c.credits += u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-        if kind != CREDIT {
-            c.owed += 1;
-        }
-        let body = b * size + HDR..b * size + len;
+        let (kind, g, wire) = parse_header(bytes);
+        // The connection: the endpoint's own, or the one the header names (ours if we
+        // dialed it, else an accepted one by its dialer's name).
+        let ep = own.or_else(|| {
+            if wire.0 == self.rank {
+                Some(EpId(wire.1))
+            } else {
+                self.wires.get(&wire).copied()
+            }
+        });
+        let Some(ep) = ep.filter(|ep| self.conns.contains_key(ep)) else {
+            // A closed connection's last message: nothing to do but post the buffer again.
+            if let Err(e) = self.repost_rx(own, b) {
+                self.rx_failed(own, e);
+            }
+            return 0;
+        };
+        self.credits.received(ep, g, kind != CREDIT);
+        let body = &bytes[HDR..];
         let view = self.mgr.endpoint(ep);
-        let readable = view.is_some_and(|v| !v.blocked) && c.stash.is_empty();
+        let readable = view.is_some_and(|v| !v.blocked) && self.conns[&ep].stash.is_empty();
         let mut got = 0;
+        let mut later = None;
+        let mut stash = None;
         match (kind, view) {
             (CREDIT, _) | (_, None) => {}
             (
@@ -988,38 +1145,44 @@ impl Ofi {
                 }),
             ) if readable => {
                 self.stats.packets_received += 1;
-                self.stats.bytes_received += (len - HDR) as u64;
+                self.stats.bytes_received += body.len() as u64;
                 got = 1;
                 match deliver {
-                    Some(d) if self.arrived.is_empty() => d(peer, &c.rx[body]),
-                    _ => self.arrived.push_back((peer, c.rx[body].to_vec())),
+                    Some(d) if self.arrived.is_empty() => d(peer, body),
+                    _ => self.arrived.push_back((peer, body.to_vec())),
                 }
-                let p = self.peers.entry(peer).or_default();
-                if !p.used {
-                    p.used = true;
-                }
+                self.peers.entry(peer).or_default().used = true;
                 let now = self.now();
                 self.mgr.received(peer, now);
             }
-            _ if readable => {
-                let m = c.rx[body].to_vec();
-                if let Err(e) = self.repost(ep, b) {
-                    self.broken(ep, e);
-                    return 0;
-                }
-                self.message(ep, kind, m, deliver);
-                return 0;
-            }
-            _ => {
-                // Not read now (it waits for an older connection's close): kept in order.
-                let m = c.rx[body].to_vec();
-                c.stash.push_back((kind, m));
-            }
+            _ if readable => later = Some(body.to_vec()),
+            // Not read now (it waits for an older connection's close): kept in order.
+            _ => stash = Some(body.to_vec()),
         }
-        if let Err(e) = self.repost(ep, b) {
-            self.broken(ep, e);
+        if let (Some(m), Some(c)) = (stash, self.conns.get_mut(&ep)) {
+            c.stash.push_back((kind, m));
+        }
+        if let Err(e) = self.repost_rx(own, b) {
+            self.rx_failed(own, e);
+            return got;
+        }
+        if let Some(m) = later {
+            self.message(ep, kind, m, deliver);
         }
         got
+    }
+
+    /// A receive buffer could not be posted again: its endpoint is broken, or (shared)
+    /// the process's receive resources are, which no connection survives.
+    fn rx_failed(&mut self, own: Option<EpId>, e: String) {
+        match own {
+            Some(ep) => self.broken(ep, e),
+            None => {
+                for ep in self.conns.keys().copied().collect::<Vec<_>>() {
+                    self.broken(ep, format!("shared receive context: {e}"));
+                }
+            }
+        }
     }
 
     /// A message other than a directly delivered packet: handshake, close protocol, keys.
@@ -1111,6 +1274,22 @@ impl Ofi {
                 }
                 return;
             }
+            CTX_SRX => {
+                // Cancelled as the context closes, or a message that did not fit: the
+                // buffer is ours again.
+                if e.err == ffi::FI_ECANCELED || self.closing {
+                    return;
+                }
+                self.stats.corrupt_dropped += 1;
+                let b = e.context & CTX_BUF;
+                if let Some(p) = self.pool.as_mut() {
+                    p.take(b, 0);
+                }
+                if let Err(e) = self.repost_rx(None, b) {
+                    self.rx_failed(None, e);
+                }
+                return;
+            }
             _ => {}
         }
         if e.err == ffi::FI_ECANCELED || self.closing || !self.conns.contains_key(&ep) {
@@ -1126,11 +1305,11 @@ impl Ofi {
         }
         let now = self.now();
         match ev {
-            EqEvent::ConnReq { info, data } => {
+            EqEvent::ConnReq { mut info, data } => {
                 // A first filter (the manager's hello checks again): strangers are refused
-                // before they cost an endpoint.
+                // before they cost an endpoint. Data: rank, secret, the dialer's endpoint id.
                 let secret = self.secret().ok();
-                let ok = data.len() >= 12
+                let ok = data.len() >= 20
                     && Some(u64::from_le_bytes(data[4..12].try_into().expect("8"))) == secret;
                 let ep = if ok && self.start().is_ok() {
                     self.mgr.accepted(now)
@@ -1142,11 +1321,15 @@ impl Ofi {
                     self.pep.reject(&info);
                     return;
                 };
+                let wire = (
+                    Proc::from_le_bytes(data[0..4].try_into().expect("4")),
+                    u64::from_le_bytes(data[12..20].try_into().expect("8")),
+                );
                 let res = self
-                    .new_conn(Some(&info), ep)
+                    .new_conn(Some(&mut info), ep, wire)
                     .and_then(|()| self.conns[&ep].ep.accept());
                 if let Err(e) = res {
-                    self.conns.remove(&ep);
+                    self.forget(ep);
                     self.pep.reject(&info);
                     self.mgr
                         .endpoint_closed(ep, &format!("accepting: {e}"), now);
@@ -1155,12 +1338,11 @@ impl Ofi {
             }
             EqEvent::Connected(c) => {
                 let ep = EpId(c as u64);
-                let credits = self.cfg.credits;
                 let Some(c) = self.conns.get_mut(&ep) else {
                     return;
                 };
                 c.up = true;
-                c.credits = credits;
+                self.credits.open(ep);
                 if self.mgr.endpoint(ep).is_some_and(|v| v.outgoing) {
                     self.mgr.endpoint_connected(ep, now);
                 }
@@ -1177,7 +1359,7 @@ impl Ofi {
                 self.mgr.endpoint_closed(ep, "closed by the peer", now);
                 self.run_mgr();
                 // (The manager's Close dropped it, unless it forgot it before.)
-                self.conns.remove(&ep);
+                self.forget(ep);
             }
             EqEvent::Error { ctx, why, .. } => {
                 let ep = EpId(ctx as u64);
@@ -1186,7 +1368,7 @@ impl Ofi {
                 }
                 self.mgr.endpoint_closed(ep, &why, now);
                 self.run_mgr();
-                self.conns.remove(&ep);
+                self.forget(ep);
             }
             EqEvent::Other => {}
         }
@@ -1565,6 +1747,15 @@ impl Transport for Ofi {
         s.mr_cache_hits = self.ofi_stats.cache.hits;
         s.mr_cache_misses = self.ofi_stats.cache.misses;
         s.mr_cache_invalidations = self.ofi_stats.cache.invalidations;
+        s.recv_buffers = match &self.pool {
+            Some(p) => [1, p.count() as u64, p.bytes() as u64, p.lowest as u64],
+            None => [
+                0,
+                self.rx_peak as u64,
+                (self.rx_peak * self.recv_len()) as u64,
+                0,
+            ],
+        };
         s
     }
 }
