@@ -209,18 +209,51 @@ pub fn knobs_generation() -> u64 {
     KNOB_GEN.load(Ordering::Relaxed)
 }
 
+/// Each collective's algorithm knob and what it accepts (MPI_T lists these as the knobs'
+/// enumerations, tool/cvars.rs).
+pub const ALGORITHMS: &[(&str, &[&str])] = &[
+    (
+        "FERRITE_COLL_BARRIER_ALGO",
+        &["auto", "dissemination", "shm", "hier"],
+    ),
+    (
+        "FERRITE_COLL_BCAST_ALGO",
+        &["auto", "binomial", "scatter_allgather", "shm", "hier"],
+    ),
+    (
+        "FERRITE_COLL_ALLREDUCE_ALGO",
+        &["auto", "recursive_doubling", "rabenseifner", "shm", "hier"],
+    ),
+    (
+        "FERRITE_COLL_REDUCE_ALGO",
+        &["auto", "binomial", "rabenseifner", "shm", "hier"],
+    ),
+    ("FERRITE_COLL_GATHER_ALGO", &["auto", "binomial", "shm"]),
+    ("FERRITE_COLL_SCATTER_ALGO", &["auto", "binomial", "shm"]),
+    (
+        "FERRITE_COLL_ALLGATHER_ALGO",
+        &["auto", "bruck", "ring", "shm", "hier"],
+    ),
+    (
+        "FERRITE_COLL_ALLTOALL_ALGO",
+        &["auto", "bruck", "pairwise", "shm"],
+    ),
+    ("FERRITE_COLL_ALLTOALLV_ALGO", &["auto", "pairwise"]),
+];
+
 /// The algorithm forced by `FERRITE_COLL_<NAME>_ALGO`, or `auto`.
-fn forced(knob_name: &'static str, valid: &[&'static str]) -> MpiResult<&'static str> {
+fn forced(knob_name: &'static str) -> MpiResult<&'static str> {
+    let valid = ALGORITHMS
+        .iter()
+        .find(|(k, _)| *k == knob_name)
+        .map_or(&[][..], |(_, a)| *a);
     knob(knob_name, config::get::<String>, |v| {
-        if v == "auto" {
-            return Ok("auto");
-        }
         if let Some(a) = valid.iter().find(|a| **a == v) {
             return Ok(*a);
         }
         Err(crate::mpi_err!(
             MPI_ERR_ARG,
-            "{knob_name}={v} is not an algorithm of this collective (valid: auto, {})",
+            "{knob_name}={v} is not an algorithm of this collective (valid: {})",
             valid.join(", ")
         ))
     })
@@ -313,10 +346,7 @@ pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> 
         .map(|i| i.union_comm);
     let on = union.unwrap_or(comm);
     let (me, n) = me_n(st, on)?;
-    let algo = forced(
-        "FERRITE_COLL_BARRIER_ALGO",
-        &["dissemination", "shm", "hier"],
-    )?;
+    let algo = forced("FERRITE_COLL_BARRIER_ALGO")?;
     let mut p = Plan {
         comm: union,
         ..Plan::default()
@@ -367,10 +397,7 @@ pub fn bcast(
     } else {
         p.outputs.push(b.user(data, 0, c));
     }
-    let algo = forced(
-        "FERRITE_COLL_BCAST_ALGO",
-        &["binomial", "scatter_allgather", "shm", "hier"],
-    )?;
+    let algo = forced("FERRITE_COLL_BCAST_ALGO")?;
     if use_shm(st, comm, mode, algo, len) {
         p.shm = Some(shm::Call {
             op: shm::Op::Bcast {
@@ -501,10 +528,7 @@ fn allreduce_into(
 }
 
 fn allreduce_algo() -> MpiResult<&'static str> {
-    forced(
-        "FERRITE_COLL_ALLREDUCE_ALGO",
-        &["recursive_doubling", "rabenseifner", "shm", "hier"],
-    )
+    forced("FERRITE_COLL_ALLREDUCE_ALGO")
 }
 
 /// A user buffer for a shared-memory collective: `count` elements from element `at`.
@@ -634,10 +658,7 @@ pub fn reduce(
     let acc = sl(p.buf(len), 0, len);
     let tmp = sl(p.buf(len), 0, len);
     p.inputs.push(inp.user(acc, 0, c));
-    let algo = forced(
-        "FERRITE_COLL_REDUCE_ALGO",
-        &["binomial", "rabenseifner", "shm", "hier"],
-    )?;
+    let algo = forced("FERRITE_COLL_REDUCE_ALGO")?;
     if shm_reduction(&red, &inp.dt) && use_shm(st, comm, mode, algo, len) {
         p.shm = Some(shm::Call {
             op: shm::Op::Reduce {
@@ -828,7 +849,7 @@ pub fn gather(
                 None => sc * inp.as_ref().map_or(0, |b| b.dt.size()),
             };
             let rc = if is_root { count(rc)? } else { 0 };
-            let algo = forced("FERRITE_COLL_GATHER_ALGO", &["binomial", "shm"])?;
+            let algo = forced("FERRITE_COLL_GATHER_ALGO")?;
             if use_shm(st, comm, mode, algo, bs) {
                 p.shm = Some(shm::Call {
                     op: shm::Op::Gather {
@@ -956,7 +977,7 @@ pub fn scatter(
                 None => rc * out.as_ref().map_or(0, |b| b.dt.size()),
             };
             let sc = if is_root { count(sc)? } else { 0 };
-            let algo = forced("FERRITE_COLL_SCATTER_ALGO", &["binomial", "shm"])?;
+            let algo = forced("FERRITE_COLL_SCATTER_ALGO")?;
             if use_shm(st, comm, mode, algo, bs) {
                 p.shm = Some(shm::Call {
                     op: shm::Op::Scatter {
@@ -1060,10 +1081,7 @@ pub fn allgather(
         None => {
             let rc = count(rc)?;
             let bs = rc * rsize;
-            let algo = forced(
-                "FERRITE_COLL_ALLGATHER_ALGO",
-                &["bruck", "ring", "shm", "hier"],
-            )?;
+            let algo = forced("FERRITE_COLL_ALLGATHER_ALGO")?;
             let send_len = inp.as_ref().map_or(bs, |b| sc * b.dt.size());
             if send_len == bs && use_shm(st, comm, mode, algo, bs) {
                 p.shm = Some(shm::Call {
@@ -1179,7 +1197,7 @@ pub fn alltoall(
     };
     let bs = rc * out.dt.size();
     let mut p = Plan::default();
-    let algo = forced("FERRITE_COLL_ALLTOALL_ALGO", &["bruck", "pairwise", "shm"])?;
+    let algo = forced("FERRITE_COLL_ALLTOALL_ALGO")?;
     if sc * inp.dt.size() == bs && use_shm(st, comm, mode, algo, bs) {
         p.shm = Some(shm::Call {
             op: shm::Op::Alltoall {
@@ -1350,7 +1368,7 @@ pub fn alltoallw(
             "alltoall: this rank's block to itself has different send and receive sizes",
         ));
     }
-    forced("FERRITE_COLL_ALLTOALLV_ALGO", &["pairwise"])?;
+    forced("FERRITE_COLL_ALLTOALLV_ALGO")?;
     algo::alltoall_pairwise(&mut p, me, n, &sends, &recvs);
     Ok(p)
 }

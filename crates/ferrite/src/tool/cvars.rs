@@ -60,30 +60,6 @@ const CHOICES: &[(&str, &[&str])] = &[
         &["static", "ondemand", "partial", "adaptive"],
     ),
     ("FERRITE_CONN_SETUP", &["cm", "ud"]),
-    (
-        "FERRITE_COLL_BARRIER_ALGO",
-        &["auto", "dissemination", "shm", "hier"],
-    ),
-    (
-        "FERRITE_COLL_BCAST_ALGO",
-        &["auto", "binomial", "scatter_allgather", "shm", "hier"],
-    ),
-    (
-        "FERRITE_COLL_ALLREDUCE_ALGO",
-        &["auto", "recursive_doubling", "rabenseifner", "shm", "hier"],
-    ),
-    (
-        "FERRITE_COLL_REDUCE_ALGO",
-        &["auto", "binomial", "rabenseifner", "shm", "hier"],
-    ),
-    ("FERRITE_COLL_GATHER_ALGO", &["auto", "binomial"]),
-    ("FERRITE_COLL_SCATTER_ALGO", &["auto", "binomial"]),
-    (
-        "FERRITE_COLL_ALLGATHER_ALGO",
-        &["auto", "bruck", "ring", "shm", "hier"],
-    ),
-    ("FERRITE_COLL_ALLTOALL_ALGO", &["auto", "bruck", "pairwise"]),
-    ("FERRITE_COLL_ALLTOALLV_ALGO", &["auto", "pairwise"]),
 ];
 
 /// Knobs whose default looks like a number but that take text.
@@ -98,7 +74,8 @@ const USER: &[&str] = &[
 ];
 
 fn describe(k: &config::Knob) -> Cvar {
-    let kind = if let Some((_, c)) = CHOICES.iter().find(|(n, _)| *n == k.name) {
+    let choices = CHOICES.iter().chain(crate::coll::plans::ALGORITHMS);
+    let kind = if let Some((_, c)) = choices.clone().find(|(n, _)| *n == k.name) {
         Kind::Choice(c)
     } else if TEXT.contains(&k.name) {
         Kind::Str
