@@ -545,11 +545,40 @@ pub struct Info {
 // from one thread at a time (the transport is behind the progress engine's lock).
 unsafe impl Send for Info {}
 
+/// What `Info::query` asks libfabric for.
+pub(super) struct Query {
+    pub caps: u64,
+    pub ep_type: u32,
+    /// The knob naming the provider (for messages).
+    pub knob: &'static str,
+    /// The endpoints asked for, in words (for messages).
+    pub what: &'static str,
+    /// Extra fi_info options that list such endpoints (for messages).
+    pub fi_info: &'static str,
+}
+
 impl Info {
     /// fi_getinfo for connection-oriented (FI_EP_MSG) endpoints with messages and RDMA read,
     /// of `provider` (e.g. "tcp", "verbs"); `iface`: a domain name (e.g. "lo", "eth0") to
     /// prefer, or empty for the provider's first.
     pub fn get(provider: &str, iface: &str) -> Result<Info, String> {
+        Info::query(
+            Query {
+                caps: FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV,
+                ep_type: FI_EP_MSG,
+                knob: "FERRITE_OFI_PROVIDER",
+                what: "connection-oriented endpoints (FI_EP_MSG) and RDMA read",
+                fi_info: "",
+            },
+            provider,
+            iface,
+        )
+    }
+
+    /// fi_getinfo for `q`'s kind of endpoint, of `provider`, preferring domain `iface` (all
+    /// domains when empty). No mode bits are accepted (so no FI_MSG_PREFIX: providers that
+    /// need one are not offered).
+    pub(super) fn query(q: Query, provider: &str, iface: &str) -> Result<Info, String> {
         let l = lib()?;
         // SAFETY: fi_dupinfo(NULL) is fi_allocinfo: a zeroed fi_info with its attribute
         // structs allocated; we fill fields of those structs only, and strings with
@@ -558,14 +587,13 @@ impl Info {
         if hints.is_null() {
             return Err("fi_allocinfo failed (out of memory)".into());
         }
-        let prov = CString::new(provider)
-            .map_err(|_| "FERRITE_OFI_PROVIDER contains a NUL byte".to_string())?;
+        let prov = CString::new(provider).map_err(|_| format!("{} contains a NUL byte", q.knob))?;
         let mut out: *mut FiInfo = null_mut();
         // SAFETY: hints is a valid fi_info from fi_allocinfo (all attribute pointers set).
         let rc = unsafe {
-            (*hints).caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV;
+            (*hints).caps = q.caps;
             (*hints).mode = 0;
-            (*(*hints).ep_attr).type_ = FI_EP_MSG;
+            (*(*hints).ep_attr).type_ = q.ep_type;
             (*(*hints).domain_attr).mr_mode =
                 FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
             (*(*hints).fabric_attr).prov_name = libc::strdup(prov.as_ptr());
@@ -575,41 +603,43 @@ impl Info {
         };
         if rc != 0 || out.is_null() {
             return Err(format!(
-                "no libfabric provider {provider:?} with connection-oriented endpoints \
-                 (FI_EP_MSG) and RDMA read: fi_getinfo said {} (see fi_info -l)",
-                strerror(rc as isize)
+                "no libfabric provider {provider:?} with {}: fi_getinfo said {} (see fi_info \
+                 -l{})",
+                q.what,
+                strerror(rc as isize),
+                q.fi_info
             ));
         }
         let mut info = Info {
             head: out,
             owned: true,
         };
-        if !iface.is_empty() {
-            let mut p = out;
-            while !p.is_null() {
-                // SAFETY: walking the list fi_getinfo returned; domain names are C strings.
-                let name = unsafe {
-                    let n = (*(*p).domain_attr).name;
-                    if n.is_null() {
-                        String::new()
-                    } else {
-                        CStr::from_ptr(n).to_string_lossy().into_owned()
-                    }
-                };
-                if name == iface {
-                    info.head = p;
-                    return Ok(info);
-                }
-                // SAFETY: as above.
-                p = unsafe { (*p).next };
-            }
-            return Err(format!(
-                "libfabric provider {provider:?} has no domain {iface:?} (FERRITE_OFI_IFACE; \
-                 see fi_info -p {provider})"
-            ));
+        if iface.is_empty() {
+            return Ok(info);
         }
-        info.head = out;
-        Ok(info)
+        let mut p = out;
+        while !p.is_null() {
+            // SAFETY: walking the list fi_getinfo returned; domain names are C strings.
+            let name = unsafe {
+                let n = (*(*p).domain_attr).name;
+                if n.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(n).to_string_lossy().into_owned()
+                }
+            };
+            if name == iface {
+                info.head = p;
+                return Ok(info);
+            }
+            // SAFETY: as above.
+            p = unsafe { (*p).next };
+        }
+        Err(format!(
+            "libfabric provider {provider:?} has no domain {iface:?} for {} \
+             (FERRITE_OFI_IFACE; see fi_info -p {provider}{})",
+            q.what, q.fi_info
+        ))
     }
 
     pub fn prov(&self) -> ProvInfo {

@@ -4,11 +4,10 @@
 //! of libfabric 1.17's structs, calls through the objects' ops tables, owning wrappers.
 
 use super::{
-    check, close_fid, lib, post, strerror, Cq, Domain, Ep, Fabric, FiAddr, FiInfo, Fid, Info,
-    API_VERSION, FI_MR_ALLOCATED, FI_MR_LOCAL, FI_MR_PROV_KEY, FI_MR_VIRT_ADDR, FI_MSG, FI_RECV,
-    FI_SEND, FI_TRANSMIT,
+    check, close_fid, post, strerror, Cq, Domain, Ep, Fabric, FiAddr, Fid, Info, Query, FI_MSG,
+    FI_RECV, FI_SEND, FI_TRANSMIT,
 };
-use std::ffi::{c_int, c_void, CStr, CString};
+use std::ffi::{c_int, c_void};
 use std::ptr::{null, null_mut};
 
 const FI_EP_DGRAM: u32 = 2;
@@ -57,66 +56,19 @@ type AvOpenFn = unsafe extern "C" fn(
 
 /// fi_getinfo for connectionless (FI_EP_DGRAM) endpoints with messages, of `provider` (e.g.
 /// "udp", "verbs", "efa"); `iface`: a domain name to prefer, or empty for the provider's
-/// first. No mode bits are accepted (so no FI_MSG_PREFIX: providers that need one are not
-/// offered).
+/// first.
 pub fn info(provider: &str, iface: &str) -> Result<Info, String> {
-    let l = lib()?;
-    // SAFETY: as in `Info::get`: fi_allocinfo, then fields of its attribute structs.
-    let hints = unsafe { (l.dupinfo)(null()) };
-    if hints.is_null() {
-        return Err("fi_allocinfo failed (out of memory)".into());
-    }
-    let prov = CString::new(provider)
-        .map_err(|_| "FERRITE_OFI_DGRAM_PROVIDER contains a NUL byte".to_string())?;
-    let mut out: *mut FiInfo = null_mut();
-    // SAFETY: hints is a valid fi_info from fi_allocinfo (all attribute pointers set).
-    let rc = unsafe {
-        (*hints).caps = FI_MSG | FI_SEND | FI_RECV;
-        (*hints).mode = 0;
-        (*(*hints).ep_attr).type_ = FI_EP_DGRAM;
-        (*(*hints).domain_attr).mr_mode =
-            FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-        (*(*hints).fabric_attr).prov_name = libc::strdup(prov.as_ptr());
-        let rc = (l.getinfo)(API_VERSION, null(), null(), 0, hints, &mut out);
-        (l.freeinfo)(hints);
-        rc
-    };
-    if rc != 0 || out.is_null() {
-        return Err(format!(
-            "no libfabric provider {provider:?} with datagram endpoints (FI_EP_DGRAM): \
-             fi_getinfo said {} (see fi_info -t FI_EP_DGRAM)",
-            strerror(rc as isize)
-        ));
-    }
-    let mut info = Info {
-        head: out,
-        owned: true,
-    };
-    if iface.is_empty() {
-        return Ok(info);
-    }
-    let mut p = out;
-    while !p.is_null() {
-        // SAFETY: walking the list fi_getinfo returned; domain names are C strings.
-        let name = unsafe {
-            let n = (*(*p).domain_attr).name;
-            if n.is_null() {
-                String::new()
-            } else {
-                CStr::from_ptr(n).to_string_lossy().into_owned()
-            }
-        };
-        if name == iface {
-            info.head = p;
-            return Ok(info);
-        }
-        // SAFETY: as above.
-        p = unsafe { (*p).next };
-    }
-    Err(format!(
-        "libfabric provider {provider:?} has no datagram domain {iface:?} (FERRITE_OFI_IFACE; \
-         see fi_info -p {provider} -t FI_EP_DGRAM)"
-    ))
+    Info::query(
+        Query {
+            caps: FI_MSG | FI_SEND | FI_RECV,
+            ep_type: FI_EP_DGRAM,
+            knob: "FERRITE_OFI_DGRAM_PROVIDER",
+            what: "datagram endpoints (FI_EP_DGRAM)",
+            fi_info: " -t FI_EP_DGRAM",
+        },
+        provider,
+        iface,
+    )
 }
 
 /// An address vector (FI_AV_TABLE: peers are numbered in the order inserted).
