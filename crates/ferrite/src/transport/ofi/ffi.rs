@@ -1064,6 +1064,20 @@ impl Drop for Cq {
     }
 }
 
+/// fi_getname of an endpoint (active or passive): the address peers reach it at.
+///
+/// # Safety
+/// `fid` and `cm` must be a live endpoint's fid and connection-management ops.
+unsafe fn getname(fid: *mut Fid, cm: *mut FiOpsCm) -> Result<Vec<u8>, String> {
+    let mut name = vec![0u8; 256];
+    let mut len = name.len();
+    // SAFETY: fi_getname: ep->cm->getname(&ep->fid, buf, &len); len is the room.
+    let rc = unsafe { ((*cm).getname)(fid, name.as_mut_ptr().cast(), &mut len) };
+    check("fi_getname", rc)?;
+    name.truncate(len);
+    Ok(name)
+}
+
 pub struct Pep(*mut FidPep);
 // SAFETY: see Fabric.
 unsafe impl Send for Pep {}
@@ -1077,15 +1091,8 @@ impl Pep {
         // SAFETY: fi_listen: pep->cm->listen.
         let rc = unsafe { ((*(*self.0).cm).listen)(self.0) };
         check("fi_listen", rc)?;
-        let mut name = vec![0u8; 128];
-        let mut len = name.len();
-        // SAFETY: fi_getname: pep->cm->getname(&pep->fid, buf, &len); len is the room.
-        let rc = unsafe {
-            ((*(*self.0).cm).getname)(&mut (*self.0).fid, name.as_mut_ptr().cast(), &mut len)
-        };
-        check("fi_getname", rc)?;
-        name.truncate(len);
-        Ok(name)
+        // SAFETY: the passive endpoint is live; its fid and cm ops come from fi_passive_ep.
+        unsafe { getname(&mut (*self.0).fid, (*self.0).cm) }
     }
 
     /// Refuses the connection request whose info is `info`.
@@ -1120,28 +1127,44 @@ impl Ep {
     /// Binds to the event queue, (for sends and receives) the completion queue and, if
     /// given, the shared receive context its receives come from; enables.
     pub fn bind_enable(&self, eq: &Eq, cq: &Cq, srx: Option<&Ep>) -> Result<(), String> {
-        // SAFETY: fi_ep_bind: ep->fid.ops->bind(&ep->fid, bfid, flags); all objects live.
-        unsafe {
-            let ops = (*self.0).fid.ops;
-            if let Some(srx) = srx {
-                check(
-                    "fi_ep_bind(shared receive context)",
-                    ((*ops).bind)(&mut (*self.0).fid, &mut (*srx.0).fid, 0),
-                )?;
-            }
-            check(
-                "fi_ep_bind(eq)",
-                ((*ops).bind)(&mut (*self.0).fid, &mut (*eq.0).fid, 0),
-            )?;
-            check(
-                "fi_ep_bind(cq)",
-                ((*ops).bind)(&mut (*self.0).fid, &mut (*cq.0).fid, FI_TRANSMIT | FI_RECV),
-            )?;
-            check(
-                "fi_enable",
-                ((*ops).control)(&mut (*self.0).fid, FI_ENABLE, null_mut()),
-            )
+        if let Some(srx) = srx {
+            // SAFETY: the address of a live object's fid (its Ep owns the context).
+            let fid = unsafe { std::ptr::addr_of_mut!((*srx.0).fid) };
+            self.bind("fi_ep_bind(shared receive context)", fid, 0)?;
         }
+        // SAFETY: the addresses of live objects' fids (their wrappers own the queues).
+        let (eqf, cqf) = unsafe {
+            (
+                std::ptr::addr_of_mut!((*eq.0).fid),
+                std::ptr::addr_of_mut!((*cq.0).fid),
+            )
+        };
+        self.bind("fi_ep_bind(eq)", eqf, 0)?;
+        self.bind("fi_ep_bind(cq)", cqf, FI_TRANSMIT | FI_RECV)?;
+        self.enable()
+    }
+
+    /// fi_ep_bind of the object `fid` with `flags`; `what` names the call in errors.
+    fn bind(&self, what: &str, fid: *mut Fid, flags: u64) -> Result<(), String> {
+        // SAFETY: fi_ep_bind: ep->fid.ops->bind(&ep->fid, bfid, flags); the endpoint is live
+        // and the caller passes a live object's fid.
+        check(what, unsafe {
+            ((*(*self.0).fid.ops).bind)(&mut (*self.0).fid, fid, flags)
+        })
+    }
+
+    /// fi_enable, once everything is bound.
+    fn enable(&self) -> Result<(), String> {
+        // SAFETY: fi_enable: ep->fid.ops->control(&ep->fid, FI_ENABLE, NULL); endpoint live.
+        check("fi_enable", unsafe {
+            ((*(*self.0).fid.ops).control)(&mut (*self.0).fid, FI_ENABLE, null_mut())
+        })
+    }
+
+    /// fi_getname: the address peers reach this endpoint at.
+    fn name(&self) -> Result<Vec<u8>, String> {
+        // SAFETY: the endpoint is live; its fid and cm ops come from fi_endpoint.
+        unsafe { getname(&mut (*self.0).fid, (*self.0).cm) }
     }
 
     pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<(), String> {

@@ -12,7 +12,6 @@ use std::ptr::{null, null_mut};
 
 const FI_EP_DGRAM: u32 = 2;
 const FI_AV_TABLE: u32 = 2;
-const FI_ENABLE: c_int = 6;
 /// Receive from any source.
 const FI_ADDR_UNSPEC: FiAddr = u64::MAX;
 
@@ -127,31 +126,17 @@ impl Ep {
     /// A datagram endpoint's set-up: binds the address vector and the completion queue (for
     /// sends and receives), enables it, and returns its name (fi_getname) for peers' AVs.
     pub fn bind_av_enable(&self, av: &Av, cq: &Cq) -> Result<Vec<u8>, String> {
-        // SAFETY: fi_ep_bind / fi_enable / fi_getname through the endpoint's ops; all objects
-        // live; the name buffer's room is passed in `len`.
-        unsafe {
-            let ops = (*self.0).fid.ops;
-            check(
-                "fi_ep_bind(av)",
-                ((*ops).bind)(&mut (*self.0).fid, &mut (*av.0).fid, 0),
-            )?;
-            check(
-                "fi_ep_bind(cq)",
-                ((*ops).bind)(&mut (*self.0).fid, &mut (*cq.0).fid, FI_TRANSMIT | FI_RECV),
-            )?;
-            check(
-                "fi_enable",
-                ((*ops).control)(&mut (*self.0).fid, FI_ENABLE, null_mut()),
-            )?;
-            let mut name = vec![0u8; 256];
-            let mut len = name.len();
-            check(
-                "fi_getname",
-                ((*(*self.0).cm).getname)(&mut (*self.0).fid, name.as_mut_ptr().cast(), &mut len),
-            )?;
-            name.truncate(len);
-            Ok(name)
-        }
+        // SAFETY: the addresses of live objects' fids (their wrappers own the AV and queue).
+        let (avf, cqf) = unsafe {
+            (
+                std::ptr::addr_of_mut!((*av.0).fid),
+                std::ptr::addr_of_mut!((*cq.0).fid),
+            )
+        };
+        self.bind("fi_ep_bind(av)", avf, 0)?;
+        self.bind("fi_ep_bind(cq)", cqf, FI_TRANSMIT | FI_RECV)?;
+        self.enable()?;
+        self.name()
     }
 
     /// Posts a receive from any source into `len` bytes at `buf`. Ok(false): queue full.
