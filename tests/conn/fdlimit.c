@@ -7,7 +7,10 @@
  * `fdlimit -S`: no exhaustion; each rank prints "listening R PID" and sleeps S seconds
  * first (a stranger then floods its listener; see fdlimit.sh).
  * `fdlimit K recv`: only rank 0 is left K descriptors, and it only receives (one message
- * from every other rank); the others only send to it. */
+ * from every other rank); the others only send to it.
+ * `fdlimit K full`: as `fdlimit K`, but every rank uses up its descriptors again right
+ * before MPI_Finalize, which must still succeed (prints "rank R: MPI_Finalize: message"
+ * and exits 1 if not). */
 #include <mpi.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,6 +37,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int recv_only = argc > 2 && argv[2][0] == 'r';
+    int full_at_end = argc > 2 && argv[2][0] == 'f';
     if (k >= 0 && (!recv_only || rank == 0)) {
         for (int fd; n < (1 << 20) && (fd = open("/dev/null", O_RDONLY)) >= 0;) fds[n++] = fd;
         for (int i = 0; i < k && n > 0; i++) close(fds[--n]);
@@ -72,6 +76,19 @@ int main(int argc, char **argv)
     printf("rank %d: %d fails %d errs in %.1f s\n", rank, fails, errs, MPI_Wtime() - t0);
     fflush(stdout);
     while (n > 0) close(fds[--n]);
+    if (full_at_end) {
+        /* A stranger may hold every descriptor the process may open while it finalizes. */
+        for (int fd; n < (1 << 20) && (fd = open("/dev/null", O_RDONLY)) >= 0;) fds[n++] = fd;
+        int rc = MPI_Finalize();
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            int l;
+            MPI_Error_string(rc, s, &l);
+            printf("rank %d: MPI_Finalize: %s\n", rank, s);
+            errs++;
+        }
+        return errs ? 1 : 0;
+    }
     MPI_Finalize();
     return errs ? 1 : 0;
 }

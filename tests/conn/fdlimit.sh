@@ -9,6 +9,7 @@
 #   the right data), no hang;
 # - a rank out of descriptors that only receives: the senders it had to refuse give up, and
 #   it fails them too (it is told by the hellos it refused), no hang;
+# - every descriptor used up while MPI_Finalize runs: the report is written, the job ends well;
 # - a stranger holding hundreds of connections to every rank's listener (more than
 #   `ulimit -n 256` lets a rank accept; some silent, some sending junk) while the job
 #   connects, then going away, under each policy and set-up: the job completes with the
@@ -95,6 +96,24 @@ for setup in cm ud; do
         ko "$name" "rank 0 did not fail both senders with the cause" "$log"
     else
         judge "$name" 3 "$log" $rc 0
+    fi
+done
+
+# Out of descriptors during MPI_Finalize (a stranger's flood of silent connections can hold
+# them all, as the next cases do): FERRITE_REPORT's file is still written (the sockets are
+# closed first) and every rank finalizes (a rank leaving without PMI's finalize makes the
+# launcher end the job).
+for conn in ondemand adaptive; do
+    name="out of descriptors in MPI_Finalize ($conn/cm)"
+    log=$tmp/run.log
+    json=$tmp/full.json
+    rm -f "$json"
+    FERRITE_CONN=$conn timeout -k 5 90 "$PREFIX/bin/mpirun" -n 4 --report="$json" "$bin" 64 full >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && [ ! -s "$json" ]; then
+        ko "$name" "no report written" "$log"
+    else
+        judge "$name" 4 "$log" $rc 1
     fi
 done
 

@@ -96,17 +96,26 @@ fn start(required: c_int) -> MpiResult<c_int> {
 }
 
 /// Takes the runtime down: everything this process sent reaches its peers and theirs
-/// reaches us, the report, PMI's finalize.
+/// reaches us, the report, PMI's finalize. Goes to the end even when a step fails (and
+/// returns the first error): the runtime is over either way, and a rank that left without
+/// PMI's finalize would make the launcher end the job for a missing MPI_Finalize.
 fn stop() -> MpiResult<()> {
     crate::progress_thread::stop();
-    state::with_held(|st| {
-        runtime::quiesce(st)?;
-        runtime::report::at_finalize(st)?;
+    let gathered = state::with_held(|st| {
+        let gathered = runtime::quiesce(st).and_then(|()| runtime::report::at_finalize(st));
         st.net.shutdown();
-        Ok(())
-    })?;
+        gathered
+    });
+    // Dropping the state closes the sockets, which frees the descriptors the report needs.
     state::take();
-    Ok(pmi::finalize()?)
+    let emitted = match gathered {
+        Ok(Some(g)) => g.emit(),
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    let finalized = pmi::finalize();
+    emitted?;
+    Ok(finalized?)
 }
 
 fn init(required: c_int) -> MpiResult<c_int> {

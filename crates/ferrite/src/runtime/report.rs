@@ -514,14 +514,50 @@ fn want() -> Want {
     }
 }
 
+/// The report rank 0 gathered, to be written once the transports are gone.
+pub struct Gathered {
+    want: Want,
+    policy: String,
+    recs: Vec<Record>,
+}
+
+impl Gathered {
+    /// Prints or writes the report. Called after the runtime's sockets are closed: a
+    /// stranger flooding the listener can hold every descriptor the process may open until
+    /// then, and the report file needs one.
+    pub fn emit(self) -> MpiResult<()> {
+        match self.want {
+            Want::Off => {}
+            Want::Text => {
+                let mut out = String::new();
+                for r in &self.recs {
+                    out.push_str(&r.text());
+                    out.push('\n');
+                }
+                out.push_str(&summarize(&self.recs).text(&self.policy));
+                eprintln!("{out}");
+            }
+            Want::Json(path) => {
+                std::fs::write(&path, to_json(&self.policy, &self.recs)).map_err(|e| {
+                    mpi_err!(
+                        MPI_ERR_OTHER,
+                        "FERRITE_REPORT={path}: cannot write the report: {e}"
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The MPI_Finalize hook, called by every rank after Finalize's barrier (so every rank's
 /// program traffic is over and no record can arrive before rank 0's snapshot) and before the
-/// transports shut down: gathers the records to rank 0, which prints or writes them. Does
-/// nothing unless FERRITE_REPORT is set.
-pub fn at_finalize(st: &mut Held) -> MpiResult<()> {
+/// transports shut down: gathers the records to rank 0, which returns them to be emitted
+/// ([`Gathered::emit`]). Does nothing unless FERRITE_REPORT is set.
+pub fn at_finalize(st: &mut Held) -> MpiResult<Option<Gathered>> {
     let want = want();
     if matches!(want, Want::Off) {
-        return Ok(());
+        return Ok(None);
     }
     let policy: String = config::get("FERRITE_CONN");
     let mine = Record::snapshot(st);
@@ -534,7 +570,7 @@ pub fn at_finalize(st: &mut Held) -> MpiResult<()> {
         st.coll_send(MPI_COMM_WORLD, 0, TAG_REPORT, &mine.encode())?;
         // Out of the transports before they shut down, and acknowledged (a lost
         // acknowledgement is answered again while rank 0 waits there).
-        return super::quiesce(st);
+        return super::quiesce(st).map(|()| None);
     }
     let mut recs = vec![mine];
     for r in 1..st.world_size as i32 {
@@ -548,27 +584,7 @@ pub fn at_finalize(st: &mut Held) -> MpiResult<()> {
         recs.push(rec);
     }
     super::quiesce(st)?;
-    match want {
-        Want::Off => {}
-        Want::Text => {
-            let mut out = String::new();
-            for r in &recs {
-                out.push_str(&r.text());
-                out.push('\n');
-            }
-            out.push_str(&summarize(&recs).text(&policy));
-            eprintln!("{out}");
-        }
-        Want::Json(path) => {
-            std::fs::write(&path, to_json(&policy, &recs)).map_err(|e| {
-                mpi_err!(
-                    MPI_ERR_OTHER,
-                    "FERRITE_REPORT={path}: cannot write the report: {e}"
-                )
-            })?;
-        }
-    }
-    Ok(())
+    Ok(Some(Gathered { want, policy, recs }))
 }
 
 #[cfg(test)]
