@@ -133,6 +133,7 @@ fn next(name: &CStr, cache: &AtomicUsize) -> usize {
 }
 
 static NEXT_MUNMAP: AtomicUsize = AtomicUsize::new(0);
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 static NEXT_MREMAP: AtomicUsize = AtomicUsize::new(0);
 static NEXT_MADVISE: AtomicUsize = AtomicUsize::new(0);
 static NEXT_BRK: AtomicUsize = AtomicUsize::new(0);
@@ -159,11 +160,13 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
 }
 
 /// mremap(2), recording the old range first (its pages may move). Declared with its five
-/// arguments, not variadic: on the ABIs Ferrite supports (x86_64, aarch64 Linux) a variadic
-/// caller passes them in the same registers.
+/// arguments, not variadic (stable Rust cannot define a variadic function): on x86_64 and
+/// aarch64 Linux a variadic caller passes them in the same registers. Elsewhere mremap is
+/// not interposed, so a registration of memory the program moves with it is not dropped.
 ///
 /// # Safety
 /// As mremap(2).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[no_mangle]
 pub unsafe extern "C" fn mremap(
     old: *mut c_void,
