@@ -1548,7 +1548,7 @@ impl Ofi {
                 }
             }
         }
-        if off == 0 && r.len() > 0 {
+        if off == 0 && !r.is_empty() {
             self.reads.remove(&rid);
             return None;
         }

@@ -3,6 +3,7 @@
 
 use super::test_board::TestBoard;
 use super::*;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
