@@ -12,6 +12,8 @@
 #
 #   PREFIX=$PWD/build bench/ofi.sh            # Ferrite from $PREFIX (default: build/)
 #   OFI_BENCH_SIZES="8 65536" OFI_BENCH_ROUNDS=5 bench/ofi.sh
+#   OFI_BENCH_BASE=/work/base-build bench/ofi.sh   # also another Ferrite's ofi (before/after)
+#   OFI_BENCH_CONFIGS="base.ofi ferrite.ofi" ...   # only these configurations
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -22,10 +24,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ofi-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 OMPI="env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi --allow-run-as-root --oversubscribe -n 2"
+BASE=${OFI_BENCH_BASE:-}
 CONFIGS="ferrite.ofi ferrite.tcp openmpi.ofi openmpi.tcp"
+[ -n "$BASE" ] && CONFIGS="base.ofi $CONFIGS"
+CONFIGS=${OFI_BENCH_CONFIGS:-$CONFIGS}
 launch() { # config -> launcher prefix
     case $1 in
     ferrite.ofi) echo "env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp $PREFIX/bin/mpirun -n 2" ;;
+    base.ofi) echo "env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp LD_LIBRARY_PATH=$BASE/lib $BASE/bin/mpirun -n 2" ;;
     ferrite.tcp) echo "env FERRITE_TRANSPORTS=tcp,self $PREFIX/bin/mpirun -n 2" ;;
     openmpi.ofi) echo "$OMPI --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp;ofi_rxm --mca btl self" ;;
     openmpi.tcp) echo "$OMPI --mca pml ob1 --mca btl tcp,self" ;;
@@ -34,6 +40,7 @@ launch() { # config -> launcher prefix
 label() {
     case $1 in
     ferrite.ofi) echo "Ferrite ofi (tcp provider)" ;; ferrite.tcp) echo "Ferrite tcp" ;;
+    base.ofi) echo "base Ferrite ofi" ;;
     openmpi.ofi) echo "Open MPI cm/mtl ofi (tcp;ofi_rxm)" ;; openmpi.tcp) echo "Open MPI ob1/btl tcp" ;;
     esac
 }
@@ -44,13 +51,14 @@ for c in $CONFIGS; do
     mpi=${c%%.*}
     cc=$PREFIX/bin/mpicc
     [ "$mpi" = openmpi ] && cc=mpicc.openmpi
+    [ "$mpi" = base ] && cc=$BASE/bin/mpicc
     if ! command -v "$cc" >/dev/null; then echo "# $(label "$c"): no $cc, skipped"; continue; fi
     if [ ! -x "$work/pingpong.$mpi" ]; then
         { "$cc" -O2 -o "$work/pingpong.$mpi" "$here/pingpong.c" &&
             "$cc" -O2 -o "$work/bw.$mpi" "$here/bw.c"; } >"$work/build.log" 2>&1 ||
             { cat "$work/build.log" >&2; echo "ofi.sh: building with $cc failed" >&2; exit 1; }
     fi
-    if [ "$c" = ferrite.ofi ] && ! ldconfig -p | grep -q 'libfabric\.so\.1 '; then
+    if [[ "$c" == *.ofi && "$mpi" != openmpi ]] && ! ldconfig -p | grep -q 'libfabric\.so\.1 '; then
         echo "# $(label "$c"): libfabric.so.1 not installed, skipped"; continue
     fi
     have="$have $c"

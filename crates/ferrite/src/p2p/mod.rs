@@ -23,7 +23,7 @@ mod tests;
 pub use protocol::P2p;
 
 use crate::error::MpiResult;
-use crate::transport::{Net, Proc, RndvKey};
+use crate::transport::{KeyedRead, Net, Proc, RndvKey};
 
 /// The network as the protocols see it (implemented by `Net`; tests use an in-memory wire).
 pub trait Wire {
@@ -50,6 +50,16 @@ pub trait Wire {
         dst: &mut [u8],
     ) -> MpiResult<bool> {
         self.read_remote(from, addr, dst)
+    }
+    /// Several `read_keyed`s, in flight together where the transport can; sets `done`.
+    fn read_keyed_many(&mut self, reads: &mut [KeyedRead]) {
+        for r in reads {
+            // SAFETY: KeyedRead::new's contract: dst is valid for len bytes during this call.
+            let dst = unsafe { std::slice::from_raw_parts_mut(r.dst(), r.len()) };
+            r.done = self
+                .read_keyed(r.from, r.addr, &r.key, dst)
+                .unwrap_or(false);
+        }
     }
     /// Sends header `hdr` and a whole message `data` as one packet if `data` fits the eager
     /// size for `to` (and `limit`, unless 0) and there is room; `Ok(false)`: nothing sent.
@@ -93,6 +103,9 @@ impl Wire for Net {
         dst: &mut [u8],
     ) -> MpiResult<bool> {
         Ok(Net::read_keyed(self, from, addr, key, dst)?)
+    }
+    fn read_keyed_many(&mut self, reads: &mut [KeyedRead]) {
+        Net::read_keyed_many(self, reads)
     }
     fn try_send_eager(
         &mut self,

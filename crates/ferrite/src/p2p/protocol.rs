@@ -26,7 +26,7 @@ use crate::error::{make_code, MpiError, MpiResult};
 use crate::fxhash::FxHashMap;
 use crate::objects::handles::{kind, HandleTable};
 use crate::runtime::config;
-use crate::transport::{Proc, RndvKey};
+use crate::transport::{KeyedRead, Proc, RndvKey};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -965,9 +965,10 @@ impl P2p {
     #[inline(never)]
     fn flush_backlog<W: Wire + ?Sized>(&mut self, wire: &mut W) -> bool {
         let mut did = false;
-        while let Some(h) = self.reads.pop_front() {
+        if !self.reads.is_empty() {
             did = true;
-            self.do_read(wire, h);
+            let hs: Vec<MPI_Request> = self.reads.drain(..).collect();
+            self.do_reads(wire, &hs);
         }
         did |= self.drain_backlog(wire);
         did |= self.do_streams(wire);
@@ -995,51 +996,73 @@ impl P2p {
         did
     }
 
-    fn do_read<W: Wire + ?Sized>(&mut self, wire: &mut W, h: MPI_Request) {
-        let Some(Request {
-            op: Op::Recv(r), ..
-        }) = self.reqs.get_mut(h)
-        else {
-            return;
-        };
-        let RecvStage::Pull {
-            from,
-            sreq,
-            addr,
-            len,
-            key,
-        } = r.stage
-        else {
-            return;
-        };
-        let cap = r.target.capacity();
-        let n = len.min(cap) as usize;
-        let read = if n == 0 {
-            true
-        } else if let Some(p) = r.target.contiguous_ptr() {
-            // SAFETY: n <= capacity: the first n bytes of the contiguous receive buffer the
-            // user gave this active request.
-            let dst = unsafe { std::slice::from_raw_parts_mut(p, n) };
-            wire.read_keyed(from, addr, &key, dst).unwrap_or(false)
-        } else {
-            let mut tmp = vec![0u8; n];
-            let ok = wire.read_keyed(from, addr, &key, &mut tmp).unwrap_or(false);
-            if ok {
-                r.target.store_vec(tmp);
+    /// Reads the matched rendezvous messages `hs` from their senders, all in flight
+    /// together where the transport can (a window of them costs a sender one wake-up, not
+    /// one each), then FIN each one read, or asks for fragments (CTS) where it could not.
+    fn do_reads<W: Wire + ?Sized>(&mut self, wire: &mut W, hs: &[MPI_Request]) {
+        // Per message: its request, its length and capacity, its read (None: nothing to
+        // read) and a temporary buffer where the receive buffer is not contiguous.
+        let mut jobs = Vec::with_capacity(hs.len());
+        let mut reads = Vec::with_capacity(hs.len());
+        for &h in hs {
+            let Some(Request {
+                op: Op::Recv(r), ..
+            }) = self.reqs.get_mut(h)
+            else {
+                continue;
+            };
+            let RecvStage::Pull {
+                from,
+                addr,
+                len,
+                key,
+                ..
+            } = r.stage
+            else {
+                continue;
+            };
+            let cap = r.target.capacity();
+            let n = len.min(cap) as usize;
+            let mut temp = None;
+            if n > 0 {
+                let dst = match r.target.contiguous_ptr() {
+                    Some(p) => p,
+                    None => temp.insert(vec![0u8; n]).as_mut_ptr(),
+                };
+                // SAFETY: n <= capacity: the first n bytes of the contiguous receive buffer
+                // the user gave this active request (or of `temp`, whose heap block stays
+                // put when the Vec moves), untouched by us until the reads return.
+                reads.push(unsafe { KeyedRead::new(from, addr, key, dst, n) });
             }
-            ok
-        };
-        if read {
-            self.queue(from, &Header::control(Kind::Fin, sreq, 0), &[]);
-            self.finish_recv(h, len, cap);
-        } else {
-            let temp = r
-                .target
-                .contiguous_ptr()
-                .is_none()
-                .then(|| Vec::with_capacity(n));
-            r.stage = RecvStage::Fragments { len, got: 0, temp };
-            self.queue(from, &Header::control(Kind::Cts, sreq, rid(h)), &[]);
+            jobs.push((h, len, cap, (n > 0).then(|| reads.len() - 1), temp));
+        }
+        wire.read_keyed_many(&mut reads);
+        for (h, len, cap, read, temp) in jobs {
+            let Some(Request {
+                op: Op::Recv(r), ..
+            }) = self.reqs.get_mut(h)
+            else {
+                continue;
+            };
+            let RecvStage::Pull { from, sreq, .. } = r.stage else {
+                continue;
+            };
+            if read.is_none_or(|i| reads[i].done) {
+                if let Some(t) = temp {
+                    r.target.store_vec(t);
+                }
+                self.queue(from, &Header::control(Kind::Fin, sreq, 0), &[]);
+                self.finish_recv(h, len, cap);
+            } else {
+                let n = len.min(cap) as usize;
+                let temp = r
+                    .target
+                    .contiguous_ptr()
+                    .is_none()
+                    .then(|| Vec::with_capacity(n));
+                r.stage = RecvStage::Fragments { len, got: 0, temp };
+                self.queue(from, &Header::control(Kind::Cts, sreq, rid(h)), &[]);
+            }
         }
     }
 

@@ -153,7 +153,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_OFI_CREDITS",
         default: "16",
-        doc: "Most packets in flight per ofi connection (without a shared receive context, twice as many receive buffers are posted per connection); same on every rank.",
+        doc: "Most packets in flight per ofi connection without a shared receive context (twice as many receive buffers are posted per connection); with one, busy connections are lent up to the pool's lendable part; same on every rank.",
     },
     Knob {
         name: "FERRITE_OFI_SRQ",

@@ -69,6 +69,19 @@ pub trait Transport {
         self.read_remote(from, addr, dst)
     }
 
+    /// Several `read_keyed`s at once: a transport that can keeps them all in flight before
+    /// waiting for any (ofi: a window of rendezvous reads costs the sender one wake-up, not
+    /// one each). Sets each read's `done` (false: the protocol falls back to packets).
+    fn read_keyed_many(&mut self, reads: &mut [KeyedRead]) {
+        for r in reads {
+            // SAFETY: KeyedRead::new's contract: dst is valid for len bytes during this call.
+            let dst = unsafe { std::slice::from_raw_parts_mut(r.dst, r.len) };
+            r.done = self
+                .read_keyed(r.from, r.addr, &r.key, dst)
+                .unwrap_or(false);
+        }
+    }
+
     /// A file descriptor that becomes readable when packets may have arrived, for the
     /// progress engine's epoll set, if this transport has one.
     fn wake_fd(&self) -> Option<RawFd> {
@@ -143,6 +156,49 @@ impl RndvKey {
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One read of `Transport::read_keyed_many`: `len` bytes at `addr` in `from`'s memory
+/// (with the key from its announcement) into `dst`.
+#[derive(Debug)]
+pub struct KeyedRead {
+    pub from: Proc,
+    pub addr: u64,
+    pub key: RndvKey,
+    dst: *mut u8,
+    len: usize,
+    /// Set by the read: the bytes are in `dst`.
+    pub done: bool,
+}
+
+impl KeyedRead {
+    /// # Safety
+    /// `dst` must be valid for writes of `len` bytes, and not be read or written by anyone
+    /// else, until `read_keyed_many` (Net's or a transport's) returns. Reads of one batch
+    /// may overlap each other (benchmarks receive a window into one buffer): the bytes
+    /// there are then those of one of them.
+    pub unsafe fn new(from: Proc, addr: u64, key: RndvKey, dst: *mut u8, len: usize) -> Self {
+        KeyedRead {
+            from,
+            addr,
+            key,
+            dst,
+            len,
+            done: false,
+        }
+    }
+
+    pub fn dst(&self) -> *mut u8 {
+        self.dst
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
@@ -589,6 +645,24 @@ impl Net {
     ) -> TResult<bool> {
         let i = self.route(from)?;
         self.transports[i].read_keyed(from, addr, key, dst)
+    }
+
+    /// Several `read_keyed`s, in flight together where their transport can (all to peers
+    /// of one transport; else one after another).
+    pub fn read_keyed_many(&mut self, reads: &mut [KeyedRead]) {
+        let routes: Vec<Option<usize>> = reads.iter().map(|r| self.route(r.from).ok()).collect();
+        match routes[..] {
+            [Some(i), ..] if routes.iter().all(|&r| r == Some(i)) => {
+                self.transports[i].read_keyed_many(reads)
+            }
+            _ => {
+                for (r, i) in reads.iter_mut().zip(routes) {
+                    if let Some(i) = i {
+                        self.transports[i].read_keyed_many(std::slice::from_mut(r));
+                    }
+                }
+            }
+        }
     }
 
     /// About to block: every transport is armed (senders start ringing) and re-checked, so

@@ -35,7 +35,7 @@ pub mod srq;
 
 use super::timer::Timer;
 use super::udp::Datagrams;
-use super::{tcp, Proc, RndvKey, Transport, TransportStats};
+use super::{tcp, KeyedRead, Proc, RndvKey, Transport, TransportStats};
 use crate::conn::handshake;
 use crate::conn::manager::{
     self, Action, EpId, EpView, FailKind, Failure, Manager, Phase, HELLO_LEN,
@@ -43,12 +43,13 @@ use crate::conn::manager::{
 use crate::conn::{policy, Micros};
 use crate::consts::{MPI_ERR_ARG, MPI_ERR_OTHER, MPI_ERR_PROC_ABORTED};
 use crate::error::{MpiError, MpiResult};
+use crate::fxhash::FxHashMap;
 use crate::mpi_err;
 use crate::runtime::{self, config, pmi};
 use ffi::{CqEntry, Domain, Ep, Eq, EqEvent, Fabric, Info, Mr, Pep, ProvInfo};
 use regcache::RegCache;
 use srq::{Credits, Grant, Pool};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::unix::io::RawFd;
 use std::time::Instant;
 
@@ -60,8 +61,8 @@ pub struct OfiConfig {
     pub iface: String,
     /// Bytes per bounce buffer (the largest packet, header included).
     pub buffer: usize,
-    /// Most packets in flight per connection (R); 2R receive buffers per connection when
-    /// they are not shared.
+    /// Most packets in flight per connection (R) when receive buffers are not shared (2R
+    /// receive buffers per connection); a shared pool's credits are lent by use instead.
     pub credits: u32,
     /// One shared receive context per process where the provider has them
     /// (FERRITE_OFI_SRQ), with K * ceil(log2 n) + B buffers (FERRITE_OFI_SRQ_K, _B).
@@ -204,6 +205,7 @@ impl Board for PmiBoard {
 #[cfg(test)]
 pub mod test_board {
     use super::*;
+    use std::collections::HashMap;
     use std::sync::Mutex;
 
     type Cards = HashMap<(String, Proc), Vec<u8>>;
@@ -341,6 +343,8 @@ pub struct OfiStats {
     pub cache: regcache::CacheStats,
     /// Keys put in RTS packets (`rndv_key`).
     pub keys_sent: u64,
+    /// Most rendezvous reads in flight at once (`read_keyed_many`'s batches).
+    pub read_batch_peak: u64,
 }
 
 pub struct Ofi {
@@ -349,7 +353,7 @@ pub struct Ofi {
     prov: ProvInfo,
     // Fields drop in this order: endpoints and registrations before the queues, the domain
     // and the fabric they belong to.
-    conns: HashMap<EpId, Conn>,
+    conns: FxHashMap<EpId, Conn>,
     /// The shared receive context and its buffers (None: per-connection buffers).
     pool: Option<Pool>,
     cache: RegCache<Mr>,
@@ -369,13 +373,13 @@ pub struct Ofi {
     /// Credits of every connection, and the receive buffers lent from the pool.
     credits: Credits,
     /// Accepted connections by their name in headers (dialer's rank and endpoint id).
-    wires: HashMap<(Proc, u64), EpId>,
+    wires: FxHashMap<(Proc, u64), EpId>,
     /// Most receive buffers posted at once (per-connection buffers; the pool's are fixed).
     rx_peak: usize,
     /// Our passive endpoint's name (the manager's listen address).
     name: Vec<u8>,
     tx_free: Vec<usize>,
-    peers: HashMap<Proc, Peer>,
+    peers: FxHashMap<Proc, Peer>,
     /// Packets taken off the completion queue while no one delivered them (delivered first).
     arrived: VecDeque<(Proc, Vec<u8>)>,
     /// Peers found dead, not yet reported (`take_failures`).
@@ -383,7 +387,7 @@ pub struct Ofi {
     /// New connections whose old one finished closing: handle what they stashed meanwhile.
     resume: Vec<EpId>,
     /// Reads in flight: id -> (chunks outstanding, failed).
-    reads: HashMap<u64, (usize, bool)>,
+    reads: FxHashMap<u64, (usize, bool)>,
     next_id: u64,
     next_key: u64,
     board: Box<dyn Board>,
@@ -449,7 +453,10 @@ impl Ofi {
         } else {
             None
         };
-        let credits = Credits::new(shared.then_some(pool_n as u32), cfg.credits);
+        // A shared pool lends a busy connection up to all of its lendable part (the
+        // credits share it out); per-connection buffers hold R each.
+        let cap = if shared { u32::MAX } else { cfg.credits };
+        let credits = Credits::new(shared.then_some(pool_n as u32), cap);
         let pep = fabric.passive_ep(&info).map_err(err)?;
         let name = pep.listen(&eq).map_err(err)?;
         board.put(rank, &name)?;
@@ -509,10 +516,10 @@ impl Ofi {
             },
             cfg,
             prov,
-            conns: HashMap::new(),
+            conns: FxHashMap::default(),
             pool,
             credits,
-            wires: HashMap::new(),
+            wires: FxHashMap::default(),
             rx_peak: 0,
             tx_mr,
             tx,
@@ -525,11 +532,11 @@ impl Ofi {
             mgr: Manager::new(rank, mcfg),
             name,
             tx_free: (0..TX_SLOTS).rev().collect(),
-            peers: HashMap::new(),
+            peers: FxHashMap::default(),
             arrived: VecDeque::new(),
             dead: Vec::new(),
             resume: Vec::new(),
-            reads: HashMap::new(),
+            reads: FxHashMap::default(),
             next_id: 1,
             next_key: 3,
             board,
@@ -1431,42 +1438,75 @@ impl Ofi {
         unsafe { libc::epoll_wait(self.epoll, evs.as_mut_ptr(), 4, ms) };
     }
 
-    /// Waits (in the kernel) inside a rendezvous read until `done`, or `from` failed.
-    fn wait_for(&mut self, from: Proc, done: &dyn Fn(&Ofi) -> bool) -> MpiResult<()> {
+    /// Rendezvous reads (RDMA read of the sender's registration, its key and remote
+    /// address from the RTS): every read is posted before waiting for any, so a window of
+    /// them is answered in one run of each sender's process; then waits in the kernel for
+    /// their completions. Sets each read's `done`.
+    fn rdma_reads(&mut self, reads: &mut [KeyedRead]) {
+        // Per read: its endpoint, id and local registration (FI_MR_LOCAL), once posted.
+        let mut posted: Vec<Option<(EpId, u64, Option<Mr>)>> = Vec::with_capacity(reads.len());
+        for r in reads.iter() {
+            let p = self.post_read(r);
+            if p.is_none() {
+                self.stats.remote_read_fallbacks += 1;
+            }
+            posted.push(p);
+        }
+        let n = posted.iter().filter(|p| p.is_some()).count() as u64;
+        self.ofi_stats.read_batch_peak = self.ofi_stats.read_batch_peak.max(n);
+        // An endpoint may close under its read (the peer gone): then no completion comes.
+        let done = |t: &Ofi, r: &KeyedRead, p: &Option<(EpId, u64, Option<Mr>)>| {
+            p.as_ref().is_none_or(|(cid, rid, _)| {
+                t.reads[rid].0 == 0 || !t.conns.contains_key(cid) || t.mgr.failure(r.from).is_some()
+            })
+        };
         loop {
             self.progress(None);
-            if done(self) {
-                return Ok(());
-            }
-            if let Some(f) = self.mgr.failure(from) {
-                return Err(failure_err(f));
+            if reads.iter().zip(&posted).all(|(r, p)| done(self, r, p)) {
+                break;
             }
             self.return_credits(true);
             // A wake-up comes with the completion (`may_block`); the limit is a safety net.
             self.wait(100);
         }
+        for (r, p) in reads.iter_mut().zip(posted) {
+            let Some((cid, rid, local)) = p else { continue };
+            let (left, failed) = self.reads.remove(&rid).expect("inserted");
+            drop(local);
+            r.done = !failed && left == 0 && self.conns.contains_key(&cid);
+            if r.done {
+                self.stats.remote_reads += 1;
+                self.stats.remote_read_bytes += r.len() as u64;
+            } else {
+                self.stats.remote_read_fallbacks += 1;
+            }
+        }
     }
 
-    /// Reads `dst.len()` bytes from `from`'s registration `key` at remote address `raddr`
-    /// (from the RTS), waiting in the kernel for the completion.
-    fn rdma_read(&mut self, from: Proc, key: u64, raddr: u64, dst: &mut [u8]) -> MpiResult<bool> {
-        let Some(cid) = self.mgr.sendable(from) else {
-            return Ok(false);
-        };
+    /// Posts the read `r` (in chunks of the provider's largest message): its endpoint,
+    /// read id and local registration, or None (no key, no connection, or the post failed
+    /// before any chunk went: the protocol falls back to fragments).
+    fn post_read(&mut self, r: &KeyedRead) -> Option<(EpId, u64, Option<Mr>)> {
+        let k = r.key.as_bytes();
+        if !self.cfg.rdma_read || k.len() != 16 {
+            // No key (the sender could not register its buffer).
+            return None;
+        }
+        let u = |i: usize| u64::from_le_bytes(k[i..i + 8].try_into().expect("8"));
+        let (key, raddr) = (u(0), u(8));
+        let cid = self.mgr.sendable(r.from)?;
         // Memory the provider writes into must be registered where it says so.
         let local = if self.prov.mr_mode & ffi::FI_MR_LOCAL != 0 {
             let lkey = self.new_key();
-            // SAFETY: dst is borrowed for this whole call, which waits for the read.
-            match unsafe {
-                self.domain
-                    .mr_reg(dst.as_mut_ptr() as u64, dst.len(), ffi::FI_READ, lkey)
-            } {
-                Ok(m) => Some(m),
-                Err(_) => {
-                    self.stats.remote_read_fallbacks += 1;
-                    return Ok(false);
+            // SAFETY: KeyedRead's contract: dst is ours for the whole batch, which waits
+            // for the read (`rdma_reads`) before the registration is dropped.
+            Some(
+                unsafe {
+                    self.domain
+                        .mr_reg(r.dst() as u64, r.len(), ffi::FI_READ, lkey)
                 }
-            }
+                .ok()?,
+            )
         } else {
             None
         };
@@ -1476,15 +1516,17 @@ impl Ofi {
         self.next_id += 1;
         self.reads.insert(rid, (0, false));
         let mut off = 0;
-        while off < dst.len() {
-            let n = chunk.min(dst.len() - off);
+        while off < r.len() {
+            let n = chunk.min(r.len() - off);
             let Some(c) = self.conns.get(&cid) else {
+                self.reads.get_mut(&rid).expect("inserted").1 = true;
                 break;
             };
-            // SAFETY: dst outlives the read: this call waits for its completion below.
+            // SAFETY: KeyedRead's contract: dst is valid for len bytes until the batch
+            // returns, which is after this read's completion (`rdma_reads`).
             match unsafe {
                 c.ep.read(
-                    dst.as_mut_ptr().add(off),
+                    r.dst().add(off),
                     n,
                     desc,
                     raddr + off as u64,
@@ -1496,6 +1538,7 @@ impl Ofi {
                     off += n;
                     self.reads.get_mut(&rid).expect("inserted").0 += 1;
                 }
+                // The endpoint's queue is full: let completions free it.
                 Ok(false) => {
                     self.progress(None);
                 }
@@ -1505,20 +1548,11 @@ impl Ofi {
                 }
             }
         }
-        // The endpoint may close under the read (its peer gone): then no completion comes.
-        let res = self.wait_for(from, &|t| {
-            t.reads[&rid].0 == 0 || !t.conns.contains_key(&cid)
-        });
-        let (left, failed) = self.reads.remove(&rid).expect("inserted");
-        drop(local);
-        res?;
-        if failed || left > 0 || off < dst.len() {
-            self.stats.remote_read_fallbacks += 1;
-            return Ok(false);
+        if off == 0 && !r.is_empty() {
+            self.reads.remove(&rid);
+            return None;
         }
-        self.stats.remote_reads += 1;
-        self.stats.remote_read_bytes += dst.len() as u64;
-        Ok(true)
+        Some((cid, rid, local))
     }
 
     /// Packets accepted by `try_send` that have not left.
@@ -1627,21 +1661,26 @@ impl Transport for Ofi {
     fn read_keyed(
         &mut self,
         from: Proc,
-        _addr: u64,
+        addr: u64,
         key: &RndvKey,
         dst: &mut [u8],
     ) -> super::TResult<bool> {
         if dst.is_empty() {
             return Ok(true);
         }
-        let k = key.as_bytes();
-        if !self.cfg.rdma_read || k.len() != 16 {
-            // No key (the sender could not register its buffer): fragments.
-            self.stats.remote_read_fallbacks += 1;
-            return Ok(false);
+        // SAFETY: dst is borrowed mutably for this whole call, which the read ends within.
+        let mut r = [unsafe { KeyedRead::new(from, addr, *key, dst.as_mut_ptr(), dst.len()) }];
+        self.rdma_reads(&mut r);
+        if !r[0].done {
+            if let Some(f) = self.mgr.failure(from) {
+                return Err(failure_err(f).into());
+            }
         }
-        let u = |i: usize| u64::from_le_bytes(k[i..i + 8].try_into().expect("8"));
-        Ok(self.rdma_read(from, u(0), u(8), dst)?)
+        Ok(r[0].done)
+    }
+
+    fn read_keyed_many(&mut self, reads: &mut [KeyedRead]) {
+        self.rdma_reads(reads);
     }
 
     fn wake_fd(&self) -> Option<RawFd> {

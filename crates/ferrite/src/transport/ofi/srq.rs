@@ -8,21 +8,30 @@
 //!   with `FERRITE_OFI_SRQ=0`) each endpoint posts its own 2R buffers, as before.
 //! - Credits (`Credits`, sans-IO): a sender sends on a connection only with a credit its
 //!   receiver lent it. The receiver lends from the pool: `INIT` (1) per new connection, more to
-//!   a connection that keeps using its credits (up to R = `FERRITE_OFI_CREDITS`) while the
-//!   pool has buffers not lent; buffers lent beyond the pool (more connections than it has
-//!   room for, at `INIT` each) are taken back as they are used, down to one per connection.
+//!   a connection that keeps using its credits (at most doubling per report) while the pool
+//!   has buffers not lent: with a shared pool up to all of it that is not reserved, so one
+//!   busy connection can keep a whole window in flight; a connection lent more than its fair
+//!   share (the lendable buffers over the connections) grows only while a fair share stays
+//!   free for another, and gives back down to its share when the pool is all lent. Without
+//!   a shared pool each connection has R = `FERRITE_OFI_CREDITS`. Buffers lent beyond the
+//!   pool (more connections than it has room for, at `INIT` each) are taken back as they are
+//!   used, down to one per connection.
 //!   A buffer the peer used is lent again (or taken back) in the header of our next message
 //!   to it, or in a credit message when half its lent buffers are used (or before we block).
 //! - Credit messages carry no credit (they would need one to return one, and two idle
 //!   processes would then pass credit messages back and forth forever); their buffers are
 //!   the pool's reserve, W = P/4. A credit message answers at least one of our messages
 //!   not yet acknowledged, so we keep at most W of those (across all connections): at most
-//!   W credit messages can be on their way to us. Every message also acknowledges the
+//!   W credit messages can be on their way to us. Beyond W a sender borrows a buffer of its
+//!   own pool's free part per message (given back as the message is acknowledged): a
+//!   process that mostly sends has its pool idle, and that is what its window can use.
+//!   Every message also acknowledges the
 //!   peer's messages we took. Once half the window is used our messages ask their
 //!   receivers to acknowledge at once (a credit message on their next progress), since the
 //!   unacknowledged ones may be spread thin over many connections.
 //!
-//! So at most (lent) + W + 2 buffers are in use, one less than the pool: it is never
+//! So at most (lent) + (borrowed) + W + 2 buffers are in use, and lent + borrowed never
+//! exceeds the lendable P - W - 3 (apart from `INIT` below): one less than the pool: it is never
 //! overrun, nothing waits for a buffer, and nothing is dropped. `INIT` per connection is
 //! the one promise made without looking at the pool (both ends start from it): more than
 //! P - W - 3 connections at once overcommit it until their first messages give buffers
@@ -31,7 +40,7 @@
 
 use super::ffi::{self, Domain, Ep, Mr};
 use crate::conn::manager::EpId;
-use std::collections::HashMap;
+use crate::fxhash::FxHashMap;
 
 /// Credits both ends of a new connection start with (no message has passed yet): one, so
 /// that (P - W - SLACK) connections fit in the pool before any is overcommitted; the
@@ -79,14 +88,19 @@ pub struct Grant {
 /// holds. Pure; the transport reports messages and asks what it may send.
 #[derive(Debug)]
 pub struct Credits {
-    /// Buffers of ours not lent to anyone (negative: lent beyond the pool).
+    /// Buffers of ours not lent to anyone nor borrowed for our window (negative: lent
+    /// beyond the pool).
     free: i64,
-    /// Most buffers lent on one connection (R).
+    /// Buffers lendable in all (P - W - SLACK; without a pool, unbounded).
+    lendable: i64,
+    /// Most buffers lent on one connection (R without a pool; with one, `lendable`).
     cap: u32,
-    /// Most messages of ours unacknowledged (W).
+    /// Messages of ours unacknowledged that need no borrowed buffer (W).
     window: u32,
     unacked: u32,
-    links: HashMap<EpId, Link>,
+    /// Buffers of `free` taken for messages unacknowledged beyond `window`.
+    borrowed: u32,
+    links: FxHashMap<EpId, Link>,
     /// Buffers taken back from connections lent beyond the pool.
     pub taken_back: u64,
     /// Times a send waited for the window (credit messages' reserve).
@@ -94,7 +108,8 @@ pub struct Credits {
 }
 
 impl Credits {
-    /// Accounting for a pool of `pool` buffers, at most `cap` lent per connection.
+    /// Accounting for a pool of `pool` buffers, at most `cap` lent per connection (and
+    /// never more than the pool's lendable part).
     /// Per-connection buffers (no shared pool): pass `pool` = None; each connection then
     /// has its own 2R buffers, R lent and R for the credit messages.
     pub fn new(pool: Option<u32>, cap: u32) -> Credits {
@@ -107,10 +122,12 @@ impl Credits {
         };
         Credits {
             free,
-            cap: cap.max(INIT),
+            lendable: free,
+            cap: (i64::from(cap).min(free.max(1)) as u32).max(INIT),
             window,
             unacked: 0,
-            links: HashMap::new(),
+            borrowed: 0,
+            links: FxHashMap::default(),
             taken_back: 0,
             window_waits: 0,
         }
@@ -141,7 +158,22 @@ impl Credits {
         if let Some(l) = self.links.remove(&ep) {
             self.free += i64::from(l.lent);
             self.unacked -= l.unacked;
+            self.give_back();
         }
+    }
+
+    /// Borrowed buffers no longer needed for our window go back to the pool.
+    fn give_back(&mut self) {
+        let need = self.unacked.saturating_sub(self.window);
+        if self.borrowed > need {
+            self.free += i64::from(self.borrowed - need);
+            self.borrowed = need;
+        }
+    }
+
+    /// A connection's fair share of the lendable buffers (at least `INIT`).
+    fn fair(&self) -> i64 {
+        (self.lendable / self.links.len().max(1) as i64).max(i64::from(INIT))
     }
 
     /// Whether a message with credit may go on `ep` now.
@@ -152,7 +184,9 @@ impl Credits {
         if l.credits == 0 {
             return false;
         }
-        if self.unacked >= self.window {
+        // Beyond the reserve the message needs a buffer of our pool's free part for the
+        // credit message that may answer it (`sent` takes it).
+        if self.unacked >= self.window.saturating_add(self.borrowed) && self.free <= 0 {
             self.window_waits += 1;
             return false;
         }
@@ -162,13 +196,23 @@ impl Credits {
     /// A message with credit went on `ep`: its header carries the returned grant.
     pub fn sent(&mut self, ep: EpId) -> Grant {
         let mut g = self.grant(ep);
-        g.ask = self.unacked >= self.window / 2;
+        g.ask = self.asks();
         if let Some(l) = self.links.get_mut(&ep) {
             l.credits -= 1;
             l.unacked += 1;
             self.unacked += 1;
+            if self.unacked > self.window.saturating_add(self.borrowed) {
+                self.borrowed += 1;
+                self.free -= 1;
+            }
         }
         g
+    }
+
+    /// Whether our messages ask for acknowledgements at once: half the reserve is used
+    /// and our pool has little left to borrow.
+    fn asks(&self) -> bool {
+        self.unacked >= self.window / 2 && self.free < i64::from(self.window)
     }
 
     /// A message `sent` could not be posted after all (the endpoint's queue was full).
@@ -178,6 +222,7 @@ impl Credits {
             l.credits += 1;
             l.unacked -= 1;
             self.unacked -= 1;
+            self.give_back();
         }
     }
 
@@ -205,13 +250,15 @@ impl Credits {
             return None;
         }
         let mut g = self.grant(ep);
-        g.ask = self.unacked >= self.window / 2;
+        g.ask = self.asks();
         Some(g)
     }
 
     /// Acknowledges what the peer sent on `ep` and lends its buffers again: fewer where
-    /// the pool is overcommitted (down to one), more where it has room (up to the cap).
+    /// the pool is overcommitted (down to one) or all lent (down to a fair share), more
+    /// where it has room (up to the cap; beyond a fair share, while one stays free).
     fn grant(&mut self, ep: EpId) -> Grant {
+        let fair = self.fair();
         let Some(l) = self.links.get_mut(&ep) else {
             return Grant::default();
         };
@@ -227,12 +274,25 @@ impl Credits {
             l.lent -= take;
             self.free += i64::from(take);
             self.taken_back += u64::from(take);
+        } else if self.free == 0 && i64::from(l.lent) > fair {
+            // All lent: a connection above its share gives back as it reports, so that
+            // the others can grow.
+            let take = (acks as i64).min(i64::from(l.lent) - fair) as u32;
+            back -= take;
+            l.lent -= take;
+            self.free += i64::from(take);
         } else if acks > 0 && self.free > 0 && l.lent < self.cap {
-            // Grows with use (at most doubling per report), so busy connections share.
-            let more = self
-                .free
+            // Grows with use (at most doubling per report); above its fair share only
+            // while a fair share stays free for another connection.
+            let room = if i64::from(l.lent) >= fair {
+                self.free - fair
+            } else {
+                self.free
+            };
+            let more = room
                 .min(i64::from(self.cap - l.lent))
-                .min(i64::from(acks)) as u32;
+                .min(i64::from(acks))
+                .max(0) as u32;
             back += more;
             l.lent += more;
             self.free -= i64::from(more);
@@ -258,6 +318,9 @@ impl Credits {
             l.acks += 1;
         }
         l.asked |= g.ask;
+        if a > 0 {
+            self.give_back();
+        }
     }
 
     /// Sending credits left on `ep` (tests, reports).
@@ -268,6 +331,11 @@ impl Credits {
     /// Buffers lent in all (the pool's use, apart from the reserve).
     pub fn lent(&self) -> u64 {
         self.links.values().map(|l| u64::from(l.lent)).sum()
+    }
+
+    /// Buffers of our pool borrowed for our window (tests, reports).
+    pub fn borrowed(&self) -> u32 {
+        self.borrowed
     }
 
     /// Connections with a credit message due (`credit_message`).
@@ -528,5 +596,70 @@ mod tests {
         assert_eq!((c.credits(EpId(0)), c.lent()), (1, 1));
         let g = c.credit_message(EpId(0), true).expect("owed again");
         assert_eq!((g.credits, g.acks), (2, 1));
+    }
+
+    /// Bursts as large as the credits allow from each of `busy` senders into one receiver
+    /// with `links` connections (pool `pool`, no cap), the receiver returning credits after
+    /// each round. Returns each busy sender's largest burst, after checking the receiver's
+    /// buffers in use (messages in flight, credit messages it may get, slack) stay within
+    /// the pool and the senders' own pools hold what they borrowed.
+    fn bursts(pool: u32, links: u64, busy: u64, rounds: u32) -> Vec<u32> {
+        let mut rx = Credits::new(Some(pool), u32::MAX);
+        let mut tx: Vec<Credits> = (0..busy)
+            .map(|_| Credits::new(Some(pool), u32::MAX))
+            .collect();
+        for i in 0..links {
+            rx.open(EpId(i));
+        }
+        for (i, t) in tx.iter_mut().enumerate() {
+            t.open(EpId(i as u64));
+        }
+        let mut best = vec![0u32; busy as usize];
+        for _ in 0..rounds {
+            let mut flight = Vec::new();
+            for (i, t) in tx.iter_mut().enumerate() {
+                let ep = EpId(i as u64);
+                let mut n = 0;
+                while t.can_send(ep) {
+                    flight.push((ep, t.sent(ep)));
+                    n += 1;
+                }
+                best[i] = best[i].max(n);
+                assert!(t.lent() + u64::from(t.borrowed()) <= u64::from(pool - pool / 4 - SLACK));
+            }
+            let lendable = u64::from(pool - pool / 4 - SLACK);
+            assert!(rx.lent() <= lendable, "lent {} of {lendable}", rx.lent());
+            assert!(flight.len() as u64 <= rx.lent());
+            for (ep, g) in flight {
+                rx.received(ep, g, true);
+            }
+            for (i, t) in tx.iter_mut().enumerate() {
+                let ep = EpId(i as u64);
+                if let Some(g) = rx.credit_message(ep, true) {
+                    t.received(ep, g, false);
+                }
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn one_busy_connection_is_lent_the_whole_lendable_pool() {
+        // n = 2: P = 80, W = 20, lendable 57; the sender's window borrows past its W.
+        let best = bursts(80, 1, 1, 12);
+        assert_eq!(best, vec![57]);
+    }
+
+    #[test]
+    fn busy_connections_share_the_pool_and_idle_ones_keep_their_one() {
+        // P = 128 (n = 16), lendable 93, 15 connections (fair share 6), 3 busy.
+        let best = bursts(128, 15, 3, 40);
+        for b in &best {
+            assert!(*b >= 6, "a busy connection got {b}: {best:?}");
+        }
+        // Two busy of two: each well past a per-connection 16 (`bursts` checks that
+        // together they stay within the lendable 93).
+        let best = bursts(128, 2, 2, 40);
+        assert!(best.iter().all(|&b| b > 16), "{best:?}");
     }
 }

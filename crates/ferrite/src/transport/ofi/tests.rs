@@ -3,6 +3,7 @@
 
 use super::test_board::TestBoard;
 use super::*;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -137,6 +138,18 @@ fn rendezvous_reads_the_senders_buffer_and_caches_its_registration() {
     let whole = a.rndv_key(1, addr, data.len());
     let inside = a.rndv_key(1, addr + 12345, 5000);
     assert_eq!(whole.as_bytes().len(), 16);
+    // A batch (a window of matched RTS): pieces on both sides of 16 KiB, odd offsets.
+    let spans = [
+        (0usize, 70_000usize),
+        (1, 16_384),
+        (300_000, 262_144),
+        (999_000, 1000),
+        (5, 65_537),
+    ];
+    let keys: Vec<RndvKey> = spans
+        .iter()
+        .map(|&(o, n)| a.rndv_key(1, addr + o as u64, n))
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || {
@@ -159,12 +172,33 @@ fn rendezvous_reads_the_senders_buffer_and_caches_its_registration() {
     assert!(!b
         .read_keyed(0, addr, &RndvKey::default(), &mut part)
         .unwrap());
+    // Every read of a batch in flight before waiting for any; a keyless one falls back.
+    let mut dsts: Vec<Vec<u8>> = spans.iter().map(|&(_, n)| vec![0u8; n]).collect();
+    dsts.push(vec![0u8; 100]);
+    let mut reads: Vec<KeyedRead> = dsts
+        .iter_mut()
+        .zip(keys.iter().chain([RndvKey::default()].iter()))
+        .zip(spans.iter().chain([(0, 100)].iter()))
+        // SAFETY: each dst outlives the batch and is not touched during it.
+        .map(|((d, k), &(o, _))| unsafe {
+            KeyedRead::new(0, addr + o as u64, *k, d.as_mut_ptr(), d.len())
+        })
+        .collect();
+    b.read_keyed_many(&mut reads);
+    let done: Vec<bool> = reads.iter().map(|r| r.done).collect();
+    assert_eq!(done, [true, true, true, true, true, false]);
+    drop(reads);
+    for (d, &(o, n)) in dsts.iter().zip(&spans) {
+        assert!(d[..] == data[o..o + n], "read of {n} bytes at {o}");
+    }
+    assert_eq!(b.ofi_stats.read_batch_peak, 5);
     stop.store(true, Ordering::Relaxed);
     let a = server.join().unwrap();
-    assert_eq!(b.stats().remote_reads, 2);
-    assert_eq!(b.stats().remote_read_fallbacks, 1);
-    assert_eq!(b.stats().remote_read_bytes, 1_005_000);
-    assert_eq!((a.stats().mr_cache_misses, a.stats().mr_cache_hits), (1, 1));
+    let batch: usize = spans.iter().map(|s| s.1).sum();
+    assert_eq!(b.stats().remote_reads, 7);
+    assert_eq!(b.stats().remote_read_fallbacks, 2);
+    assert_eq!(b.stats().remote_read_bytes, 1_005_000 + batch as u64);
+    assert_eq!((a.stats().mr_cache_misses, a.stats().mr_cache_hits), (1, 6));
 }
 
 /// A job of `n` ranks (one thread each) under `cfg`: every rank sends `m` numbered packets
