@@ -103,6 +103,25 @@ impl Ferrite {
     }
 }
 
+/// Sleeps on the shared futex word at `addr` while it holds `seen`, at most `timeout_ms`.
+fn futex_wait(addr: usize, seen: u32, timeout_ms: i32) {
+    let t = libc::timespec {
+        tv_sec: (timeout_ms / 1000) as libc::time_t,
+        tv_nsec: (timeout_ms % 1000) as libc::c_long * 1_000_000,
+    };
+    // SAFETY: `addr` is an aligned u32 of a shared mapping that outlives the wait
+    // (Pace::park); not FUTEX_PRIVATE, since other processes wake it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            addr as *const u32,
+            libc::FUTEX_WAIT,
+            seen,
+            &t as *const libc::timespec,
+        )
+    };
+}
+
 /// [`Pace::announce`]'s hook: told `true` before sleeping, `false` after.
 pub type Announce<'a> = &'a mut dyn FnMut(&mut Ferrite, bool);
 
@@ -132,6 +151,11 @@ pub struct Pace<'a> {
     /// doorbell in the epoll set, `Net::bell_on`; the condition is checked once more after
     /// it) and with `false` once it is awake again (take that back).
     pub announce: Option<Announce<'a>>,
+    /// Set by `announce` to sleep on a futex word in shared memory instead of the epoll
+    /// set: (address of the word, the value it held when announced). The sleep ends when
+    /// the word changes and is woken (FUTEX_WAKE), or at the usual timeout. For waiters
+    /// that no packet needs to wake (coll/shm.rs decides).
+    pub park: Option<&'a std::cell::Cell<Option<(usize, u32)>>>,
 }
 
 impl Held {
@@ -226,7 +250,10 @@ impl Held {
                         }
                     }
                     let timeout = if self.p2p.has_backlog() { 1 } else { 100 };
-                    self.sleep(timeout)?;
+                    match pace.park.and_then(std::cell::Cell::get) {
+                        Some((addr, seen)) => self.pause(|| futex_wait(addr, seen, timeout))?,
+                        None => self.sleep(timeout)?,
+                    }
                     if let Some(announce) = pace.announce.as_mut() {
                         announce(self, false);
                     }

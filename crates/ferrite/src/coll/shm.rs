@@ -12,7 +12,8 @@
 //! [`INLINE`] bytes of that contribution, so one cache miss brings flag and data; per rank a
 //! `done` counter (it finished reading everything of collective e) and a `waiting` word,
 //! each on its own line; the root's box per parity (`release` and inline data); a
-//! `sleepers` line (one bit per rank whose `waiting` word is set); then two broadcast
+//! `sleepers` line (one bit per rank whose `waiting` word is set); six futex gates (per
+//! kind of condition and parity: a `seq` word and a count of ranks asleep on it); then two broadcast
 //! buffers and two slots per rank for larger contributions, and per rank and parity a spread
 //! area of n slots (n blocks side by side; pages are touched only when used).
 //!
@@ -48,6 +49,15 @@
 //! rest. The poller drains the doorbell after a sleep it ended and wakes every sleeping
 //! thread, since the ring may be for any of them; a ring that arrives after its waiter saw
 //! the condition on its own costs one spurious wake-up.
+//!
+//! That is for a process with something in flight that packets advance (requests, RMA
+//! windows, file accesses...: `Ferrite::needs_no_packets`). Otherwise only the members
+//! can end the wait, and the rank sleeps on the condition's futex gate instead
+//! (`Pace::park`): it counts itself in, reads `seq`, checks again and FUTEX_WAITs; whoever
+//! completes a condition while the count is nonzero bumps `seq` and wakes the gate's
+//! sleepers with one FUTEX_WAKE (one system call for all, none on the sleepers' side but
+//! their own wait; SeqCst on both sides, so either the sleeper's check sees the store or
+//! the storer sees the count).
 
 use super::reduce::Reducer;
 use crate::consts::*;
@@ -58,7 +68,8 @@ use crate::progress::{Pace, Phases};
 use crate::state::{Ferrite, Held};
 use crate::transport::shm::doorbell::{bell_addr, BellAddr, Doorbell};
 use crate::transport::shm::segment::{anonymous_file, map, open_peer_file};
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,8 +115,19 @@ impl Layout {
     pub fn sleepers(&self) -> usize {
         (4 * self.n + 2) * LINE
     }
+    /// The futex gate of what `u` waits for (one per kind of condition and parity): a
+    /// `seq` word bumped by whoever makes such a condition true while `count` (the next
+    /// word) says ranks sleep on it.
+    pub fn gate(&self, u: Until) -> usize {
+        let (kind, e) = match u {
+            Until::Arrived(e) => (0, e),
+            Until::Released(e) => (1, e),
+            Until::Done(e) => (2, e),
+        };
+        (4 * self.n + 3 + kind * 2 + (e & 1) as usize) * LINE
+    }
     fn data(&self) -> usize {
-        (4 * self.n + 3) * LINE
+        (4 * self.n + 9) * LINE
     }
     fn bcast(&self, par: usize) -> usize {
         self.data() + par * self.slot
@@ -213,9 +235,26 @@ impl Seg {
         // long as `self`; other processes only access it atomically too.
         unsafe { &*((self.base + off) as *const AtomicU64) }
     }
+    fn word32(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: as for `word`, 4-aligned.
+        unsafe { &*((self.base + off) as *const AtomicU32) }
+    }
     fn ptr(&self, off: usize) -> *mut u8 {
         (self.base + off) as *mut u8
     }
+    /// Wakes every rank asleep on `u`'s gate if `u` now holds (one load when none sleeps).
+    fn open_gate(&self, u: Until) {
+        let g = self.lay.gate(u);
+        if self.word32(g + 4).load(SeqCst) == 0 || !self.holds(u) {
+            return;
+        }
+        let seq = self.word32(g);
+        seq.fetch_add(1, SeqCst);
+        // SAFETY: the futex syscall on an aligned word of our shared mapping; not
+        // FUTEX_PRIVATE, since the sleepers are other processes.
+        unsafe { libc::syscall(libc::SYS_futex, seq.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
+    }
+
     fn holds(&self, u: Until) -> bool {
         let n = self.lay.n;
         match u {
@@ -387,8 +426,8 @@ fn ranks_per_cpu() -> i64 {
 
 /// (spin passes, yield phase) of a wait. With a CPU each, the partner answers while we
 /// spin: spin up to FERRITE_PROGRESS_SPIN passes, yield 200 us, sleep. Two ranks per CPU:
-/// spin briefly and yield 30 us (a yield hands the CPU straight to the partner), then
-/// sleep. More: spin briefly and sleep at once, since ranks that yield in a loop still
+/// spin 8 cheap passes, then yield 30 us with one progress pass per yield (a yield hands
+/// the CPU straight to the partner), then sleep. More: spin briefly and sleep at once, since ranks that yield in a loop still
 /// compete for the CPU the awaited rank needs (on 2 CPUs at -n 16 with other load, a
 /// 200 us yield phase made 8-byte Allreduce and Barrier take 3-25 ms per call in some runs,
 /// sleeping at once 0.1-0.7 ms; 30 us was 1.5-2x slower than none there, and 1.2-4x faster
@@ -406,21 +445,25 @@ fn phases() -> Phases {
             (_, 2) => 30,
             _ => 0,
         };
-        let (spin, poll_every) = match per_cpu {
+        let (spin, poll_every, burst) = match per_cpu {
             1 => (
                 crate::runtime::config::get::<u32>("FERRITE_PROGRESS_SPIN").max(64),
                 16,
+                8,
             ),
             // Cheap spins (a progress pass every 16): with a progress pass each, the spin
             // and bursts took 4-10x longer before the partner got the CPU, and -n 4
-            // Barrier/Allreduce/Bcast became 2-3x slower.
-            2 => (64, 16),
-            _ => (8, 1),
+            // Barrier/Allreduce/Bcast became 2-3x slower. A short spin, then one pass per
+            // yield (as Open MPI's waiters when oversubscribed): the partner sharing the
+            // CPU is the likely one awaited, and a yield with nobody else runnable costs one
+            // system call (spin 64 and 8 passes per yield: 1.2-2x slower, -n 4 at load 30).
+            2 => (8, 16, 1),
+            _ => (8, 1, 8),
         };
         Phases {
             spin,
             yield_for: Duration::from_micros(y),
-            burst: 8,
+            burst,
             poll_every,
         }
     })
@@ -507,6 +550,20 @@ impl Held {
 }
 
 impl Ferrite {
+    /// Whether nothing here waits for packets or must answer them (no request, which
+    /// covers nonblocking collectives and Comm_idup, no blocking receive, send backlog,
+    /// RMA window served by messages or collective file access): then a rank waiting in a shared-memory
+    /// collective may sleep on the condition's futex gate, which only the members wake,
+    /// instead of in the epoll set (a datagram per sleeper; packets wake it there).
+    fn needs_no_packets(&self) -> bool {
+        self.p2p.reqs.is_empty()
+            && self.p2p.waiters.is_empty()
+            && !self.p2p.has_backlog()
+            && self.coll.active.is_empty()
+            && self.objects.wins.active.is_empty()
+            && crate::io::engine::idle()
+    }
+
     /// This process's collective doorbell, bound on first use and added to the progress
     /// engine's epoll set. None if it cannot be made.
     fn shm_bell(&mut self) -> Option<u64> {
@@ -626,9 +683,11 @@ impl Held {
 }
 
 impl Ferrite {
-    /// Stores `e` in the counter at `off` and wakes the sleepers it satisfies.
-    fn shm_publish(&mut self, seg: &Seg, off: usize, e: u64) {
+    /// Stores `e` in the counter at `off`, the last store `u` may need, and wakes the
+    /// sleepers it satisfies: those on `u`'s futex gate at once, those rung by datagram.
+    fn shm_publish(&mut self, seg: &Seg, off: usize, e: u64, u: Until) {
         seg.word(off).store(e, SeqCst);
+        seg.open_gate(u);
         self.shm_ring_satisfied(seg);
     }
 
@@ -678,10 +737,21 @@ impl Held {
         let cell = seg.word(seg.lay.waiting(seg.me));
         let sleepers = seg.word(seg.lay.sleepers());
         let bit = 1u64 << seg.me;
-        let mut announce = |_: &mut Ferrite, asleep: bool| {
+        let (seq, count) = (seg.word32(seg.lay.gate(u)), seg.word32(seg.lay.gate(u) + 4));
+        let park = Cell::new(None);
+        let mut announce = |st: &mut Ferrite, asleep: bool| {
             if asleep {
-                cell.store(u.word(), SeqCst);
-                sleepers.fetch_or(bit, SeqCst);
+                if st.needs_no_packets() {
+                    // Counted before `seq` is read and the condition checked again: a
+                    // member that completes it later sees the count and bumps `seq`.
+                    count.fetch_add(1, SeqCst);
+                    park.set(Some((seq.as_ptr() as usize, seq.load(SeqCst))));
+                } else {
+                    cell.store(u.word(), SeqCst);
+                    sleepers.fetch_or(bit, SeqCst);
+                }
+            } else if park.take().is_some() {
+                count.fetch_sub(1, SeqCst);
             } else {
                 sleepers.fetch_and(!bit, SeqCst);
                 // Failing means a member took the word: its ring (maybe still on its way)
@@ -692,6 +762,7 @@ impl Held {
         let pace = Pace {
             phases: Some(phases()),
             announce: Some(&mut announce),
+            park: Some(&park),
         };
         self.wait_with(pace, |_| seg.holds(u))?;
         self.shm_ring_satisfied(seg);
@@ -716,7 +787,7 @@ impl Held {
         let lay = seg.lay;
         match &call.op {
             Op::Barrier => {
-                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 self.shm_wait(seg, Until::Arrived(e))?;
                 seg.known_done = seg.known_done.max(e - 1);
             }
@@ -726,7 +797,7 @@ impl Held {
                     // SAFETY: the user's buffer holds the message; the buffer of this
                     // parity is ours until `release` says e.
                     unsafe { buf.pack_to(seg.ptr(lay.broadcast(par, len)), len) };
-                    self.shm_publish(seg, lay.release(par), e);
+                    self.shm_publish(seg, lay.release(par), e, Until::Released(e));
                 } else {
                     self.shm_wait(seg, Until::Released(e))?;
                     // SAFETY: the root wrote it and will not before we say done.
@@ -743,7 +814,7 @@ impl Held {
                 let src = input.as_ref().unwrap_or(out);
                 // SAFETY: our slot of this parity is free (shm_reuse); the input is valid.
                 unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
-                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 if me == *root {
                     self.shm_wait(seg, Until::Arrived(e))?;
                     // SAFETY: every slot is written and stays until we say done; the
@@ -757,7 +828,7 @@ impl Held {
                 let src = input.as_ref().unwrap_or(out);
                 // SAFETY: as for Reduce.
                 unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
-                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 self.shm_wait(seg, Until::Arrived(e))?;
                 // SAFETY: as for Reduce.
                 unsafe { fold(seg, par, red, out.bytes(len)) };
@@ -768,7 +839,7 @@ impl Held {
                 let src = input.as_ref().unwrap_or(&out[me]);
                 // SAFETY: as for Reduce.
                 unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
-                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 self.shm_wait(seg, Until::Arrived(e))?;
                 for (k, o) in out.iter().enumerate().take(n) {
                     if k != me || input.is_some() {
@@ -785,7 +856,7 @@ impl Held {
                     // SAFETY: as for Reduce.
                     unsafe { src.pack_to(seg.ptr(lay.contribution(par, me, len)), len) };
                 }
-                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 if me == *root {
                     self.shm_wait(seg, Until::Arrived(e))?;
                     for (k, o) in out.iter().enumerate().take(n) {
@@ -808,7 +879,7 @@ impl Held {
                             unsafe { b.pack_to(seg.ptr(at(k)), len) };
                         }
                     }
-                    self.shm_publish(seg, lay.release(par), e);
+                    self.shm_publish(seg, lay.release(par), e, Until::Released(e));
                     if let Some(o) = out {
                         // SAFETY: written just above.
                         unsafe { o.unpack_from(seg.ptr(at(me)), len) };
@@ -828,7 +899,7 @@ impl Held {
                     // SAFETY: our area of this parity is free (shm_reuse), n blocks long.
                     unsafe { b.pack_to(mine.wrapping_add(k * len), len) };
                 }
-                self.shm_publish(seg, lay.boxed(par, me), e);
+                self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 self.shm_wait(seg, Until::Arrived(e))?;
                 for (k, o) in out.iter().enumerate().take(n) {
                     let from = seg.ptr(lay.blocks(par, k, len)).wrapping_add(me * len);
@@ -838,7 +909,7 @@ impl Held {
                 seg.known_done = seg.known_done.max(e - 1);
             }
         }
-        self.shm_publish(seg, lay.done(me), e);
+        self.shm_publish(seg, lay.done(me), e, Until::Done(e));
         Ok(())
     }
 }

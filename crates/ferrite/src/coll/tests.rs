@@ -509,13 +509,17 @@ fn shm_layout() {
                 }
             }
             spans.sort();
-            assert!(spans[0].0 >= (4 * n + 3) * 128, "slots after the counters");
+            assert!(spans[0].0 >= (4 * n + 9) * 128, "slots after the counters");
             for w in spans.windows(2) {
                 assert!(w[0].0 + w[0].1 <= w[1].0, "slots overlap: n {n} max {max}");
             }
             let mut lines: Vec<usize> = (0..n)
                 .flat_map(|r| [l.boxed(0, r), l.boxed(1, r)])
                 .chain([l.release(0), l.release(1), l.sleepers()])
+                .chain((0..2u64).flat_map(|e| {
+                    use super::shm::Until;
+                    [Until::Arrived(e), Until::Released(e), Until::Done(e)].map(|u| l.gate(u))
+                }))
                 .collect();
             lines.sort();
             for w in lines.windows(2) {

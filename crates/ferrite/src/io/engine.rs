@@ -121,6 +121,11 @@ static OPS: Mutex<Vec<Op>> = Mutex::new(Vec::new());
 /// Set while OPS is not empty: the hook costs one load when there is no I/O.
 static ANY: AtomicBool = AtomicBool::new(false);
 
+/// Whether no collective file access is in progress (nothing for the progress engine here).
+pub fn idle() -> bool {
+    !ANY.load(Ordering::Acquire)
+}
+
 fn ops() -> std::sync::MutexGuard<'static, Vec<Op>> {
     OPS.lock().unwrap_or_else(|e| e.into_inner())
 }
