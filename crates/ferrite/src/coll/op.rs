@@ -117,6 +117,8 @@ trait Num: Copy + PartialOrd {
     const SIZE: usize;
     fn load(b: &[u8]) -> Self;
     fn store(self, b: &mut [u8]);
+    /// `f(input, inout)` into `inout`, element by element, over the whole elements of both.
+    fn each(inout: &mut [u8], input: &[u8], f: impl Fn(Self, Self) -> Self);
 }
 
 macro_rules! num {
@@ -131,6 +133,17 @@ macro_rules! num {
             fn store(self, b: &mut [u8]) {
                 b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes())
             }
+            #[inline(always)]
+            fn each(inout: &mut [u8], input: &[u8], f: impl Fn(Self, Self) -> Self) {
+                // Arrays of the element's size, so the loop's stride is a constant and
+                // it vectorizes (over `chunks_exact` it stayed one element at a time).
+                const N: usize = std::mem::size_of::<$t>();
+                let (io, _) = inout.as_chunks_mut::<N>();
+                let (i, _) = input.as_chunks::<N>();
+                for (o, i) in io.iter_mut().zip(i) {
+                    *o = f(<$t>::from_ne_bytes(*i), <$t>::from_ne_bytes(*o)).to_ne_bytes();
+                }
+            }
         }
     )*};
 }
@@ -138,12 +151,7 @@ num!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 
 #[inline(always)]
 fn each<T: Num>(inout: &mut [u8], input: &[u8], f: impl Fn(T, T) -> T) {
-    for (o, i) in inout
-        .chunks_exact_mut(T::SIZE)
-        .zip(input.chunks_exact(T::SIZE))
-    {
-        f(T::load(i), T::load(o)).store(o);
-    }
+    T::each(inout, input, f)
 }
 
 macro_rules! int_ops {
@@ -240,6 +248,35 @@ fn pair<T: Num, I: Num>(
 /// Applies `op` elementwise: `inout = input op inout`. `stride` is the element's extent for
 /// pair types (packed pairs are `value + int` bytes with no padding) and ignored otherwise.
 pub fn apply(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(), NotDefined> {
+    // The loops vectorize to the baseline's 16-byte vectors; on a CPU with AVX2 the same
+    // loops compiled for it do 32 bytes per instruction (as Open MPI's op/avx does): 1.5-2x
+    // on a few KiB. Elementwise either way, so the results are the same bits.
+    #[cfg(target_arch = "x86_64")]
+    if inout.len() >= 32 && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked).
+        return unsafe { apply_avx2(op, elem, inout, input) };
+    }
+    apply_loops(op, elem, inout, input)
+}
+
+/// [`apply_loops`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn apply_avx2(
+    op: MPI_Op,
+    elem: Elem,
+    inout: &mut [u8],
+    input: &[u8],
+) -> Result<(), NotDefined> {
+    apply_loops(op, elem, inout, input)
+}
+
+/// The body of [`apply`], inlined into each instruction-set variant.
+#[inline(always)]
+fn apply_loops(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(), NotDefined> {
     use Elem::*;
     match elem {
         I8 => int_ops!(i8, op, inout, input),
