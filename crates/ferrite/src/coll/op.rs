@@ -249,8 +249,8 @@ fn pair<T: Num, I: Num>(
 /// pair types (packed pairs are `value + int` bytes with no padding) and ignored otherwise.
 pub fn apply(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(), NotDefined> {
     // The loops vectorize to the baseline's 16-byte vectors; on a CPU with AVX2 the same
-    // loops compiled for it do 32 bytes per instruction (as Open MPI's op/avx does): 1.5-2x
-    // on a few KiB. Elementwise either way, so the results are the same bits.
+    // loops compiled for it do 32 bytes per instruction (Open MPI's op/avx chooses its
+    // kernels the same way). Elementwise either way, so the results are the same bits.
     #[cfg(target_arch = "x86_64")]
     if inout.len() >= 32 && std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked).
