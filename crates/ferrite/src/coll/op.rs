@@ -117,6 +117,8 @@ trait Num: Copy + PartialOrd {
     const SIZE: usize;
     fn load(b: &[u8]) -> Self;
     fn store(self, b: &mut [u8]);
+    /// `f(input, inout)` into `inout`, element by element, over the whole elements of both.
+    fn each(inout: &mut [u8], input: &[u8], f: impl Fn(Self, Self) -> Self);
 }
 
 macro_rules! num {
@@ -131,6 +133,17 @@ macro_rules! num {
             fn store(self, b: &mut [u8]) {
                 b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes())
             }
+            #[inline(always)]
+            fn each(inout: &mut [u8], input: &[u8], f: impl Fn(Self, Self) -> Self) {
+                // Arrays of the element's size, so the loop's stride is a constant and
+                // it vectorizes (over `chunks_exact` it stayed one element at a time).
+                const N: usize = std::mem::size_of::<$t>();
+                let (io, _) = inout.as_chunks_mut::<N>();
+                let (i, _) = input.as_chunks::<N>();
+                for (o, i) in io.iter_mut().zip(i) {
+                    *o = f(<$t>::from_ne_bytes(*i), <$t>::from_ne_bytes(*o)).to_ne_bytes();
+                }
+            }
         }
     )*};
 }
@@ -138,12 +151,7 @@ num!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 
 #[inline(always)]
 fn each<T: Num>(inout: &mut [u8], input: &[u8], f: impl Fn(T, T) -> T) {
-    for (o, i) in inout
-        .chunks_exact_mut(T::SIZE)
-        .zip(input.chunks_exact(T::SIZE))
-    {
-        f(T::load(i), T::load(o)).store(o);
-    }
+    T::each(inout, input, f)
 }
 
 macro_rules! int_ops {
@@ -240,6 +248,35 @@ fn pair<T: Num, I: Num>(
 /// Applies `op` elementwise: `inout = input op inout`. `stride` is the element's extent for
 /// pair types (packed pairs are `value + int` bytes with no padding) and ignored otherwise.
 pub fn apply(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(), NotDefined> {
+    // The loops vectorize to the baseline's 16-byte vectors; on a CPU with AVX2 the same
+    // loops compiled for it do 32 bytes per instruction (Open MPI's op/avx chooses its
+    // kernels the same way). Elementwise either way, so the results are the same bits.
+    #[cfg(target_arch = "x86_64")]
+    if inout.len() >= 32 && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked).
+        return unsafe { apply_avx2(op, elem, inout, input) };
+    }
+    apply_loops(op, elem, inout, input)
+}
+
+/// [`apply_loops`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn apply_avx2(
+    op: MPI_Op,
+    elem: Elem,
+    inout: &mut [u8],
+    input: &[u8],
+) -> Result<(), NotDefined> {
+    apply_loops(op, elem, inout, input)
+}
+
+/// The body of [`apply`], inlined into each instruction-set variant.
+#[inline(always)]
+fn apply_loops(op: MPI_Op, elem: Elem, inout: &mut [u8], input: &[u8]) -> Result<(), NotDefined> {
     use Elem::*;
     match elem {
         I8 => int_ops!(i8, op, inout, input),
@@ -386,6 +423,70 @@ mod tests {
             apply(op, elem_of(MPI_INT).unwrap(), &mut io, &bytes(&a)).unwrap();
             let want: Vec<i32> = a.iter().zip(&b).map(|(&x, &y)| f(x, y)).collect();
             assert_eq!(vals::<i32>(&io), want, "{}", name(op));
+        }
+    }
+
+    /// Long buffers take the AVX2 build of the loops where the CPU has it, single elements
+    /// the baseline's: the same bits for every integer and float type and operation, at
+    /// lengths around the vector widths, with NaNs, signed zeros and extremes among the data.
+    #[test]
+    fn long_runs_match_element_by_element() {
+        use Elem::*;
+        let types = [
+            (I8, 1),
+            (I16, 2),
+            (I32, 4),
+            (I64, 8),
+            (U8, 1),
+            (U16, 2),
+            (U32, 4),
+            (U64, 8),
+            (F32, 4),
+            (F64, 8),
+        ];
+        let ops = [
+            MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR,
+            MPI_BXOR,
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (elem, s) in types {
+            for n in [
+                1usize, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 129, 1000,
+            ] {
+                let mut gen = |k: usize| -> Vec<u8> {
+                    let r = next();
+                    match (elem, k % 11) {
+                        (F64, 0) => f64::NAN.to_ne_bytes().to_vec(),
+                        (F64, 1) => (-0.0f64).to_ne_bytes().to_vec(),
+                        (F64, _) => ((r % 2001) as f64 - 1000.0).to_ne_bytes().to_vec(),
+                        (F32, 0) => f32::NAN.to_ne_bytes().to_vec(),
+                        (F32, 1) => (-0.0f32).to_ne_bytes().to_vec(),
+                        (F32, _) => ((r % 2001) as f32 - 1000.0).to_ne_bytes().to_vec(),
+                        (_, 2) => vec![0xff; s],
+                        (_, 3) => vec![0; s],
+                        _ => r.to_ne_bytes()[..s].to_vec(),
+                    }
+                };
+                let input: Vec<u8> = (0..n).flat_map(&mut gen).collect();
+                let start: Vec<u8> = (0..n).flat_map(|k| gen(k + 5)).collect();
+                for op in ops {
+                    let mut got = start.clone();
+                    let r = apply(op, elem, &mut got, &input);
+                    let mut want = start.clone();
+                    for k in 0..n {
+                        let e = k * s..(k + 1) * s;
+                        let one = apply(op, elem, &mut want[e.clone()], &input[e]);
+                        assert_eq!(one, r, "{} on {elem:?}", name(op));
+                    }
+                    assert_eq!(got, want, "{} on {elem:?}, {n} elements", name(op));
+                }
+            }
         }
     }
 

@@ -136,25 +136,28 @@ pub fn check_op(op: MPI_Op, basic: MPI_Datatype) -> MpiResult<()> {
     {
         return Ok(());
     }
-    let undefined = || {
-        crate::mpi_err!(
-            MPI_ERR_OP,
-            "{} is not defined on datatype {:#x} in an accumulate",
-            op::name(op),
-            basic as u32
-        )
-    };
-    let elem = op::elem_of(basic).ok_or_else(undefined)?;
-    op::apply(op, elem, &mut [], &[]).map_err(|_| undefined())
+    let elem = op::elem_of(basic).ok_or_else(|| undefined(op, basic))?;
+    op::apply(op, elem, &mut [], &[]).map_err(|_| undefined(op, basic))
+}
+
+/// The error of an accumulate whose `op` is not defined on `basic`.
+fn undefined(op: MPI_Op, basic: MPI_Datatype) -> MpiError {
+    crate::mpi_err!(
+        MPI_ERR_OP,
+        "{} is not defined on datatype {:#x} in an accumulate",
+        op::name(op),
+        basic as u32
+    )
 }
 
 /// `cur = input op cur` elementwise for a predefined `op` on elements of predefined type
-/// `basic`; MPI_REPLACE copies, MPI_NO_OP leaves `cur`. No elements: nothing to check.
+/// `basic`; MPI_REPLACE copies, MPI_NO_OP leaves `cur`. An `op` not defined on `basic`
+/// fails before anything is written (`op::apply` decides before its loop). No elements:
+/// nothing to check.
 pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) -> MpiResult<()> {
     if cur.is_empty() {
         return Ok(());
     }
-    check_op(op, basic)?;
     match op {
         MPI_NO_OP => Ok(()),
         MPI_REPLACE => {
@@ -163,9 +166,8 @@ pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) ->
             Ok(())
         }
         _ => {
-            let elem = op::elem_of(basic).expect("checked");
-            op::apply(op, elem, cur, input)
-                .map_err(|_| MpiError::new(MPI_ERR_OP, "operation not defined on this datatype"))
+            let elem = op::elem_of(basic).ok_or_else(|| undefined(op, basic))?;
+            op::apply(op, elem, cur, input).map_err(|_| undefined(op, basic))
         }
     }
 }
@@ -175,16 +177,21 @@ pub fn combine(op: MPI_Op, basic: MPI_Datatype, cur: &mut [u8], input: &[u8]) ->
 /// runs it (an origin's fast or general direct path, the target serving a message), holds
 /// the target's accumulate lock word (direct.rs), in one of two modes:
 /// - shared, when [`use_atomics`] says so: every element is of a predefined type of 1, 2, 4
-///   or 8 bytes at an address aligned to its size, and there are few of them; each element
-///   is then updated by one hardware atomic read-modify-write (fetch_add/and/or/xor, swap,
-///   load, or a compare-exchange loop around the operation). Shared holders run together
-///   and are atomic with respect to each other because each element's update is one atomic.
-/// - exclusive, otherwise (long double, 16-byte pairs, unaligned elements, or many
-///   elements): the elements are read and written plainly, vectorized, with no other holder.
+///   or 8 bytes at an address aligned to its size, and there is one of them (Fetch_and_op,
+///   Compare_and_swap, one-element accumulates); it is then updated by one hardware atomic
+///   read-modify-write (fetch_add/and/or/xor, swap, load, or a compare-exchange loop around
+///   the operation). Shared holders run together and are atomic with respect to each other
+///   because each element's update is one atomic.
+/// - exclusive, otherwise (long double, 16-byte pairs, unaligned elements, or more than one
+///   element): the elements are read and written plainly, vectorized, with no other holder.
 ///
 /// So any two accumulates on one element either exclude each other or both update it
-/// atomically. Large accumulates stay a plain loop (per-element atomics cost ~40x that);
-/// small ones on different elements do not serialize on the word beyond its cache line.
+/// atomically. From two elements on, the exclusive mode costs less: its two atomics (take
+/// and release) and a plain loop, against one locked read-modify-write (or compare-exchange
+/// loop) per element plus the shared take and release, as Open MPI's osc/sm takes one lock
+/// per accumulate. One element keeps the shared mode: concurrent Fetch_and_op counters on
+/// different elements do not serialize on the word beyond its cache line, and a holder
+/// descheduled mid-update stalls nobody.
 pub fn native_size(basic: MPI_Datatype) -> Option<usize> {
     let h = basic as u32;
     if h & 0xffff_0000 != 0x4c00_0000 {
@@ -195,7 +202,7 @@ pub fn native_size(basic: MPI_Datatype) -> Option<usize> {
 }
 
 /// At most this many elements take the shared mode (see [`native_size`]).
-const ATOMIC_MAX: usize = 16;
+const ATOMIC_MAX: usize = 1;
 
 /// Whether an accumulate on the runs at `addr` updates its elements with hardware atomics
 /// under the shared lock (else plainly under the exclusive one): see [`native_size`].
@@ -535,9 +542,10 @@ mod tests {
         let mem = Box::leak(Box::new([0i64; 4])).as_mut_ptr() as usize;
         let ld = Box::leak(Box::new([0u8; 32])).as_mut_ptr() as usize;
         let word = Box::leak(Box::new(0u64)) as *mut u64 as usize;
-        assert!(use_atomics(mem, &[(0, 16)], MPI_LONG));
+        assert!(use_atomics(mem, &[(0, 8)], MPI_LONG));
         assert!(!use_atomics(mem + 4, &[(0, 8)], MPI_LONG));
-        assert!(!use_atomics(mem, &[(0, 8 * 17)], MPI_LONG));
+        assert!(!use_atomics(mem, &[(0, 16)], MPI_LONG));
+        assert!(!use_atomics(mem, &[(0, 8), (8, 8)], MPI_LONG));
         assert!(!use_atomics(ld, &[(0, 16)], MPI_LONG_DOUBLE));
         const N: i64 = 2000;
         let ts: Vec<_> = (0..4)

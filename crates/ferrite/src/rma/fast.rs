@@ -168,10 +168,10 @@ unsafe fn accumulate(
         // anything is written (every element has the same type).
         return done.is_ok();
     }
-    // Exclusive: plain reads and writes, vectorized by `combine`. The operation is checked
-    // first: nothing is touched when the type does not support it (the general path
-    // reports that).
-    if apply::check_op(op, basic).is_err() {
+    // Exclusive: plain reads and writes, vectorized by `combine`. Nothing is touched when
+    // the type does not support the operation (the general path reports that): `combine`
+    // checks before it writes, and Get_accumulate checks before its result copy.
+    if res.is_some() && apply::check_op(op, basic).is_err() {
         return false;
     }
     // SAFETY: per the contract; the lock is held exclusively; no buffer overlaps the
@@ -181,7 +181,6 @@ unsafe fn accumulate(
         // SAFETY: per the contract; it overlaps neither the target nor the input.
         unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, bytes) }.copy_from_slice(cur);
     }
-    // Cannot fail (the operation was checked).
     apply::combine(op, basic, cur, input).is_ok()
 }
 
