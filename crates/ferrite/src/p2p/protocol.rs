@@ -108,6 +108,18 @@ pub enum RecvNow {
     Request(MPI_Request),
 }
 
+/// The handle of every request that completed within the call that made it (see
+/// [`P2p::new_done_send`]): a builtin request handle (MPICH's layout: kind 01, type
+/// REQUEST; not MPI_MESSAGE_NO_PROC's index 0) that owns no table entry, so an osu_bw
+/// window of Isends neither fills nor empties the request table (MPICH too returns shared
+/// complete requests for such sends). The completion calls give it the status a completed
+/// send had (`Status::default()`) and set the caller's handle to MPI_REQUEST_NULL;
+/// MPI_Request_free and MPI_Cancel accept it and do nothing (it is complete, not
+/// cancelled). Every place that resolves a user request handle checks for it:
+/// `abi::request::slot`, `Ferrite::release`/`request_status`, MPI_Request_free,
+/// MPI_Cancel and MPI_Start.
+pub const DONE_SEND: MPI_Request = 0x6c00_0010;
+
 impl Default for P2p {
     fn default() -> Self {
         P2p::new(0, 1)
@@ -266,11 +278,11 @@ impl P2p {
     }
 
     /// A send request that is already complete (a nonblocking eager send that went out at
-    /// once): what `start_send` followed by `complete` leaves, without the protocol.
-    pub fn new_done_send(&mut self, comm: MPI_Comm) -> MPI_Request {
-        let mut r = Request::new(comm, false);
-        r.done = true;
-        self.reqs.insert(r)
+    /// once, a buffered send copied out, an RMA call on MPI_PROC_NULL): [`DONE_SEND`],
+    /// which needs no table entry. `_comm` is where errors would raise; such a request
+    /// has none.
+    pub fn new_done_send(&mut self, _comm: MPI_Comm) -> MPI_Request {
+        DONE_SEND
     }
 
     pub fn is_done(&self, h: MPI_Request) -> bool {
@@ -283,18 +295,17 @@ impl P2p {
         let Some(r) = self.reqs.get_mut(h) else {
             return;
         };
-        r.done = true;
-        // The common case (a user's receive into its buffer, a plain send) keeps nothing
-        // of its protocol state: drop it in place.
-        let keeps = match &r.op {
-            Op::Recv(op) => matches!(op.target, Target::Owned(_)),
-            Op::Send(op) => op.bsend_block.is_some(),
-            _ => false,
-        };
-        if !keeps && !r.freed && !r.background && r.parent.is_none() {
-            r.op = Op::Idle;
-            return;
+        if !complete_plain(r) {
+            self.complete_rest(h);
         }
+    }
+
+    /// What [`complete_plain`] left to do for request `h` (marked done).
+    #[inline(never)]
+    fn complete_rest(&mut self, h: MPI_Request) {
+        let Some(r) = self.reqs.get_mut(h) else {
+            return;
+        };
         let op = std::mem::replace(&mut r.op, Op::Idle);
         let gone = r.freed || r.background;
         let op = match op {
@@ -717,18 +728,24 @@ impl P2p {
             w.state = Waited::Done;
             return;
         }
-        let Some(Request {
+        let Some(req) = self.reqs.get_mut(h) else {
+            return;
+        };
+        let Request {
             op: Op::Recv(r),
             status,
             ..
-        }) = self.reqs.get_mut(h)
+        } = &mut *req
         else {
             return;
         };
         status.source = s;
         status.tag = t;
         store_message(&mut r.target, status, data, len);
-        self.complete(h);
+        // Completed on the request in hand (no second lookup) unless it needs more.
+        if !complete_plain(req) {
+            self.complete_rest(h);
+        }
     }
 
     /// Receive `h` matched an RTS: `flush` will read the data.
@@ -1106,6 +1123,25 @@ impl P2p {
 
 /// Stores a whole eager message (`len` bytes announced, `data` what arrived) into `target`
 /// and sets the status's count and error.
+/// Marks `r` complete. The common case (a user's receive into its buffer, a plain send)
+/// keeps nothing of its protocol state: it is dropped in place and true returned; false
+/// leaves the rest (owned data, a Bsend block, a freed, background or child request) to
+/// `P2p::complete_rest`.
+#[inline]
+fn complete_plain(r: &mut Request) -> bool {
+    r.done = true;
+    let keeps = match &r.op {
+        Op::Recv(op) => matches!(op.target, Target::Owned(_)),
+        Op::Send(op) => op.bsend_block.is_some(),
+        _ => false,
+    };
+    if keeps || r.freed || r.background || r.parent.is_some() {
+        return false;
+    }
+    r.op = Op::Idle;
+    true
+}
+
 fn store_message(target: &mut Target, st: &mut Status, data: &[u8], len: u64) {
     let cap = target.capacity();
     let n = (len.min(cap) as usize).min(data.len());
