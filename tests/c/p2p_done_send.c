@@ -11,7 +11,8 @@
  *   handle (MPI_ERR_REQUEST on Ferrite);
  * - the receiver takes each window with Irecvs posted before and after the data arrived,
  *   then blocking MPI_Recv (no request) with MPI_ANY_SOURCE and MPI_ANY_TAG mixed with Irecvs
- *   posted earlier: each message's bytes, source and tag, and every sender's order;
+ *   posted earlier: each message's bytes, source and tag, and every sender's order; a
+ *   Recv blocked behind an earlier Irecv when the messages come (the Irecv takes its own);
  * - truncation on MPI_Recv's request-free path (message already there and arriving while
  *   blocked): MPI_ERR_TRUNCATE, nothing written past the buffer, and on Ferrite the first
  *   bytes delivered. Passes on Open MPI and MPICH too. */
@@ -311,6 +312,37 @@ static void any_source_mixed(int early)
     }
 }
 
+/* A blocking MPI_Recv(ANY_SOURCE, ANY_TAG) that waits while an Irecv(ANY_SOURCE, 2) posted
+ * before it is pending: rank 0 sends a tag-2 then a tag-1 message only when told to, right
+ * before rank 1 blocks, so they arrive while both receives wait. The Irecv was posted first:
+ * it must get the tag-2 message, the Recv the tag-1 one. */
+static void recv_behind_irecv(void)
+{
+    for (int it = 0; it < 50; it++) {
+        unsigned char m[LEN];
+        if (t_rank == 0) {
+            MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, 1, TAG_GO, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            for (int k = 0; k < 2; k++) {
+                fill(m, 0, 2 * it + k);
+                MPI_CHECK(MPI_Send(m, LEN, MPI_BYTE, 1, 2 - k, MPI_COMM_WORLD));
+            }
+        } else if (t_rank == 1) {
+            unsigned char first[LEN];
+            MPI_Request r;
+            MPI_Status s, rs;
+            MPI_CHECK(MPI_Irecv(first, LEN, MPI_BYTE, MPI_ANY_SOURCE, 2, MPI_COMM_WORLD, &r));
+            MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, 0, TAG_GO, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Recv(m, LEN, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &s));
+            CHECK(s.MPI_SOURCE == 0 && s.MPI_TAG == 1, "round %d: the Recv got tag %d from %d, "
+                  "want tag 1 (the earlier Irecv takes tag 2)", it, s.MPI_TAG, s.MPI_SOURCE);
+            check_msg(m, 0, 2 * it + 1, "recv behind irecv");
+            MPI_CHECK(MPI_Wait(&r, &rs));
+            CHECK(rs.MPI_SOURCE == 0 && rs.MPI_TAG == 2, "round %d: Irecv got tag %d", it, rs.MPI_TAG);
+            check_msg(first, 0, 2 * it, "irecv before recv");
+        }
+    }
+}
+
 /* A blocking receive into a short buffer on the request-free path. */
 static void truncation(int blocked)
 {
@@ -357,6 +389,8 @@ int main(int argc, char **argv)
         any_source_mixed(early);
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     }
+    recv_behind_irecv();
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     for (int blocked = 0; blocked < 2; blocked++) {
         truncation(blocked);
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

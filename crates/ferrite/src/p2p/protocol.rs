@@ -62,6 +62,8 @@ pub struct P2p {
     pub counts: MessageCounts,
     /// Blocking receives (MPI_Recv) waiting without a request (see [`Waiter`]).
     pub waiters: HandleTable<Waiter>,
+    /// The blocking receive that waits in no queue ([`DIRECT_WAITER`]), if any.
+    direct: Option<Waiter>,
 }
 
 /// Plain counters kept under the state lock (one add per message; read by tool/pvars.rs).
@@ -90,6 +92,16 @@ pub struct Waiter {
     status: Status,
     state: Waited,
 }
+
+/// The handle of the direct waiter: a blocking receive posted when no receive at all was
+/// posted (and nothing unexpected matched it) waits in `P2p::direct`, outside `matching`.
+/// Every receive posted after it is later in matching order, so an arriving message it
+/// accepts is its (`P2p::direct_match`, checked before `Matching::arrive`); one it does not
+/// accept goes on to the queues. That saves the waiter table and both queue operations on
+/// a ping-pong's receive. A second blocking receive meanwhile (another thread) waits as an
+/// ordinary [`Waiter`]. The handle is in the waiters' type code with the last index, which
+/// the table never reaches.
+const DIRECT_WAITER: MPI_Request = (0x8000_0000u32 | (WAITER_KIND << 26) | 0x03ff_ffff) as i32;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Waited {
@@ -170,15 +182,21 @@ impl P2p {
             part_inits: FxHashMap::default(),
             counts: MessageCounts::default(),
             waiters: HandleTable::new(WAITER_KIND),
+            direct: None,
         }
     }
 
     /// Fails the posted receive `h` from comm rank `src`, whose process is dead.
     pub fn fail_posted(&mut self, h: MPI_Request, src: i32, why: &str) {
-        if self.matching.cancel_posted(|&x| x == h).is_none() {
+        let posted = if h == DIRECT_WAITER {
+            self.direct.as_ref().is_some_and(|w| w.state == Waited::Posted)
+        } else {
+            self.matching.cancel_posted(|&x| x == h).is_some()
+        };
+        if !posted {
             return; // not posted (any more)
         }
-        if let Some(w) = self.waiters.get_mut(h) {
+        if let Some(w) = self.waiter_mut(h) {
             w.status.source = src;
             w.status.error = make_code(MPI_ERR_PROC_ABORTED, why.to_string());
             w.state = Waited::Done;
@@ -603,7 +621,7 @@ impl P2p {
                 RecvNow::Request(h)
             }
             None => {
-                let w = self.waiters.insert(Waiter {
+                let w = Waiter {
                     comm,
                     ctx,
                     src,
@@ -611,9 +629,14 @@ impl P2p {
                     target,
                     status: Status::default(),
                     state: Waited::Posted,
-                });
-                self.matching.post(ctx, src, tag, w);
+                };
                 self.dead_news |= !self.dead.is_empty();
+                if self.direct.is_none() && self.matching.posted_len() == 0 {
+                    self.direct = Some(w);
+                    return RecvNow::Waiter(DIRECT_WAITER);
+                }
+                let w = self.waiters.insert(w);
+                self.matching.post(ctx, src, tag, w);
                 RecvNow::Waiter(w)
             }
         }
@@ -623,7 +646,12 @@ impl P2p {
     /// complete).
     #[inline]
     pub fn waiter_done(&self, w: MPI_Request) -> bool {
-        match self.waiters.get(w).map(|x| x.state) {
+        let w = if w == DIRECT_WAITER {
+            self.direct.as_ref()
+        } else {
+            self.waiters.get(w)
+        };
+        match w.map(|x| x.state) {
             Some(Waited::Posted) => false,
             Some(Waited::Request(h)) => self.is_done(h),
             Some(Waited::Done) | None => true,
@@ -633,7 +661,12 @@ impl P2p {
     /// Removes a done waiter: its status, or `Err(h)` when it became request `h` (complete;
     /// the caller releases it).
     pub fn take_waiter(&mut self, w: MPI_Request) -> Result<Status, MPI_Request> {
-        match self.waiters.remove(w) {
+        let w = if w == DIRECT_WAITER {
+            self.direct.take()
+        } else {
+            self.waiters.remove(w)
+        };
+        match w {
             Some(Waiter {
                 state: Waited::Request(h),
                 ..
@@ -645,22 +678,57 @@ impl P2p {
 
     /// Posted waiters, for the sweep of receives from dead peers: (handle, comm, source).
     pub fn posted_waiters(&self) -> impl Iterator<Item = (MPI_Request, MPI_Comm, i32)> + '_ {
+        let direct = self.direct.iter().map(|w| (DIRECT_WAITER, w));
         self.waiters
             .iter()
+            .chain(direct)
             .filter(|(_, w)| w.state == Waited::Posted)
             .map(|(h, w)| (h, w.comm, w.src))
+    }
+
+    /// Posted receives, requests and waiters (the tool interface's count).
+    pub fn posted_len(&self) -> usize {
+        let direct = self.direct.as_ref();
+        self.matching.posted_len() + direct.is_some_and(|w| w.state == Waited::Posted) as usize
+    }
+
+    fn waiter_mut(&mut self, h: MPI_Request) -> Option<&mut Waiter> {
+        if h == DIRECT_WAITER {
+            self.direct.as_mut()
+        } else {
+            self.waiters.get_mut(h)
+        }
+    }
+
+    /// The direct waiter, if it is posted and accepts the message (ctx, src, tag).
+    #[inline]
+    fn direct_match(&self, ctx: u32, src: i32, tag: i32) -> Option<MPI_Request> {
+        let w = self.direct.as_ref()?;
+        (w.state == Waited::Posted
+            && w.ctx == ctx
+            && (w.src == src || w.src == MPI_ANY_SOURCE)
+            && (w.tag == tag || w.tag == MPI_ANY_TAG))
+            .then_some(DIRECT_WAITER)
+    }
+
+    /// The posted receive an arriving message (ctx, src, tag) matches, taken out of the
+    /// queues: the direct waiter first (it is earlier than every posted one).
+    #[inline]
+    fn arrive(&mut self, ctx: u32, src: i32, tag: i32) -> Option<MPI_Request> {
+        self.direct_match(ctx, src, tag)
+            .or_else(|| self.matching.arrive(ctx, src, tag))
     }
 
     /// A message matched the posted receive `h`: a request as it is, a waiter turned into
     /// a request (for the protocols that name the receive on the wire).
     fn as_request(&mut self, h: MPI_Request) -> MPI_Request {
-        let Some(w) = self.waiters.get_mut(h) else {
+        let Some(w) = self.waiter_mut(h) else {
             return h;
         };
         let target = std::mem::replace(&mut w.target, Target::Owned(Vec::new()));
         let (comm, ctx, src, tag) = (w.comm, w.ctx, w.src, w.tag);
         let r = self.recv_request(comm, ctx, src, tag, target);
-        if let Some(w) = self.waiters.get_mut(h) {
+        if let Some(w) = self.waiter_mut(h) {
             w.state = Waited::Request(r);
         }
         r
@@ -721,7 +789,7 @@ impl P2p {
 
     /// Stores a whole eager message into the posted receive `h` (a request or a waiter).
     fn deliver(&mut self, h: MPI_Request, s: i32, t: i32, data: &[u8], len: u64) {
-        if let Some(w) = self.waiters.get_mut(h) {
+        if let Some(w) = self.waiter_mut(h) {
             w.status.source = s;
             w.status.tag = t;
             store_message(&mut w.target, &mut w.status, data, len);
@@ -861,7 +929,7 @@ impl P2p {
         match h.kind {
             Kind::Eager | Kind::EagerSync => {
                 let ack = (h.kind == Kind::EagerSync).then_some(h.sreq);
-                match self.matching.arrive(h.context, h.src, h.tag) {
+                match self.arrive(h.context, h.src, h.tag) {
                     Some(r) => {
                         self.deliver(r, h.src, h.tag, payload, h.len);
                         if let Some(sreq) = ack {
@@ -885,7 +953,7 @@ impl P2p {
             }
             Kind::Rts => {
                 let key = RndvKey::new(payload).unwrap_or_default();
-                match self.matching.arrive(h.context, h.src, h.tag) {
+                match self.arrive(h.context, h.src, h.tag) {
                     Some(r) => {
                         let r = self.as_request(r);
                         self.pull(r, h.src, h.tag, from, (h.sreq, h.arg, key), h.len)
