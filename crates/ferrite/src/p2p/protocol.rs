@@ -189,7 +189,9 @@ impl P2p {
     /// Fails the posted receive `h` from comm rank `src`, whose process is dead.
     pub fn fail_posted(&mut self, h: MPI_Request, src: i32, why: &str) {
         let posted = if h == DIRECT_WAITER {
-            self.direct.as_ref().is_some_and(|w| w.state == Waited::Posted)
+            self.direct
+                .as_ref()
+                .is_some_and(|w| w.state == Waited::Posted)
         } else {
             self.matching.cancel_posted(|&x| x == h).is_some()
         };
