@@ -165,8 +165,7 @@ macro_rules! recv_fns {
             fn $irecv(buf: *mut c_void, count: $count, datatype: MPI_Datatype, source: c_int,
                       tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) on ErrObj::Comm(comm) => {
                 let h = state::with(|st| {
-                    let spec = st.recv_spec(buf.cast(), cnt(count), datatype, source, tag, comm)?;
-                    st.start_new_owned(comm, spec)
+                    st.irecv(buf.cast(), cnt(count), datatype, source, tag, comm)
                 })?;
                 // SAFETY: `request` is the caller's MPI_Request*.
                 unsafe { out(request, h) }

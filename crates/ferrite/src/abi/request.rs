@@ -15,7 +15,7 @@ use super::status::{ignored, load, store, store_with_error};
 use super::types::MPI_Status;
 use crate::error::{class_of, ErrObj, MpiError, MpiResult};
 use crate::p2p::ops::invalid_request;
-use crate::p2p::protocol::empty_status;
+use crate::p2p::protocol::{empty_status, DONE_SEND};
 use crate::p2p::status::Status;
 use crate::state::{self, Ferrite, Held};
 use std::os::raw::c_int;
@@ -31,6 +31,9 @@ enum Slot {
 fn slot(st: &Ferrite, h: MPI_Request) -> MpiResult<Slot> {
     if h == MPI_REQUEST_NULL {
         return Ok(Slot::Empty);
+    }
+    if h == DONE_SEND {
+        return Ok(Slot::Done);
     }
     let r = st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
     Ok(if r.persistent.is_some() && !r.active {
@@ -68,11 +71,7 @@ impl How {
     /// The status of a completed request, released unless peeking.
     fn get(self, st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
         if self == How::Peek {
-            let r = st.p2p.reqs.get(*h);
-            return (
-                r.map_or_else(empty_status, |r| r.status),
-                r.map_or(MPI_COMM_WORLD, |r| r.comm),
-            );
+            return st.request_status(*h);
         }
         take(st, h)
     }
@@ -81,8 +80,11 @@ impl How {
 /// Hands back the status of a completed request and frees (or deactivates) it, updating the
 /// caller's handle. Returns the status and the communicator errors raise on.
 fn take(st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
-    let comm = st.p2p.reqs.get(*h).map_or(MPI_COMM_WORLD, |r| r.comm);
-    let (status, _, kept) = st.release(*h);
+    if *h == DONE_SEND {
+        *h = MPI_REQUEST_NULL;
+        return (Status::default(), MPI_COMM_WORLD); // what a completed send reports
+    }
+    let (status, comm, kept) = st.release_user(*h);
     if !kept {
         *h = MPI_REQUEST_NULL;
     }
@@ -224,7 +226,9 @@ unsafe fn finish_all(
     statuses: *mut MPI_Status,
 ) -> MpiResult<()> {
     let mut failed: Option<(MPI_Comm, c_int)> = None;
-    let mut got = Vec::with_capacity(reqs.len());
+    // Statuses are kept only to be stored (osu_bw's windows ignore them).
+    let keep = !ignored(statuses);
+    let mut got = Vec::with_capacity(if keep { reqs.len() } else { 0 });
     for h in reqs.iter_mut() {
         let (s, comm) = match slot(st, *h)? {
             Slot::Empty => (empty_status(), MPI_COMM_NULL),
@@ -233,7 +237,9 @@ unsafe fn finish_all(
         if s.error != MPI_SUCCESS && failed.is_none() {
             failed = Some((comm, s.error));
         }
-        got.push(s);
+        if keep {
+            got.push(s);
+        }
     }
     for (i, s) in got.iter().enumerate() {
         // SAFETY: per the contract, room for every index.
@@ -551,6 +557,9 @@ mpi_fn! {
             return r;
         }
         state::with(|st| {
+            if h == DONE_SEND {
+                return Ok(()); // complete, and owns nothing
+            }
             st.part_free(h);
             let r = st.p2p.reqs.get_mut(h).ok_or_else(|| invalid_request(h))?;
             // An active request completes in the background and is dropped then.
@@ -576,7 +585,7 @@ mpi_fn! {
             Ok(match slot(st, request)? {
                 Slot::Empty => Some(empty_status()),
                 Slot::Pending => None,
-                Slot::Done => st.p2p.reqs.get(request).map(|r| r.status),
+                Slot::Done => Some(st.request_status(request).0),
             })
         })?;
         // SAFETY: `flag` is the caller's int*.
@@ -597,6 +606,9 @@ mpi_fn! {
             return r;
         }
         state::with(|st| {
+            if h == DONE_SEND {
+                return Ok(()); // complete: nothing to cancel
+            }
             st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
             st.p2p.cancel(h);
             Ok(())

@@ -15,7 +15,7 @@
 //! match user point-to-point traffic; ranks are ranks in the communicator; any tag value is
 //! allowed (collectives may use their own tag space).
 
-use super::protocol::RecvNow;
+use super::protocol::{RecvNow, DONE_SEND};
 use super::request::{Mode, Op, Ptr, RecvOp, RecvStage, Source, Spec, Target};
 use super::status::Status;
 use crate::consts::*;
@@ -173,6 +173,42 @@ impl Ferrite {
         tag: i32,
         comm: MPI_Comm,
     ) -> MpiResult<Spec> {
+        let (ctx, target) = self.recv_args(buf, count, dt, src, tag, comm)?;
+        Ok(Spec::Recv {
+            ctx,
+            src,
+            tag,
+            target,
+        })
+    }
+
+    /// MPI_Irecv: [`Self::recv_spec`] and [`Self::start_new`] without a `Spec` in between
+    /// (the target moves into the request; one per message in a window of receives).
+    pub fn irecv(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: MPI_Datatype,
+        src: i32,
+        tag: i32,
+        comm: MPI_Comm,
+    ) -> MpiResult<MPI_Request> {
+        let (ctx, target) = self.recv_args(buf, count, dt, src, tag, comm)?;
+        let h = self.p2p.new_recv(comm, ctx, src, tag, target);
+        self.p2p.flush(&mut self.net);
+        Ok(h)
+    }
+
+    /// A receive's checked arguments: its context id and target.
+    fn recv_args(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: MPI_Datatype,
+        src: i32,
+        tag: i32,
+        comm: MPI_Comm,
+    ) -> MpiResult<(u32, Target)> {
         let c = self.objects.comms.get(comm)?;
         let (ctx, size) = (c.context_id, c.peers().len());
         // Predefined basic types need no datatype object (the checks are check_buffer's).
@@ -189,12 +225,7 @@ impl Ferrite {
         };
         check_recv_tag(tag)?;
         check_recv_rank(src, size)?;
-        Ok(Spec::Recv {
-            ctx,
-            src,
-            tag,
-            target,
-        })
+        Ok((ctx, target))
     }
 
     /// Checks a probe's arguments: (context, source, tag).
@@ -264,23 +295,6 @@ impl Ferrite {
         Ok(h)
     }
 
-    /// [`Self::start_new`] taking the spec: a receive's target moves into the request
-    /// instead of being cloned (MPI_Recv, MPI_Irecv).
-    pub fn start_new_owned(&mut self, comm: MPI_Comm, spec: Spec) -> MpiResult<MPI_Request> {
-        let Spec::Recv {
-            ctx,
-            src,
-            tag,
-            target,
-        } = spec
-        else {
-            return self.start_new(comm, &spec);
-        };
-        let h = self.p2p.new_recv(comm, ctx, src, tag, target);
-        self.p2p.flush(&mut self.net);
-        Ok(h)
-    }
-
     /// MPI_Isendrecv: one request over a receive and a send (started in that order, so two
     /// processes exchanging with each other cannot deadlock).
     pub fn start_pair(
@@ -322,13 +336,12 @@ impl Ferrite {
 
     /// MPI_Start on a persistent request.
     pub fn start_persistent(&mut self, h: MPI_Request) -> MpiResult<()> {
+        if h == DONE_SEND {
+            return Err(not_persistent(h));
+        }
         let r = self.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
         let Some(spec) = r.persistent.clone() else {
-            return Err(crate::mpi_err!(
-                MPI_ERR_REQUEST,
-                "request {:#x} is not a persistent request",
-                h as u32
-            ));
+            return Err(not_persistent(h));
         };
         if r.active {
             return Err(crate::mpi_err!(
@@ -400,9 +413,23 @@ impl Ferrite {
     /// leaves the table, a persistent one becomes inactive. Returns (status, received data,
     /// still allocated).
     pub fn release(&mut self, h: MPI_Request) -> (Status, Option<Vec<u8>>, bool) {
+        let (st, _, received, kept) = self.release_in(h);
+        (st, received, kept)
+    }
+
+    /// [`Self::release`] for the completion calls: (status, the communicator errors raise
+    /// on, still allocated), from one table lookup.
+    pub fn release_user(&mut self, h: MPI_Request) -> (Status, MPI_Comm, bool) {
+        let (st, comm, _, kept) = self.release_in(h);
+        (st, comm, kept)
+    }
+
+    #[inline]
+    fn release_in(&mut self, h: MPI_Request) -> (Status, MPI_Comm, Option<Vec<u8>>, bool) {
         let Some(r) = self.p2p.reqs.get_mut(h) else {
-            return (super::protocol::empty_status(), None, false);
+            return (Self::unlisted_status(h), MPI_COMM_WORLD, None, false);
         };
+        let comm = r.comm;
         let mut st = r.status;
         if let Some(part) = r.part.as_ref().filter(|_| st.tag != MPI_ANY_TAG) {
             st.tag = part.tag; // the user's, not the one on the wire
@@ -410,13 +437,31 @@ impl Ferrite {
         if r.persistent.is_some() {
             r.active = false;
             r.op = Op::Idle;
-            return (st, r.received.take(), true);
+            return (st, comm, r.received.take(), true);
         }
         let received = r.received.take();
         // Dropped in place: moving the whole request out of the table costs more than
         // the rest of a small message's release.
         self.p2p.reqs.free(h);
-        (st, received, false)
+        (st, comm, received, false)
+    }
+
+    /// The status of a request handle the table does not hold: a completed send's for
+    /// [`DONE_SEND`], else the empty status.
+    fn unlisted_status(h: MPI_Request) -> Status {
+        if h == DONE_SEND {
+            Status::default()
+        } else {
+            super::protocol::empty_status()
+        }
+    }
+
+    /// A completed request's status and communicator, left as it is (MPI_Request_get_status).
+    pub fn request_status(&self, h: MPI_Request) -> (Status, MPI_Comm) {
+        match self.p2p.reqs.get(h) {
+            Some(r) => (r.status, r.comm),
+            None => (Self::unlisted_status(h), MPI_COMM_WORLD),
+        }
     }
 
     // ----- internal API for collectives and communicator creation -----
@@ -586,15 +631,7 @@ impl Held {
         tag: i32,
         comm: MPI_Comm,
     ) -> MpiResult<Status> {
-        let Spec::Recv {
-            ctx,
-            src,
-            tag,
-            target,
-        } = self.recv_spec(buf, count, dt, src, tag, comm)?
-        else {
-            unreachable!("recv_spec gives a receive")
-        };
+        let (ctx, target) = self.recv_args(buf, count, dt, src, tag, comm)?;
         if src == MPI_PROC_NULL {
             return Ok(super::protocol::proc_null_status());
         }
@@ -681,6 +718,14 @@ fn builtin_size(dt: MPI_Datatype) -> Option<usize> {
 
 pub fn invalid_request(h: MPI_Request) -> MpiError {
     crate::mpi_err!(MPI_ERR_REQUEST, "invalid request handle {:#x}", h as u32)
+}
+
+fn not_persistent(h: MPI_Request) -> MpiError {
+    crate::mpi_err!(
+        MPI_ERR_REQUEST,
+        "request {:#x} is not a persistent request",
+        h as u32
+    )
 }
 
 fn send_rank(dest: i32, group: &[u32]) -> MpiResult<Option<u32>> {

@@ -62,6 +62,8 @@ pub struct P2p {
     pub counts: MessageCounts,
     /// Blocking receives (MPI_Recv) waiting without a request (see [`Waiter`]).
     pub waiters: HandleTable<Waiter>,
+    /// The blocking receive that waits in no queue ([`DIRECT_WAITER`]), if any.
+    direct: Option<Waiter>,
 }
 
 /// Plain counters kept under the state lock (one add per message; read by tool/pvars.rs).
@@ -91,6 +93,16 @@ pub struct Waiter {
     state: Waited,
 }
 
+/// The handle of the direct waiter: a blocking receive posted when no receive at all was
+/// posted (and nothing unexpected matched it) waits in `P2p::direct`, outside `matching`.
+/// Every receive posted after it is later in matching order, so an arriving message it
+/// accepts is its (`P2p::direct_match`, checked before `Matching::arrive`); one it does not
+/// accept goes on to the queues. That saves the waiter table and both queue operations on
+/// a ping-pong's receive. A second blocking receive meanwhile (another thread) waits as an
+/// ordinary [`Waiter`]. The handle is in the waiters' type code with the last index, which
+/// the table never reaches.
+const DIRECT_WAITER: MPI_Request = (0x8000_0000u32 | (WAITER_KIND << 26) | 0x03ff_ffff) as i32;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Waited {
     Posted,
@@ -107,6 +119,18 @@ pub enum RecvNow {
     /// Matched an unexpected rendezvous message: wait for and release this request.
     Request(MPI_Request),
 }
+
+/// The handle of every request that completed within the call that made it (see
+/// [`P2p::new_done_send`]): a builtin request handle (MPICH's layout: kind 01, type
+/// REQUEST; not MPI_MESSAGE_NO_PROC's index 0) that owns no table entry, so an osu_bw
+/// window of Isends neither fills nor empties the request table (MPICH too returns shared
+/// complete requests for such sends). The completion calls give it the status a completed
+/// send had (`Status::default()`) and set the caller's handle to MPI_REQUEST_NULL;
+/// MPI_Request_free and MPI_Cancel accept it and do nothing (it is complete, not
+/// cancelled). Every place that resolves a user request handle checks for it:
+/// `abi::request::slot`, `Ferrite::release`/`request_status`, MPI_Request_free,
+/// MPI_Cancel and MPI_Start.
+pub const DONE_SEND: MPI_Request = 0x6c00_0010;
 
 impl Default for P2p {
     fn default() -> Self {
@@ -158,15 +182,23 @@ impl P2p {
             part_inits: FxHashMap::default(),
             counts: MessageCounts::default(),
             waiters: HandleTable::new(WAITER_KIND),
+            direct: None,
         }
     }
 
     /// Fails the posted receive `h` from comm rank `src`, whose process is dead.
     pub fn fail_posted(&mut self, h: MPI_Request, src: i32, why: &str) {
-        if self.matching.cancel_posted(|&x| x == h).is_none() {
+        let posted = if h == DIRECT_WAITER {
+            self.direct
+                .as_ref()
+                .is_some_and(|w| w.state == Waited::Posted)
+        } else {
+            self.matching.cancel_posted(|&x| x == h).is_some()
+        };
+        if !posted {
             return; // not posted (any more)
         }
-        if let Some(w) = self.waiters.get_mut(h) {
+        if let Some(w) = self.waiter_mut(h) {
             w.status.source = src;
             w.status.error = make_code(MPI_ERR_PROC_ABORTED, why.to_string());
             w.state = Waited::Done;
@@ -266,11 +298,11 @@ impl P2p {
     }
 
     /// A send request that is already complete (a nonblocking eager send that went out at
-    /// once): what `start_send` followed by `complete` leaves, without the protocol.
-    pub fn new_done_send(&mut self, comm: MPI_Comm) -> MPI_Request {
-        let mut r = Request::new(comm, false);
-        r.done = true;
-        self.reqs.insert(r)
+    /// once, a buffered send copied out, an RMA call on MPI_PROC_NULL): [`DONE_SEND`],
+    /// which needs no table entry. `_comm` is where errors would raise; such a request
+    /// has none.
+    pub fn new_done_send(&mut self, _comm: MPI_Comm) -> MPI_Request {
+        DONE_SEND
     }
 
     pub fn is_done(&self, h: MPI_Request) -> bool {
@@ -283,18 +315,17 @@ impl P2p {
         let Some(r) = self.reqs.get_mut(h) else {
             return;
         };
-        r.done = true;
-        // The common case (a user's receive into its buffer, a plain send) keeps nothing
-        // of its protocol state: drop it in place.
-        let keeps = match &r.op {
-            Op::Recv(op) => matches!(op.target, Target::Owned(_)),
-            Op::Send(op) => op.bsend_block.is_some(),
-            _ => false,
-        };
-        if !keeps && !r.freed && !r.background && r.parent.is_none() {
-            r.op = Op::Idle;
-            return;
+        if !complete_plain(r) {
+            self.complete_rest(h);
         }
+    }
+
+    /// What [`complete_plain`] left to do for request `h` (marked done).
+    #[inline(never)]
+    fn complete_rest(&mut self, h: MPI_Request) {
+        let Some(r) = self.reqs.get_mut(h) else {
+            return;
+        };
         let op = std::mem::replace(&mut r.op, Op::Idle);
         let gone = r.freed || r.background;
         let op = match op {
@@ -592,7 +623,7 @@ impl P2p {
                 RecvNow::Request(h)
             }
             None => {
-                let w = self.waiters.insert(Waiter {
+                let w = Waiter {
                     comm,
                     ctx,
                     src,
@@ -600,9 +631,14 @@ impl P2p {
                     target,
                     status: Status::default(),
                     state: Waited::Posted,
-                });
-                self.matching.post(ctx, src, tag, w);
+                };
                 self.dead_news |= !self.dead.is_empty();
+                if self.direct.is_none() && self.matching.posted_len() == 0 {
+                    self.direct = Some(w);
+                    return RecvNow::Waiter(DIRECT_WAITER);
+                }
+                let w = self.waiters.insert(w);
+                self.matching.post(ctx, src, tag, w);
                 RecvNow::Waiter(w)
             }
         }
@@ -612,7 +648,12 @@ impl P2p {
     /// complete).
     #[inline]
     pub fn waiter_done(&self, w: MPI_Request) -> bool {
-        match self.waiters.get(w).map(|x| x.state) {
+        let w = if w == DIRECT_WAITER {
+            self.direct.as_ref()
+        } else {
+            self.waiters.get(w)
+        };
+        match w.map(|x| x.state) {
             Some(Waited::Posted) => false,
             Some(Waited::Request(h)) => self.is_done(h),
             Some(Waited::Done) | None => true,
@@ -622,7 +663,12 @@ impl P2p {
     /// Removes a done waiter: its status, or `Err(h)` when it became request `h` (complete;
     /// the caller releases it).
     pub fn take_waiter(&mut self, w: MPI_Request) -> Result<Status, MPI_Request> {
-        match self.waiters.remove(w) {
+        let w = if w == DIRECT_WAITER {
+            self.direct.take()
+        } else {
+            self.waiters.remove(w)
+        };
+        match w {
             Some(Waiter {
                 state: Waited::Request(h),
                 ..
@@ -634,22 +680,57 @@ impl P2p {
 
     /// Posted waiters, for the sweep of receives from dead peers: (handle, comm, source).
     pub fn posted_waiters(&self) -> impl Iterator<Item = (MPI_Request, MPI_Comm, i32)> + '_ {
+        let direct = self.direct.iter().map(|w| (DIRECT_WAITER, w));
         self.waiters
             .iter()
+            .chain(direct)
             .filter(|(_, w)| w.state == Waited::Posted)
             .map(|(h, w)| (h, w.comm, w.src))
+    }
+
+    /// Posted receives, requests and waiters (the tool interface's count).
+    pub fn posted_len(&self) -> usize {
+        let direct = self.direct.as_ref();
+        self.matching.posted_len() + direct.is_some_and(|w| w.state == Waited::Posted) as usize
+    }
+
+    fn waiter_mut(&mut self, h: MPI_Request) -> Option<&mut Waiter> {
+        if h == DIRECT_WAITER {
+            self.direct.as_mut()
+        } else {
+            self.waiters.get_mut(h)
+        }
+    }
+
+    /// The direct waiter, if it is posted and accepts the message (ctx, src, tag).
+    #[inline]
+    fn direct_match(&self, ctx: u32, src: i32, tag: i32) -> Option<MPI_Request> {
+        let w = self.direct.as_ref()?;
+        (w.state == Waited::Posted
+            && w.ctx == ctx
+            && (w.src == src || w.src == MPI_ANY_SOURCE)
+            && (w.tag == tag || w.tag == MPI_ANY_TAG))
+            .then_some(DIRECT_WAITER)
+    }
+
+    /// The posted receive an arriving message (ctx, src, tag) matches, taken out of the
+    /// queues: the direct waiter first (it is earlier than every posted one).
+    #[inline]
+    fn arrive(&mut self, ctx: u32, src: i32, tag: i32) -> Option<MPI_Request> {
+        self.direct_match(ctx, src, tag)
+            .or_else(|| self.matching.arrive(ctx, src, tag))
     }
 
     /// A message matched the posted receive `h`: a request as it is, a waiter turned into
     /// a request (for the protocols that name the receive on the wire).
     fn as_request(&mut self, h: MPI_Request) -> MPI_Request {
-        let Some(w) = self.waiters.get_mut(h) else {
+        let Some(w) = self.waiter_mut(h) else {
             return h;
         };
         let target = std::mem::replace(&mut w.target, Target::Owned(Vec::new()));
         let (comm, ctx, src, tag) = (w.comm, w.ctx, w.src, w.tag);
         let r = self.recv_request(comm, ctx, src, tag, target);
-        if let Some(w) = self.waiters.get_mut(h) {
+        if let Some(w) = self.waiter_mut(h) {
             w.state = Waited::Request(r);
         }
         r
@@ -710,25 +791,31 @@ impl P2p {
 
     /// Stores a whole eager message into the posted receive `h` (a request or a waiter).
     fn deliver(&mut self, h: MPI_Request, s: i32, t: i32, data: &[u8], len: u64) {
-        if let Some(w) = self.waiters.get_mut(h) {
+        if let Some(w) = self.waiter_mut(h) {
             w.status.source = s;
             w.status.tag = t;
             store_message(&mut w.target, &mut w.status, data, len);
             w.state = Waited::Done;
             return;
         }
-        let Some(Request {
+        let Some(req) = self.reqs.get_mut(h) else {
+            return;
+        };
+        let Request {
             op: Op::Recv(r),
             status,
             ..
-        }) = self.reqs.get_mut(h)
+        } = &mut *req
         else {
             return;
         };
         status.source = s;
         status.tag = t;
         store_message(&mut r.target, status, data, len);
-        self.complete(h);
+        // Completed on the request in hand (no second lookup) unless it needs more.
+        if !complete_plain(req) {
+            self.complete_rest(h);
+        }
     }
 
     /// Receive `h` matched an RTS: `flush` will read the data.
@@ -844,7 +931,7 @@ impl P2p {
         match h.kind {
             Kind::Eager | Kind::EagerSync => {
                 let ack = (h.kind == Kind::EagerSync).then_some(h.sreq);
-                match self.matching.arrive(h.context, h.src, h.tag) {
+                match self.arrive(h.context, h.src, h.tag) {
                     Some(r) => {
                         self.deliver(r, h.src, h.tag, payload, h.len);
                         if let Some(sreq) = ack {
@@ -868,7 +955,7 @@ impl P2p {
             }
             Kind::Rts => {
                 let key = RndvKey::new(payload).unwrap_or_default();
-                match self.matching.arrive(h.context, h.src, h.tag) {
+                match self.arrive(h.context, h.src, h.tag) {
                     Some(r) => {
                         let r = self.as_request(r);
                         self.pull(r, h.src, h.tag, from, (h.sreq, h.arg, key), h.len)
@@ -1129,6 +1216,25 @@ impl P2p {
 
 /// Stores a whole eager message (`len` bytes announced, `data` what arrived) into `target`
 /// and sets the status's count and error.
+/// Marks `r` complete. The common case (a user's receive into its buffer, a plain send)
+/// keeps nothing of its protocol state: it is dropped in place and true returned; false
+/// leaves the rest (owned data, a Bsend block, a freed, background or child request) to
+/// `P2p::complete_rest`.
+#[inline]
+fn complete_plain(r: &mut Request) -> bool {
+    r.done = true;
+    let keeps = match &r.op {
+        Op::Recv(op) => matches!(op.target, Target::Owned(_)),
+        Op::Send(op) => op.bsend_block.is_some(),
+        _ => false,
+    };
+    if keeps || r.freed || r.background || r.parent.is_some() {
+        return false;
+    }
+    r.op = Op::Idle;
+    true
+}
+
 fn store_message(target: &mut Target, st: &mut Status, data: &[u8], len: u64) {
     let cap = target.capacity();
     let n = (len.min(cap) as usize).min(data.len());

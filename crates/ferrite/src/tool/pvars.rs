@@ -61,7 +61,7 @@ impl Sample {
         let stats = st.net.stats();
         let mut s = Sample {
             p2p: st.p2p.counts,
-            posted: st.p2p.matching.posted_len() as u64,
+            posted: st.p2p.posted_len() as u64,
             unexpected: st.p2p.matching.unexpected_len() as u64,
             unexpected_peak: st.p2p.matching.unexpected_peak() as u64,
             requests: st.p2p.reqs.len() as u64,
