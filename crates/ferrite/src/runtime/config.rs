@@ -62,8 +62,13 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         name: "FERRITE_SHM_FAST_SLOTS",
-        default: "64",
-        doc: "Slots (256 bytes each) per fast ring: a power of two in 2..=65536.",
+        default: "256",
+        doc: "Slots (256 bytes each) per fast ring: a power of two in 2..=65536; a packet of up to an eighth of the ring (8 KiB by default) travels in the ring itself, larger ones in a queue cell.",
+    },
+    Knob {
+        name: "FERRITE_SHM_MEMBARRIER",
+        default: "1",
+        doc: "1: a rank about to sleep fences every sender with membarrier(2), so a send needs no full fence; 0: a full fence on every send (also where the kernel has no membarrier).",
     },
     Knob {
         name: "FERRITE_TCP_IF",
