@@ -89,7 +89,7 @@ struct Peer {
     /// of `ring_need` bytes.
     ring_full: bool,
     ring_need: usize,
-    /// Both of us use membarrier: a compiler fence after publishing will do.
+    /// Both of us use membarrier: a compiler fence after publishing in the fast ring will do.
     light: bool,
 }
 
@@ -414,10 +414,7 @@ impl Transport for Shm {
         }
         if let Path::Offering(r) = &peer.path {
             let card = r.card().encode();
-            match peer
-                .q
-                .send_kind(from, KIND_OFFER, &[card.as_bytes()], peer.light)
-            {
+            match peer.q.send_kind(from, KIND_OFFER, &[card.as_bytes()]) {
                 Sent::NoRoom => return Ok(self.no_room(false)),
                 Sent::Published { ring: r } => {
                     ring = r;
@@ -463,13 +460,13 @@ impl Transport for Shm {
                 }
             }
             Path::Queue(n) => {
-                let sent = peer.q.send(from, parts, peer.light);
+                let sent = peer.q.send(from, parts);
                 if sent != Sent::NoRoom {
                     *n += 1;
                 }
                 sent
             }
-            _ => peer.q.send(from, parts, peer.light),
+            _ => peer.q.send(from, parts),
         };
         match sent {
             Sent::NoRoom => {
@@ -607,8 +604,14 @@ impl Transport for Shm {
         if !self.starved.iter().all(|&i| peers[i].want_room(rank, asym)) {
             return false;
         }
+        // Only packets of fast rings are published with a compiler fence (queue packets, the
+        // offers included, with a full one): without a ring, a full fence is enough here,
+        // and the membarrier (microseconds) is paid only by ranks with busy pairs. A ring
+        // whose offer we have not taken yet cannot be slept through: the offer is in the
+        // queue, re-checked below.
         let rx = &self.fast_rx;
-        self.own_q.arm(|| rx.iter().any(|r| r.has_ready()), asym)
+        self.own_q
+            .arm(|| rx.iter().any(|r| r.has_ready()), asym && !rx.is_empty())
     }
 
     fn disarm(&mut self) {

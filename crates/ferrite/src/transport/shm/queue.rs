@@ -234,13 +234,14 @@ impl Queue {
 
     /// Sender side: copies `parts` (total at most `max_packet`) into a free cell and
     /// publishes it. `from` is the sender's rank.
-    pub fn send(&self, from: u32, parts: &[&[u8]], asym: bool) -> Sent {
-        self.send_kind(from, KIND_DATA, parts, asym)
+    pub fn send(&self, from: u32, parts: &[&[u8]]) -> Sent {
+        self.send_kind(from, KIND_DATA, parts)
     }
 
     /// As `send`, for a packet of the given kind (`KIND_DATA`, or the transport's own
-    /// `KIND_OFFER`). `asym` as for `must_ring`.
-    pub fn send_kind(&self, from: u32, kind: u32, parts: &[&[u8]], asym: bool) -> Sent {
+    /// `KIND_OFFER`). Takes a full fence before reading `sleeping`: a receiver fences for
+    /// packets of its fast rings only (see `Shm::arm`).
+    pub fn send_kind(&self, from: u32, kind: u32, parts: &[&[u8]]) -> Sent {
         let Some(idx) = self.fill_cell(from, kind, parts) else {
             return Sent::NoRoom;
         };
@@ -248,7 +249,7 @@ impl Queue {
         let pushed = self.ready.push(idx);
         debug_assert!(pushed, "ready ring overflow");
         Sent::Published {
-            ring: self.must_ring(asym),
+            ring: self.must_ring(false),
         }
     }
 
@@ -286,7 +287,8 @@ impl Queue {
 
     /// Sender side, after publishing (here or in a fast ring): true when the receiver is
     /// asleep and its doorbell must be rung (the flag is then cleared: one ring per sleep).
-    /// `asym`: both sides use membarrier (sleepfence.rs), so a compiler fence will do.
+    /// `asym`: both sides use membarrier (sleepfence.rs) and this packet went through a fast
+    /// ring, so a compiler fence will do.
     #[inline]
     pub fn must_ring(&self, asym: bool) -> bool {
         // Pairs with the fence in `arm`: either we see `sleeping`, or the receiver sees
@@ -403,8 +405,8 @@ impl Queue {
 
     /// Receiver side, before sleeping: sets `sleeping`, then re-checks the queue and
     /// `more` (the fast rings). Returns false (and clears the flag) when a packet is already
-    /// waiting, so the caller must not sleep. `asym`: this process said in its header that
-    /// it fences for senders with membarrier (sleepfence.rs).
+    /// waiting, so the caller must not sleep. `asym`: fence with membarrier for senders that
+    /// publish in our fast rings with a compiler fence only (sleepfence.rs).
     pub fn arm(&self, more: impl Fn() -> bool, asym: bool) -> bool {
         let h = self.header();
         h.sleeping.store(1, Ordering::SeqCst);

@@ -15,9 +15,12 @@
 //! thread not running has passed one when it was switched out. That is the fence the light
 //! side left out, placed where it is needed (a few microseconds, once per sleep).
 //!
-//! A process registers in `Shm::new` (`FERRITE_SHM_MEMBARRIER=0`: never) and says so in
-//! its segment header; a sender takes the light fence towards a receiver only when both are
-//! registered. A receiver frees room with the light fence when it is registered; a sender
+//! Only packets of the per-pair fast rings (fastring.rs: the busy pairs) are published
+//! with the light fence; queue packets keep the full one, so a receiver without a fast ring
+//! sleeps with a full fence only, and the membarrier (a few microseconds here) is paid by
+//! ranks with busy pairs. A process registers in `Shm::new` (`FERRITE_SHM_MEMBARRIER=0`:
+//! never) and says so in its segment header; a sender takes the light fence towards a
+//! receiver only when both are registered. A receiver frees room with the light fence when it is registered; a sender
 //! that could not register sleeps for room with a full fence only, and may then miss its
 //! ring, which costs at most the 1 ms a sleep with a send backlog lasts (progress.rs). No
 //! kernel we run on lets one process of a job register and another not.
