@@ -16,11 +16,13 @@
 //! it takes the offer from the queue, after every earlier packet of that sender (the queue
 //! keeps each sender's order), so the pair's order holds across the switch.
 //!
-//! Medium packets: a packet larger than a slot's payload takes several consecutive slots
+//! Medium packets: a packet larger than a slot's payload can take several consecutive slots
 //! (one record: the header in the first, the payload running on contiguously), up to an
-//! eighth of the ring ([`TxRing::inline_max`]; 8 KiB with the default 256 slots), so 2-8 KiB
-//! messages are copied through the ring's few lines, which stay in cache, instead of
-//! through queue cells that cycle through more than the L2. A record that would run past
+//! eighth of the ring and `FERRITE_SHM_FAST_RECORD` ([`TxRing::inline_max`]). The idea was
+//! to copy 0.25-8 KiB messages through the ring's few lines, which stay in cache, instead
+//! of through queue cells that cycle through more than the L2; measured on a 2-core VM it
+//! was slower (probably: the producer's writes find the lines in the consumer's cache), so the
+//! default is one slot (docs/performance.md). A record that would run past
 //! the ring's end is preceded by a pad record (`KIND_PAD`) to the end. The consumer zeroes
 //! the first word of every slot a record or pad covered besides its first, so a stale word
 //! there (payload bytes, an old header) cannot pass for a current sequence number. A packet
@@ -163,8 +165,9 @@ pub struct TxRing {
 unsafe impl Send for TxRing {}
 
 impl TxRing {
-    /// A new ring of `nslots` (see [`valid_slots`]) in a fresh anonymous file.
-    pub fn create(nslots: u32, token: u64) -> Result<TxRing, String> {
+    /// A new ring of `nslots` (see [`valid_slots`]) in a fresh anonymous file, carrying
+    /// packets of up to `max_record` bytes (capped at [`inline_max`]) in its own slots.
+    pub fn create(nslots: u32, token: u64, max_record: usize) -> Result<TxRing, String> {
         if !valid_slots(nslots) {
             return Err(format!(
                 "FERRITE_SHM_FAST_SLOTS={nslots} is not a power of two in 2..=65536"
@@ -202,7 +205,7 @@ impl TxRing {
             mask: nslots as u64 - 1,
             pos: 0,
             head: 0,
-            max: inline_max(nslots as u64),
+            max: inline_max(nslots as u64).min(max_record),
             card: Card { pid, fd, token },
         })
     }

@@ -31,6 +31,8 @@ pub struct ShmConfig {
     pub fast_after: u32,
     /// Slots per fast ring (FERRITE_SHM_FAST_SLOTS).
     pub fast_slots: u32,
+    /// Largest packet carried in a fast ring's own slots (FERRITE_SHM_FAST_RECORD).
+    pub fast_record: usize,
     /// Fence for sleepers with membarrier, not on every send (FERRITE_SHM_MEMBARRIER).
     pub membarrier: bool,
 }
@@ -44,6 +46,7 @@ impl ShmConfig {
         let cma: u32 = config::get("FERRITE_SHM_CMA");
         let fast_after: u32 = config::get("FERRITE_SHM_FAST_AFTER");
         let fast_slots: u32 = config::get("FERRITE_SHM_FAST_SLOTS");
+        let fast_record: usize = config::get("FERRITE_SHM_FAST_RECORD");
         let membarrier: u32 = config::get("FERRITE_SHM_MEMBARRIER");
         let geom = Geometry::new(segment::cell_count(size, k, b), cell)
             .map_err(|e| terr!(InvalidArg, "{e}"))?;
@@ -58,6 +61,7 @@ impl ShmConfig {
             cma: cma != 0,
             fast_after,
             fast_slots,
+            fast_record,
             membarrier: membarrier != 0,
         })
     }
@@ -402,12 +406,17 @@ impl Transport for Shm {
                 "shm transport: a packet of {len} bytes to rank {to} exceeds the {max}-byte limit"
             ));
         }
-        let (from, fast_after, slots) = (self.rank, self.cfg.fast_after, self.cfg.fast_slots);
+        let (from, fast_after, slots, record) = (
+            self.rank,
+            self.cfg.fast_after,
+            self.cfg.fast_slots,
+            self.cfg.fast_record,
+        );
         let peer = self.peer(to)?;
         let mut ring = false;
         if matches!(peer.path, Path::Queue(n) if n >= fast_after) {
             // Often enough: make this pair a ring of its own (offered before the next packet).
-            peer.path = match TxRing::create(slots, random_token()) {
+            peer.path = match TxRing::create(slots, random_token(), record) {
                 Ok(r) => Path::Offering(r),
                 Err(_) => Path::QueueOnly,
             };

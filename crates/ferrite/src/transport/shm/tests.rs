@@ -56,6 +56,7 @@ fn cfg(ncells: u32, cell: usize, cma: bool) -> ShmConfig {
         cma,
         fast_after: 0,
         fast_slots: 64,
+        fast_record: usize::MAX,
         membarrier: true,
     }
 }
@@ -763,7 +764,7 @@ fn fast_cfg(ncells: u32, cell: usize, after: u32, slots: u32) -> ShmConfig {
 #[test]
 fn fast_ring_wraps_around_says_full_and_keeps_order() {
     use fastring::{Record, RxRing, TxRing};
-    let mut tx = TxRing::create(4, 7).unwrap();
+    let mut tx = TxRing::create(4, 7, usize::MAX).unwrap();
     let mut rx = RxRing::open(tx.card(), 3).unwrap().unwrap();
     assert!(!rx.has_ready());
     let mut next_in = 0u32;
@@ -820,9 +821,9 @@ fn fast_ring_wraps_around_says_full_and_keeps_order() {
 
 #[test]
 fn fast_ring_rejects_bad_slot_counts() {
-    assert!(fastring::TxRing::create(3, 1).is_err());
-    assert!(fastring::TxRing::create(1, 1).is_err());
-    assert!(fastring::TxRing::create(2, 1).is_ok());
+    assert!(fastring::TxRing::create(3, 1, 248).is_err());
+    assert!(fastring::TxRing::create(1, 1, 248).is_err());
+    assert!(fastring::TxRing::create(2, 1, 248).is_ok());
 }
 
 /// Everything `net` has for us, as (from, packet).
@@ -953,7 +954,7 @@ fn a_full_fast_ring_rings_its_sender_and_a_waiting_slot_stops_the_receiver_sleep
 #[test]
 fn fast_ring_medium_records_span_slots_and_pad_at_the_ring_end() {
     use fastring::{Record, RxRing, TxRing, SLOT, SLOT_HEADER};
-    let mut tx = TxRing::create(64, 7).unwrap();
+    let mut tx = TxRing::create(64, 7, usize::MAX).unwrap();
     let mut rx = RxRing::open(tx.card(), 3).unwrap().unwrap();
     let max = tx.inline_max();
     assert_eq!(max, 8 * SLOT - SLOT_HEADER);
