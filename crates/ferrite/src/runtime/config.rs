@@ -66,6 +66,16 @@ pub const KNOBS: &[Knob] = &[
         doc: "Slots (256 bytes each) per fast ring: a power of two in 2..=65536.",
     },
     Knob {
+        name: "FERRITE_SHM_FAST_RECORD",
+        default: "248",
+        doc: "Largest packet (bytes) a fast ring carries in its own consecutive slots (at most an eighth of the ring); larger ones go in a queue cell. The default, one slot, measured faster than larger records on a 2-core VM (docs/performance.md).",
+    },
+    Knob {
+        name: "FERRITE_SHM_MEMBARRIER",
+        default: "1",
+        doc: "1: a rank about to sleep fences every sender with membarrier(2), so a send needs no full fence; 0: a full fence on every send (also where the kernel has no membarrier).",
+    },
+    Knob {
         name: "FERRITE_TCP_IF",
         default: "",
         doc: "Interface name or IP address tcp listens on; empty: loopback, or in a job across hosts this host's non-loopback address.",

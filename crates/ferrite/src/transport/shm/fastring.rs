@@ -14,8 +14,19 @@
 //! queue (kind `KIND_OFFER`, the ring's [`Card`]) and from then on sends every packet to
 //! that receiver through the ring, never the queue again. The receiver maps the ring when
 //! it takes the offer from the queue, after every earlier packet of that sender (the queue
-//! keeps each sender's order), so the pair's order holds across the switch. A packet too
-//! large for a slot still goes in a cell of the receiver's queue, but the cell's index
+//! keeps each sender's order), so the pair's order holds across the switch.
+//!
+//! Medium packets: a packet larger than a slot's payload can take several consecutive slots
+//! (one record: the header in the first, the payload running on contiguously), up to an
+//! eighth of the ring and `FERRITE_SHM_FAST_RECORD` ([`TxRing::inline_max`]). The idea was
+//! to copy 0.25-8 KiB messages through the ring's few lines, which stay in cache, instead
+//! of through queue cells that cycle through more than the L2; measured on a 2-core VM it
+//! was slower (probably: the producer's writes find the lines in the consumer's cache), so the
+//! default is one slot (docs/performance.md). A record that would run past
+//! the ring's end is preceded by a pad record (`KIND_PAD`) to the end. The consumer zeroes
+//! the first word of every slot a record or pad covered besides its first, so a stale word
+//! there (payload bytes, an old header) cannot pass for a current sequence number. A packet
+//! too large for that still goes in a cell of the receiver's queue, but the cell's index
 //! travels in the ring (`KIND_CELL`) instead of the ready ring, in order with the rest.
 //!
 //! Flow control is unchanged: a full ring (or no free cell for a large packet) is "no
@@ -27,26 +38,28 @@
 //! Layout: 128-byte header (magic, version, owner pid, token, slot count; the consumer's
 //! position on its own line at 64), then `nslots` slots of [`SLOT`] bytes: sequence (u32,
 //! position + 1 when full), length (u16), kind (u16), payload. Everything the consumer reads
-//! back is checked, so a corrupt slot is counted and skipped, never trusted.
+//! back is checked, so a corrupt record is counted and skipped, never trusted.
 
 use super::segment::{anonymous_file, map, open_peer_file, Card};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRFST\0");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes per slot (four cache lines: a small packet touches only the first).
 pub const SLOT: usize = 256;
 /// Sequence, length and kind before the payload: 8 bytes, so a 0-16 byte message with its
 /// 40-byte p2p header still fits the slot's first cache line.
 pub const SLOT_HEADER: usize = 8;
-/// Largest packet carried in a slot itself.
-pub const INLINE_MAX: usize = SLOT - SLOT_HEADER;
+/// Largest packet carried in one slot.
+pub const SLOT_PAYLOAD: usize = SLOT - SLOT_HEADER;
 const HEADER: usize = 128;
 
 /// The packet is in the slot.
 pub const KIND_INLINE: u32 = 0;
 /// The packet is in the receiver's queue cell whose index is the payload (u64 LE).
 pub const KIND_CELL: u32 = 1;
+/// Nothing: the slots from here to the ring's end are skipped (the next record did not fit).
+pub const KIND_PAD: u32 = 2;
 
 #[repr(C)]
 struct Header {
@@ -81,6 +94,17 @@ fn bytes(nslots: u32) -> usize {
 /// Validated slot counts: a power of two in 2..=65536.
 pub fn valid_slots(n: u32) -> bool {
     n.is_power_of_two() && (2..=65536).contains(&n)
+}
+
+/// Slots a record of `len` payload bytes takes.
+fn slots_for(len: usize) -> u64 {
+    (SLOT_HEADER + len).div_ceil(SLOT) as u64
+}
+
+/// Largest record payload in a ring of `nslots`: an eighth of the ring (at least one
+/// slot), and what the u16 length holds.
+fn inline_max(nslots: u64) -> usize {
+    ((nslots / 8).max(1) as usize * SLOT - SLOT_HEADER).min(u16::MAX as usize)
 }
 
 /// A mapping of a ring file (either side).
@@ -131,6 +155,8 @@ pub struct TxRing {
     pos: u64,
     /// Last seen consumer position: the ring has room while pos - head < nslots.
     head: u64,
+    /// Largest packet a record carries (see [`inline_max`]).
+    max: usize,
     card: Card,
 }
 
@@ -139,8 +165,9 @@ pub struct TxRing {
 unsafe impl Send for TxRing {}
 
 impl TxRing {
-    /// A new ring of `nslots` (see [`valid_slots`]) in a fresh anonymous file.
-    pub fn create(nslots: u32, token: u64) -> Result<TxRing, String> {
+    /// A new ring of `nslots` (see [`valid_slots`]) in a fresh anonymous file, carrying
+    /// packets of up to `max_record` bytes (capped at [`inline_max`]) in its own slots.
+    pub fn create(nslots: u32, token: u64, max_record: usize) -> Result<TxRing, String> {
         if !valid_slots(nslots) {
             return Err(format!(
                 "FERRITE_SHM_FAST_SLOTS={nslots} is not a power of two in 2..=65536"
@@ -178,6 +205,7 @@ impl TxRing {
             mask: nslots as u64 - 1,
             pos: 0,
             head: 0,
+            max: inline_max(nslots as u64).min(max_record),
             card: Card { pid, fd, token },
         })
     }
@@ -187,48 +215,85 @@ impl TxRing {
         self.card
     }
 
-    /// True if a slot is free (re-reads the consumer's position only when the cached one
-    /// says full).
-    pub fn has_room(&mut self) -> bool {
-        if self.pos.wrapping_sub(self.head) <= self.mask {
+    /// Largest packet `push_inline` takes.
+    #[inline]
+    pub fn inline_max(&self) -> usize {
+        self.max
+    }
+
+    /// Slots a record of `len` bytes needs from the current position: its own, and a pad
+    /// to the ring's end first when it would run past it.
+    fn need(&self, len: usize) -> u64 {
+        let k = slots_for(len);
+        let off = self.pos & self.mask;
+        if off + k > self.mask + 1 {
+            self.mask + 1 - off + k
+        } else {
+            k
+        }
+    }
+
+    /// True if a record of `len` bytes fits now (re-reads the consumer's position only
+    /// when the cached one says it does not).
+    #[inline]
+    pub fn has_room_for(&mut self, len: usize) -> bool {
+        let need = self.need(len);
+        if self.pos.wrapping_sub(self.head) + need <= self.mask + 1 {
             return true;
         }
         self.head = self.m.header().head.load(Ordering::Acquire);
-        self.pos.wrapping_sub(self.head) <= self.mask
+        self.pos.wrapping_sub(self.head) + need <= self.mask + 1
     }
 
-    /// Publishes a packet of `len` bytes written by `fill` into the slot's payload (`fill`
-    /// writes at most INLINE_MAX bytes); false if the ring is full. `len` is recorded as
-    /// given: the receiver checks it (the tests forge bad ones). The caller then checks the
-    /// receiver's `sleeping` flag (`Queue::must_ring`, which fences).
+    /// True if a one-slot record fits.
+    pub fn has_room(&mut self) -> bool {
+        self.has_room_for(0)
+    }
+
+    /// Publishes a record of `len` bytes written by `fill` into its payload (`fill` writes
+    /// at most `len`, and `len` at most `inline_max`, bytes), after a pad when it would run
+    /// past the ring's end; false if the ring is too full. `len` is recorded as given: the
+    /// receiver checks it (the tests forge bad ones). The caller then checks the receiver's
+    /// `sleeping` flag (`Queue::must_ring`).
     pub fn push(&mut self, kind: u32, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
-        if !self.has_room() {
+        if !self.has_room_for(len) {
             return false;
         }
+        let k = slots_for(len);
+        let off = self.pos & self.mask;
+        if off + k > self.mask + 1 {
+            self.publish(KIND_PAD, 0, self.mask + 1 - off, |_| {});
+        }
+        self.publish(kind, len, k, fill);
+        true
+    }
+
+    /// Writes one record of `k` slots at the current position (room checked) and
+    /// publishes it.
+    fn publish(&mut self, kind: u32, len: usize, k: u64, fill: impl FnOnce(*mut u8)) {
         let slot = self.m.slot(self.pos, self.mask);
-        // SAFETY: the slot is free (the consumer is past it) and ours until published; the
-        // payload area holds the INLINE_MAX bytes `fill` may write.
+        // SAFETY: the record's k slots are free (the consumer is past them), consecutive
+        // inside the mapping (the caller padded to the ring's end), and ours until
+        // published; the payload area holds the `len` bytes `fill` writes.
         unsafe {
             let h = slot as *mut SlotHeader;
             std::ptr::addr_of_mut!((*h).len).write(len as u16);
             std::ptr::addr_of_mut!((*h).kind).write(kind as u16);
             fill(slot.add(SLOT_HEADER));
         }
-        self.pos = self.pos.wrapping_add(1);
-        slot_header(slot)
-            .seq
-            .store(self.pos as u32, Ordering::Release);
-        true
+        let seq = self.pos.wrapping_add(1) as u32;
+        self.pos = self.pos.wrapping_add(k);
+        slot_header(slot).seq.store(seq, Ordering::Release);
     }
 
-    /// Copies `parts` (at most INLINE_MAX bytes together) into the next slot.
+    /// Copies `parts` (at most `inline_max` bytes together) into the next record.
     pub fn push_inline(&mut self, parts: &[&[u8]], len: usize) -> bool {
-        debug_assert!(len <= INLINE_MAX);
+        debug_assert!(len <= self.max);
         self.push(KIND_INLINE, len, |dst| {
             let mut off = 0;
             for p in parts {
-                // SAFETY: the parts add up to len <= INLINE_MAX bytes of the slot's payload,
-                // which our own buffers cannot overlap.
+                // SAFETY: the parts add up to len <= inline_max bytes of the record's
+                // payload, which our own buffers cannot overlap.
                 unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), dst.add(off), p.len()) };
                 off += p.len();
             }
@@ -248,6 +313,8 @@ impl TxRing {
 pub enum Record<'a> {
     Inline(&'a [u8]),
     Cell(u64),
+    /// Slots skipped to the ring's end (never handed to `take`).
+    Pad,
     /// Length or kind out of range: skipped.
     Corrupt,
 }
@@ -256,6 +323,8 @@ pub enum Record<'a> {
 pub struct RxRing {
     m: Mapping,
     mask: u64,
+    /// Largest record payload of this ring's size.
+    max: usize,
     /// Next position to read (published to the producer after each batch).
     head: u64,
     /// The sender.
@@ -304,6 +373,7 @@ impl RxRing {
         Ok(Some(RxRing {
             m,
             mask,
+            max: inline_max(mask + 1),
             head: 0,
             from,
         }))
@@ -319,18 +389,29 @@ impl RxRing {
     /// Hands every waiting record (at most a ring's worth) to `take`, then tells the producer
     /// the slots are free. Returns how many were taken.
     pub fn consume(&mut self, take: &mut dyn FnMut(Record)) -> usize {
-        let mut n = 0;
-        while n <= self.mask as usize {
+        let (mut n, mut slots) = (0, 0);
+        let nslots = self.mask + 1;
+        let mut published = self.head;
+        while slots < nslots {
             let slot = self.m.slot(self.head, self.mask);
             let sh = slot_header(slot);
             if sh.seq.load(Ordering::Acquire) != self.head.wrapping_add(1) as u32 {
                 break;
             }
             let (len, kind) = (sh.len as usize, sh.kind as u32);
+            let off = self.head & self.mask;
+            // Slots this record covers (as the producer counted them; never past the ring's
+            // end), whether or not its length is valid.
+            let k = match kind {
+                KIND_INLINE => slots_for(len).min(nslots - off),
+                KIND_PAD if len == 0 => nslots - off,
+                _ => 1,
+            };
             let rec = match kind {
-                // SAFETY: len is checked against the payload; the slot is ours until the
-                // head moves past it below, after `take` returns.
-                KIND_INLINE if len <= INLINE_MAX => Record::Inline(unsafe {
+                // SAFETY: len is checked against the limit and the record's slots, which lie
+                // inside the ring; they are ours until the head moves past them below, after
+                // `take` returns.
+                KIND_INLINE if len <= self.max && k == slots_for(len) => Record::Inline(unsafe {
                     std::slice::from_raw_parts(slot.add(SLOT_HEADER), len)
                 }),
                 KIND_CELL if len == 8 => {
@@ -341,13 +422,28 @@ impl RxRing {
                     };
                     Record::Cell(u64::from_le_bytes(b))
                 }
+                KIND_PAD if len == 0 => Record::Pad,
                 _ => Record::Corrupt,
             };
-            take(rec);
-            self.head = self.head.wrapping_add(1);
-            n += 1;
+            if !matches!(rec, Record::Pad) {
+                take(rec);
+                n += 1;
+            }
+            for i in 1..k {
+                // SAFETY: the slots after the first of this record are ours (the producer
+                // reuses them only after the head store below) and lie in the mapping.
+                let s = slot_header(self.m.slot(self.head.wrapping_add(i), self.mask));
+                s.seq.store(0, Ordering::Relaxed);
+            }
+            self.head = self.head.wrapping_add(k);
+            slots += k;
+            if k > 1 {
+                // A medium record: free its slots now, the producer may be waiting for them.
+                self.m.header().head.store(self.head, Ordering::Release);
+                published = self.head;
+            }
         }
-        if n > 0 {
+        if published != self.head {
             self.m.header().head.store(self.head, Ordering::Release);
         }
         n

@@ -8,6 +8,7 @@ pub mod doorbell;
 pub mod fastring;
 pub mod queue;
 pub mod segment;
+pub mod sleepfence;
 
 use super::{Proc, Transport, TransportStats};
 use crate::fxhash::FxHashMap;
@@ -30,6 +31,10 @@ pub struct ShmConfig {
     pub fast_after: u32,
     /// Slots per fast ring (FERRITE_SHM_FAST_SLOTS).
     pub fast_slots: u32,
+    /// Largest packet carried in a fast ring's own slots (FERRITE_SHM_FAST_RECORD).
+    pub fast_record: usize,
+    /// Fence for sleepers with membarrier, not on every send (FERRITE_SHM_MEMBARRIER).
+    pub membarrier: bool,
 }
 
 impl ShmConfig {
@@ -41,6 +46,8 @@ impl ShmConfig {
         let cma: u32 = config::get("FERRITE_SHM_CMA");
         let fast_after: u32 = config::get("FERRITE_SHM_FAST_AFTER");
         let fast_slots: u32 = config::get("FERRITE_SHM_FAST_SLOTS");
+        let fast_record: usize = config::get("FERRITE_SHM_FAST_RECORD");
+        let membarrier: u32 = config::get("FERRITE_SHM_MEMBARRIER");
         let geom = Geometry::new(segment::cell_count(size, k, b), cell)
             .map_err(|e| terr!(InvalidArg, "{e}"))?;
         if fast_after > 0 && !fastring::valid_slots(fast_slots) {
@@ -54,6 +61,8 @@ impl ShmConfig {
             cma: cma != 0,
             fast_after,
             fast_slots,
+            fast_record,
+            membarrier: membarrier != 0,
         })
     }
 }
@@ -80,20 +89,23 @@ struct Peer {
     /// Cleared after the first EPERM/ENOSYS: later reads fall back to packets at once.
     cma_ok: bool,
     path: Path,
-    /// The last "no room" was a full fast ring (not a lack of free cells).
+    /// The last "no room" was a full fast ring (not a lack of free cells), for a record
+    /// of `ring_need` bytes.
     ring_full: bool,
+    ring_need: usize,
+    /// Both of us use membarrier: a compiler fence after publishing in the fast ring will do.
+    light: bool,
 }
 
 impl Peer {
     /// About to sleep after "no room": asks the peer to ring `me` when room appears, then
     /// re-checks; false when there is room already (the caller must not sleep).
-    fn want_room(&mut self, me: Proc) -> bool {
+    fn want_room(&mut self, me: Proc, asym: bool) -> bool {
         match (&mut self.path, self.ring_full) {
             (Path::Fast(ring), true) => {
-                self.q.ask_credit(me);
-                !ring.has_room()
+                self.q.ask_credit(me, asym) && !ring.has_room_for(self.ring_need)
             }
-            _ => self.q.want_credit(me),
+            _ => self.q.want_credit(me, asym),
         }
     }
 }
@@ -103,6 +115,8 @@ pub struct Shm {
     size: u32,
     job: String,
     cfg: ShmConfig,
+    /// Registered for membarrier and using it before sleeping (sleepfence.rs).
+    asym: bool,
     /// Holds the mapping and the file `own_q` lives in (peers open it while it is open).
     _own: Segment,
     /// The queue in `own`, laid out once (every progress pass polls it).
@@ -189,7 +203,8 @@ impl Shm {
     /// Creates this process's segment, publishes where peers find it, binds its doorbell.
     pub fn new(rank: Proc, size: u32, job: &str, cfg: ShmConfig) -> TResult<Shm> {
         let token = random_token();
-        let own = Segment::create(cfg.geom, rank, token)
+        let asym = cfg.membarrier && sleepfence::register();
+        let own = Segment::create(cfg.geom, rank, token, asym)
             .map_err(|e| terr!(Other, "shm transport: {e}"))?;
         publish(job, rank, own.card())?;
         let bell = Doorbell::bind(&doorbell::bell_addr(job, rank), token).map_err(|e| {
@@ -210,6 +225,7 @@ impl Shm {
             size,
             job: job.to_string(),
             cfg,
+            asym,
             _own: own,
             bell,
             peers: Vec::new(),
@@ -293,13 +309,16 @@ impl Shm {
         } else {
             Path::QueueOnly
         };
+        let light = self.asym && seg.membarrier;
         self.peers.push(Peer {
+            light,
             q,
             seg,
             bell,
             cma_ok: true,
             path,
             ring_full: false,
+            ring_need: 0,
         });
         self.peer_index.insert(to, self.peers.len() - 1);
         Ok(self.peers.len() - 1)
@@ -348,7 +367,7 @@ impl Shm {
     /// cells). A bit stands for every rank equal to it modulo 64: in a larger job a few
     /// ranks get a spurious wake-up, never a missed one.
     fn ring_credit_waiters(&mut self) {
-        let mask = self.own_q.take_credit_waiters();
+        let mask = self.own_q.take_credit_waiters(self.asym);
         if mask == 0 {
             return;
         }
@@ -387,12 +406,17 @@ impl Transport for Shm {
                 "shm transport: a packet of {len} bytes to rank {to} exceeds the {max}-byte limit"
             ));
         }
-        let (from, fast_after, slots) = (self.rank, self.cfg.fast_after, self.cfg.fast_slots);
+        let (from, fast_after, slots, record) = (
+            self.rank,
+            self.cfg.fast_after,
+            self.cfg.fast_slots,
+            self.cfg.fast_record,
+        );
         let peer = self.peer(to)?;
         let mut ring = false;
         if matches!(peer.path, Path::Queue(n) if n >= fast_after) {
             // Often enough: make this pair a ring of its own (offered before the next packet).
-            peer.path = match TxRing::create(slots, random_token()) {
+            peer.path = match TxRing::create(slots, random_token(), record) {
                 Ok(r) => Path::Offering(r),
                 Err(_) => Path::QueueOnly,
             };
@@ -415,14 +439,18 @@ impl Transport for Shm {
         let peer = &mut self.peers[self.last.1];
         let sent = match &mut peer.path {
             Path::Fast(r) => {
-                if !r.has_room() {
-                    Sent::NoRoom
-                } else if len <= fastring::INLINE_MAX {
-                    let pushed = r.push_inline(parts, len);
-                    debug_assert!(pushed);
-                    Sent::Published {
-                        ring: peer.q.must_ring(),
+                if len <= r.inline_max() {
+                    if r.push_inline(parts, len) {
+                        Sent::Published {
+                            ring: peer.q.must_ring(peer.light),
+                        }
+                    } else {
+                        peer.ring_need = len;
+                        Sent::NoRoom
                     }
+                } else if !r.has_room() {
+                    peer.ring_need = 0;
+                    Sent::NoRoom
                 } else {
                     match peer.q.fill_cell(from, KIND_DATA, parts) {
                         None => {
@@ -434,7 +462,7 @@ impl Transport for Shm {
                             let pushed = r.push_cell(idx);
                             debug_assert!(pushed);
                             Sent::Published {
-                                ring: peer.q.must_ring(),
+                                ring: peer.q.must_ring(peer.light),
                             }
                         }
                     }
@@ -530,6 +558,7 @@ impl Transport for Shm {
                     }
                 }
                 Record::Corrupt => stats.corrupt_dropped += 1,
+                Record::Pad => {}
             });
         }
         self.stats.packets_received += n as u64;
@@ -579,13 +608,19 @@ impl Transport for Shm {
         }
         // Peers we wait for credits from ring us when they free a cell (or one is free
         // already, and we must not sleep).
-        let rank = self.rank;
+        let (rank, asym) = (self.rank, self.asym);
         let peers = &mut self.peers;
-        if !self.starved.iter().all(|&i| peers[i].want_room(rank)) {
+        if !self.starved.iter().all(|&i| peers[i].want_room(rank, asym)) {
             return false;
         }
+        // Only packets of fast rings are published with a compiler fence (queue packets, the
+        // offers included, with a full one): without a ring, a full fence is enough here,
+        // and the membarrier (microseconds) is paid only by ranks with busy pairs. A ring
+        // whose offer we have not taken yet cannot be slept through: the offer is in the
+        // queue, re-checked below.
         let rx = &self.fast_rx;
-        self.own_q.arm(|| rx.iter().any(|r| r.has_ready()))
+        self.own_q
+            .arm(|| rx.iter().any(|r| r.has_ready()), asym && !rx.is_empty())
     }
 
     fn disarm(&mut self) {

@@ -25,7 +25,8 @@
 //! corrupt cell is counted and dropped rather than trusted.
 
 use super::segment::{Geometry, Header, RingPos, HEADER_BYTES, SLOT_BYTES};
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use super::sleepfence;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const FREE: usize = 0;
 pub const READY: usize = 1;
@@ -238,7 +239,8 @@ impl Queue {
     }
 
     /// As `send`, for a packet of the given kind (`KIND_DATA`, or the transport's own
-    /// `KIND_OFFER`).
+    /// `KIND_OFFER`). Takes a full fence before reading `sleeping`: a receiver fences for
+    /// packets of its fast rings only (see `Shm::arm`).
     pub fn send_kind(&self, from: u32, kind: u32, parts: &[&[u8]]) -> Sent {
         let Some(idx) = self.fill_cell(from, kind, parts) else {
             return Sent::NoRoom;
@@ -247,7 +249,7 @@ impl Queue {
         let pushed = self.ready.push(idx);
         debug_assert!(pushed, "ready ring overflow");
         Sent::Published {
-            ring: self.must_ring(),
+            ring: self.must_ring(false),
         }
     }
 
@@ -285,10 +287,13 @@ impl Queue {
 
     /// Sender side, after publishing (here or in a fast ring): true when the receiver is
     /// asleep and its doorbell must be rung (the flag is then cleared: one ring per sleep).
-    pub fn must_ring(&self) -> bool {
+    /// `asym`: both sides use membarrier (sleepfence.rs) and this packet went through a fast
+    /// ring, so a compiler fence will do.
+    #[inline]
+    pub fn must_ring(&self, asym: bool) -> bool {
         // Pairs with the fence in `arm`: either we see `sleeping`, or the receiver sees
         // the packet when it re-checks before sleeping.
-        fence(Ordering::SeqCst);
+        sleepfence::light(asym);
         let h = self.header();
         h.sleeping.load(Ordering::Relaxed) != 0 && h.sleeping.swap(0, Ordering::SeqCst) != 0
     }
@@ -362,26 +367,29 @@ impl Queue {
     /// Sender side, about to sleep after `NoRoom`: asks the receiver to ring sender `from`
     /// when it frees cells, then re-checks. Returns false when a cell is free already (the
     /// caller must not sleep; the request stays, costing at most one spurious ring).
-    pub fn want_credit(&self, from: u32) -> bool {
-        self.ask_credit(from);
-        !self.free.has_ready()
+    /// `asym`: this process is registered for membarrier (sleepfence.rs).
+    pub fn want_credit(&self, from: u32, asym: bool) -> bool {
+        self.ask_credit(from, asym) && !self.free.has_ready()
     }
 
     /// Sender side: asks the receiver to ring sender `from` when it next frees cells or
-    /// fast-ring slots. The caller re-checks for room afterwards.
-    pub fn ask_credit(&self, from: u32) {
+    /// fast-ring slots. The caller re-checks for room afterwards; false when it must not
+    /// sleep at all (the membarrier call failed).
+    pub fn ask_credit(&self, from: u32, asym: bool) -> bool {
         self.header()
             .credit_waiters
             .fetch_or(1 << (from % 64), Ordering::SeqCst);
-        // Pairs with the fence in `take_credit_waiters`: either the receiver sees our bit,
-        // or we see the room it made before looking.
-        fence(Ordering::SeqCst);
+        // Pairs with the light fence in `take_credit_waiters`: either the receiver sees
+        // our bit, or we see the room it made before looking.
+        sleepfence::heavy(asym)
     }
 
     /// Receiver side, after freeing cells: the senders asleep for want of credits, as a
-    /// mask of `rank % 64` bits (cleared), or 0.
-    pub fn take_credit_waiters(&self) -> u64 {
-        fence(Ordering::SeqCst);
+    /// mask of `rank % 64` bits (cleared), or 0. `asym`: this process is registered for
+    /// membarrier, so senders about to sleep fence for us.
+    #[inline]
+    pub fn take_credit_waiters(&self, asym: bool) -> u64 {
+        sleepfence::light(asym);
         let w = &self.header().credit_waiters;
         if w.load(Ordering::Relaxed) == 0 {
             0
@@ -397,12 +405,12 @@ impl Queue {
 
     /// Receiver side, before sleeping: sets `sleeping`, then re-checks the queue and
     /// `more` (the fast rings). Returns false (and clears the flag) when a packet is already
-    /// waiting, so the caller must not sleep.
-    pub fn arm(&self, more: impl Fn() -> bool) -> bool {
+    /// waiting, so the caller must not sleep. `asym`: fence with membarrier for senders that
+    /// publish in our fast rings with a compiler fence only (sleepfence.rs).
+    pub fn arm(&self, more: impl Fn() -> bool, asym: bool) -> bool {
         let h = self.header();
         h.sleeping.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if self.ready.has_ready() || more() {
+        if !sleepfence::heavy(asym) || self.ready.has_ready() || more() {
             h.sleeping.store(0, Ordering::Relaxed);
             return false;
         }

@@ -10,7 +10,8 @@
 //! Layout (all offsets fixed by [`Geometry`], which peers re-derive and check from the header):
 //!
 //! ```text
-//! 0      Header: magic, version, owner's rank and pid, geometry, doorbell token
+//! 0      Header: magic, version, owner's rank and pid, geometry, doorbell token, whether
+//!        the owner fences with membarrier
 //! 64     `sleeping` flag (own cache line: written by the owner, read by every sender),
 //!        `credit_waiters` at 72 (set by senders about to sleep for lack of credits)
 //! 128    free ring positions (enqueue, dequeue on separate cache lines)
@@ -26,7 +27,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRSHM\0");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bytes before the ring slots.
 pub const HEADER_BYTES: usize = 384;
 /// One ring slot: sequence number and value.
@@ -47,7 +48,10 @@ pub struct Header {
     pub cell_size: u32,
     pub ring_cap: u32,
     pub token: u64,
-    _pad0: [u8; 24],
+    /// Non-zero: the owner calls membarrier before sleeping, so senders registered for it
+    /// need only a compiler fence after publishing (sleepfence.rs).
+    pub membarrier: u32,
+    _pad0: [u8; 20],
     /// Non-zero while the owner is (about to be) asleep on its doorbell.
     pub sleeping: AtomicU32,
     _pad1: u32,
@@ -163,6 +167,8 @@ pub struct Segment {
     pub owner_rank: u32,
     pub pid: i32,
     pub token: u64,
+    /// The owner fences with membarrier before sleeping (header `membarrier`).
+    pub membarrier: bool,
 }
 
 // SAFETY: the mapping is only accessed through atomics (header flag, rings) and through cells
@@ -222,7 +228,13 @@ pub(crate) fn anonymous_file() -> Result<i32, String> {
 
 impl Segment {
     /// Creates and initializes this process's segment.
-    pub fn create(geom: Geometry, owner_rank: u32, token: u64) -> Result<Self, String> {
+    /// `membarrier`: the owner is registered for membarrier and uses it before sleeping.
+    pub fn create(
+        geom: Geometry,
+        owner_rank: u32,
+        token: u64,
+        membarrier: bool,
+    ) -> Result<Self, String> {
         let len = geom.total();
         let fd = anonymous_file()?;
         // SAFETY: fd is an open file we own.
@@ -255,7 +267,7 @@ impl Segment {
             }
         };
         // SAFETY: base points at `len` fresh zero-filled bytes of a mapping we own.
-        unsafe { init(base, geom, owner_rank, token) };
+        unsafe { init(base, geom, owner_rank, token, membarrier) };
         Ok(Segment {
             base,
             len,
@@ -265,6 +277,7 @@ impl Segment {
             // SAFETY: getpid has no preconditions.
             pid: unsafe { libc::getpid() },
             token,
+            membarrier,
         })
     }
 
@@ -309,6 +322,7 @@ impl Segment {
             owner_rank: 0,
             pid: 0,
             token: 0,
+            membarrier: false,
         };
         let h = seg.header();
         if h.magic.load(Ordering::Acquire) != MAGIC {
@@ -331,8 +345,9 @@ impl Segment {
             .filter(|g| g.cell_size == h.cell_size && g.ring_cap() == h.ring_cap as usize)
             .filter(|g| g.total() == len && h.pid > 0)
             .ok_or_else(|| format!("{path} has an inconsistent header"))?;
-        let (owner_rank, pid, token) = (h.owner_rank, h.pid, h.token);
+        let (owner_rank, pid, token, mb) = (h.owner_rank, h.pid, h.token, h.membarrier != 0);
         seg.geom = geom;
+        seg.membarrier = mb;
         seg.owner_rank = owner_rank;
         seg.pid = pid;
         seg.token = token;
@@ -416,7 +431,7 @@ pub(crate) fn map(fd: i32, len: usize) -> Result<*mut u8, String> {
 ///
 /// # Safety
 /// `base` must point at `geom.total()` writable zeroed bytes not yet visible to other users.
-unsafe fn init(base: *mut u8, geom: Geometry, owner_rank: u32, token: u64) {
+unsafe fn init(base: *mut u8, geom: Geometry, owner_rank: u32, token: u64, membarrier: bool) {
     // SAFETY: the caller guarantees the bytes; Header is valid for all-zero bytes.
     let h = unsafe { &mut *(base as *mut Header) };
     h.version = VERSION;
@@ -427,6 +442,7 @@ unsafe fn init(base: *mut u8, geom: Geometry, owner_rank: u32, token: u64) {
     h.cell_size = geom.cell_size;
     h.ring_cap = geom.ring_cap() as u32;
     h.token = token;
+    h.membarrier = membarrier as u32;
     // SAFETY: the rings lie inside the mapping (Geometry computes their offsets).
     unsafe {
         super::queue::Ring::at(base, geom, super::queue::FREE).init_full(geom.ncells);
