@@ -780,8 +780,10 @@ impl Ferrite {
         if full {
             self.rma_batch_send(w, t)?;
         }
-        if self.rma(w)?.batches[t as usize].is_none() {
-            let id = self.rma_id(w)?;
+        let r = self.rma(w)?;
+        if r.batches[t as usize].is_none() {
+            let id = r.next_id;
+            r.next_id += 1;
             let head = Head {
                 kind: Kind::Batch,
                 op: 0,
@@ -790,14 +792,11 @@ impl Ferrite {
                 disp: 0,
             };
             let msg = wire::encode(&head, &[], (8 + len).max(4096));
-            let r = self.rma(w)?;
             r.batches[t as usize] = Some(Batch { id, msg });
             // Counted from now: flushes see it and send it.
             r.sent(t);
         }
-        let b = self.rma(w)?.batches[t as usize]
-            .as_mut()
-            .expect("made above");
+        let b = r.batches[t as usize].as_mut().expect("made above");
         let at = b.msg.len();
         b.msg.extend_from_slice(&[0; 8]);
         fill(&mut b.msg);
@@ -969,14 +968,21 @@ impl Ferrite {
             compare,
             into: into.as_ref(),
         };
-        if self.rma_direct(w, t, &d, &runs)? {
+        let by_message = matches!(self.rma(w)?.reach[t as usize], Reach::Messages);
+        if !by_message && self.rma_direct(w, t, &d, &runs)? {
             return Ok(if request {
                 self.p2p.new_done_send(comm)
             } else {
                 MPI_REQUEST_NULL
             });
         }
-        let id = self.rma_id(w)?;
+        // Batched requests need no id (the batch has one).
+        let len = origin.as_ref().map_or(0, |_| tbytes) + compare.map_or(0, <[u8]>::len);
+        let mlen = wire::len(runs.len(), len);
+        let batched = matches!(c.kind, Kind::Put | Kind::Acc)
+            && mlen <= BATCH_OP_MAX
+            && !(c.kind == Kind::Put && tbytes > STREAM_PUT_MIN);
+        let id = if batched { 0 } else { self.rma_id(w)? };
         let mut head = Head {
             kind: c.kind,
             op: if matches!(c.kind, Kind::Put | Kind::Get) {
@@ -988,9 +994,9 @@ impl Ferrite {
             id,
             disp: c.disp,
         };
-        let route = self.rma(w)?.route.clone();
         match (c.kind, &origin, &into) {
             (Kind::Get, _, Some(f)) if tbytes >= STREAM_GET_MIN => {
+                let route = self.rma(w)?.route.clone();
                 // The data lands in the result buffer by a receive posted now.
                 let tag = wire::stream_tag(id, true);
                 let dst = crate::p2p::request::Target::User {
@@ -1009,6 +1015,7 @@ impl Ferrite {
                 return Ok(req.unwrap_or(MPI_REQUEST_NULL));
             }
             (Kind::Put, Some((buf, count, odt)), _) if tbytes > STREAM_PUT_MIN => {
+                let route = self.rma(w)?.route.clone();
                 // The request, then the data from the origin buffer (MPI keeps it unchanged
                 // until the operation completes, which the target's answer says).
                 let tag = wire::stream_tag(id, false);
@@ -1034,7 +1041,6 @@ impl Ferrite {
             _ => {}
         }
         // The data is packed once, straight after the header.
-        let len = origin.as_ref().map_or(0, |_| tbytes) + compare.map_or(0, <[u8]>::len);
         let fill = |m: &mut Vec<u8>| {
             wire::encode_into(m, &head, &runs);
             if let Some((buf, count, odt)) = &origin {
@@ -1045,8 +1051,7 @@ impl Ferrite {
                 m.extend_from_slice(cmp);
             }
         };
-        let mlen = wire::len(runs.len(), len);
-        if matches!(c.kind, Kind::Put | Kind::Acc) && mlen <= BATCH_OP_MAX {
+        if batched {
             // Into the batch for `t`: the data is copied, so a request (MPI_Rput,
             // MPI_Raccumulate: local completion) is complete now.
             self.rma_batch_add(w, t, mlen, fill)?;

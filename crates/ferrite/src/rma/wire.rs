@@ -92,16 +92,19 @@ pub fn len(nruns: usize, data_len: usize) -> usize {
 
 /// Appends a message's header and runs to `v` (its data follows).
 pub fn encode_into(v: &mut Vec<u8>, h: &Head, runs: &[(isize, usize)]) {
-    v.push(h.kind as u8);
-    v.extend_from_slice(&[0; 3]);
-    v.extend_from_slice(&h.op.to_ne_bytes());
-    v.extend_from_slice(&h.basic.to_ne_bytes());
-    v.extend_from_slice(&(runs.len() as u32).to_ne_bytes());
-    v.extend_from_slice(&h.id.to_ne_bytes());
-    v.extend_from_slice(&h.disp.to_ne_bytes());
+    let mut head = [0u8; HEAD_LEN];
+    head[0] = h.kind as u8;
+    head[4..8].copy_from_slice(&h.op.to_ne_bytes());
+    head[8..12].copy_from_slice(&h.basic.to_ne_bytes());
+    head[12..16].copy_from_slice(&(runs.len() as u32).to_ne_bytes());
+    head[16..24].copy_from_slice(&h.id.to_ne_bytes());
+    head[24..32].copy_from_slice(&h.disp.to_ne_bytes());
+    v.extend_from_slice(&head);
     for &(off, len) in runs {
-        v.extend_from_slice(&(off as i64).to_ne_bytes());
-        v.extend_from_slice(&(len as u64).to_ne_bytes());
+        let mut run = [0u8; RUN_LEN];
+        run[..8].copy_from_slice(&(off as i64).to_ne_bytes());
+        run[8..].copy_from_slice(&(len as u64).to_ne_bytes());
+        v.extend_from_slice(&run);
     }
 }
 
