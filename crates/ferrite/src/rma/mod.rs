@@ -566,9 +566,10 @@ impl Ferrite {
                     count: *len,
                     dt: self.comm_datatype(MPI_BYTE)?,
                 },
-                // SAFETY: `locate` checked the runs against this process's window memory.
                 _ => {
-                    crate::p2p::request::Source::Owned(unsafe { apply::gather(addr, runs) }.into())
+                    // SAFETY: `locate` checked the runs against this process's window memory.
+                    let v = unsafe { apply::gather(addr, runs) };
+                    crate::p2p::request::Source::Owned(v.into())
                 }
             };
             am::send_stream(self, route, src, h.op, data)
