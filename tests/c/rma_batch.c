@@ -18,7 +18,10 @@
  *   and a Get from a strided target type into a contiguous buffer, all checked.
  * Round 0 runs in lock_all with flushes, round 1 in per-target shared locks, round 2 in a
  * fence epoch (the target checks what every origin put). At the end every target checks
- * the shared counters. */
+ * the shared counters. Then a dynamic window (always served by messages, so batching and
+ * streaming run on every transport): small puts, a streamed put and get, checked; on
+ * Ferrite, a batched put and a streamed get outside the attached memory fail with
+ * MPI_ERR_RMA_RANGE at the flush, and the window still works after. */
 #include "common.h"
 
 #define SUB (320 * 1024) /* one origin's sub-region at each target, bytes */
@@ -182,6 +185,58 @@ static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigne
               acc[c]);
 }
 
+#define SUBD (100 * 1024)
+#define DBIG (70 * 1024)
+
+/* The dynamic window part (see the top). */
+static void dynamic(void)
+{
+    MPI_Win dw;
+    MPI_CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &dw));
+    MPI_CHECK(MPI_Win_set_errhandler(dw, MPI_ERRORS_RETURN));
+    unsigned char *mem = calloc((size_t)np * SUBD, 1);
+    MPI_CHECK(MPI_Win_attach(dw, mem, (MPI_Aint)np * SUBD));
+    MPI_Aint mine, *addrs = malloc(np * sizeof *addrs);
+    MPI_CHECK(MPI_Get_address(mem, &mine));
+    MPI_CHECK(MPI_Allgather(&mine, 1, MPI_AINT, addrs, 1, MPI_AINT, MPI_COMM_WORLD));
+    int t = (me + 1) % np;
+    MPI_Aint at = addrs[t] + (MPI_Aint)me * SUBD;
+    unsigned char *want = calloc(SUBD, 1), *got = calloc(SUBD, 1), *big = malloc(DBIG);
+    MPI_CHECK(MPI_Win_lock_all(0, dw));
+    for (int i = 0; i < 300; i++) {
+        unsigned char b[SLOT];
+        int len = 1 + i % SLOT;
+        MPI_Aint off = (MPI_Aint)((i * 37) % 300) * SLOT;
+        for (int k = 0; k < len; k++) b[k] = val(3, me, t, i, k);
+        MPI_CHECK(MPI_Put(b, len, MPI_BYTE, t, at + off, len, MPI_BYTE, dw));
+        memcpy(want + off, b, len);
+    }
+    for (int k = 0; k < DBIG; k++) big[k] = val(3, me, t, 5000, k);
+    MPI_CHECK(MPI_Put(big, DBIG, MPI_BYTE, t, at + 10240, DBIG, MPI_BYTE, dw));
+    memcpy(want + 10240, big, DBIG);
+    MPI_CHECK(MPI_Win_flush(t, dw));
+    MPI_CHECK(MPI_Get(got, SUBD, MPI_BYTE, t, at, SUBD, MPI_BYTE, dw));
+    MPI_CHECK(MPI_Win_flush(t, dw));
+    check_bytes(got, want, SUBD, "dynamic window", t, 3);
+    if (t_expect_ferrite()) {
+        /* Past the attached memory: refused by the target, raised at the flush. */
+        MPI_Aint past = addrs[t] + (MPI_Aint)np * SUBD + 4096;
+        MPI_CHECK(MPI_Put(big, 8, MPI_BYTE, t, past, 8, MPI_BYTE, dw));
+        EXPECT_CLASS(MPI_Win_flush(t, dw), MPI_ERR_RMA_RANGE);
+        MPI_CHECK(MPI_Get(got, 32768, MPI_BYTE, t, past, 32768, MPI_BYTE, dw));
+        EXPECT_CLASS(MPI_Win_flush(t, dw), MPI_ERR_RMA_RANGE);
+        memset(got, 0, SUBD);
+        MPI_CHECK(MPI_Get(got, SUBD, MPI_BYTE, t, at, SUBD, MPI_BYTE, dw));
+        MPI_CHECK(MPI_Win_flush(t, dw));
+        check_bytes(got, want, SUBD, "dynamic window after refused requests", t, 3);
+    }
+    MPI_CHECK(MPI_Win_unlock_all(dw));
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Win_detach(dw, mem));
+    MPI_CHECK(MPI_Win_free(&dw));
+    free(mem), free(addrs), free(want), free(got), free(big);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -264,6 +319,7 @@ int main(int argc, char **argv)
     CHECK(d == dwant, "shared double is %g, expected %g", d, dwant);
     MPI_CHECK(MPI_Win_fence(MPI_MODE_NOSUCCEED, win));
 
+    dynamic();
     for (int k = 0; k < 4; k++) MPI_CHECK(MPI_Type_free(&ts[k]));
     MPI_CHECK(MPI_Win_free(&win));
     for (int t = 0; t < np; t++) free(shadow[t]);
