@@ -174,6 +174,8 @@ pub struct WinRma {
     view: Option<&'static view::View>,
     /// Per target, the batch being built (it counts as one outstanding request).
     batches: Vec<Option<Batch>>,
+    /// How many of `batches` are Some.
+    batched: u32,
     /// Ids of pending streamed Gets (their data receives are watched by the progress hook).
     streams: Vec<u64>,
     /// Streamed Puts arriving here.
@@ -391,6 +393,22 @@ impl Ferrite {
                 did = true;
             }
             did |= self.rma_streams_progress(w);
+            // Batches go out whenever the progress engine runs, not only at a flush to
+            // their target: a process that accumulates a notice to one process and then
+            // polls its own memory (flushing only itself, as mpi4py.util.sync's MCS lock
+            // does) must not keep the notice back forever. Between two MPI calls that make
+            // no progress (a run of Puts) they still gather.
+            if self.rma(w).is_ok_and(|r| r.batched > 0) {
+                let n = self.rma(w).map_or(0, |r| r.batches.len() as u32);
+                for t in 0..n {
+                    if let Err(e) = self.rma_batch_send(w, t) {
+                        if let Ok(r) = self.rma(w) {
+                            r.fail(e);
+                        }
+                    }
+                }
+                did = true;
+            }
         }
         did
     }
@@ -794,6 +812,7 @@ impl Ferrite {
             };
             let msg = wire::encode(&head, &[], (8 + len).max(4096));
             r.batches[t as usize] = Some(Batch { id, msg });
+            r.batched += 1;
             // Counted from now: flushes see it and send it.
             r.sent(t);
         }
@@ -808,9 +827,11 @@ impl Ferrite {
 
     /// Sends the batch for `t`, if any.
     fn rma_batch_send(&mut self, w: MPI_Win, t: u32) -> MpiResult<()> {
-        let Some(b) = self.rma(w)?.batches[t as usize].take() else {
+        let r = self.rma(w)?;
+        let Some(b) = r.batches[t as usize].take() else {
             return Ok(());
         };
+        r.batched -= 1;
         self.rma_transmit(w, t, b.id, b.msg, None, None, None)
             .map(|_| ())
     }
@@ -1364,6 +1385,7 @@ impl state::Held {
             idle_flushes: 0,
             view: None,
             batches: (0..n).map(|_| None).collect(),
+            batched: 0,
             streams: Vec::new(),
             incoming: Vec::new(),
         });
