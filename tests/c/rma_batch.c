@@ -21,7 +21,9 @@
  * the shared counters. Then a dynamic window (always served by messages, so batching and
  * streaming run on every transport): small puts, a streamed put and get, checked; on
  * Ferrite, a batched put and a streamed get outside the attached memory fail with
- * MPI_ERR_RMA_RANGE at the flush, and the window still works after. */
+ * MPI_ERR_RMA_RANGE at the flush, and the window still works after. Each process also
+ * accumulates a notice to the next one and polls its own memory for the previous one's,
+ * flushing only itself (mpi4py.util.sync's MCS lock): a notice held back hangs the job. */
 #include "common.h"
 
 #define SUB (320 * 1024) /* one origin's sub-region at each target, bytes */
@@ -218,6 +220,16 @@ static void dynamic(void)
     MPI_CHECK(MPI_Get(got, SUBD, MPI_BYTE, t, at, SUBD, MPI_BYTE, dw));
     MPI_CHECK(MPI_Win_flush(t, dw));
     check_bytes(got, want, SUBD, "dynamic window", t, 3);
+    /* A notice without a flush to its target, then polling this process's own memory with
+     * flushes to itself only (mpi4py.util.sync's MCS lock): the notice must still go. */
+    int one = 1, from = (me + np - 1) % np;
+    MPI_CHECK(MPI_Accumulate(&one, 1, MPI_INT, t, at + SUBD - 64, 1, MPI_INT, MPI_REPLACE, dw));
+    memcpy(want + SUBD - 64, &one, sizeof one);
+    volatile int *notice = (volatile int *)(mem + (size_t)from * SUBD + SUBD - 64);
+    while (*notice != 1) {
+        MPI_CHECK(MPI_Win_flush(me, dw));
+        MPI_CHECK(MPI_Win_sync(dw));
+    }
     if (t_expect_ferrite()) {
         /* Past the attached memory: refused by the target, raised at the flush. */
         MPI_Aint past = addrs[t] + (MPI_Aint)np * SUBD + 4096;
