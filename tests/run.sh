@@ -78,7 +78,7 @@ run_suite c-async env FERRITE_ASYNC_PROGRESS=1 TEST_NP="2 4" tests/c/run.sh \
     rma_ops rma_passive rma_direct rma_many rma_fastview rma_accsizes ring anysource coll_basic \
     threads_multiple p2p_windows p2p_done_send
 run_suite c-async-tcp env FERRITE_ASYNC_PROGRESS=1 FERRITE_TRANSPORTS=tcp,self TEST_NP="2 4" \
-    tests/c/run.sh rma_ops rma_passive ring anysource
+    tests/c/run.sh rma_ops rma_passive rma_batch ring anysource
 
 # The C suite over udp only (on loopback), then the point-to-point programs with 2% of the
 # datagrams dropped at the sender (FERRITE_UDP_DROP_PERMILLE, a test-only knob): the

@@ -6,7 +6,10 @@
 //! requests whenever its progress engine runs, never needing a matching user receive, and
 //! the channel works over every transport (self, shm, tcp, udp) with p2p's flow control
 //! and its eager and rendezvous protocols. Messages from one origin arrive in order
-//! (non-overtaking), which gives accumulates their default ordering.
+//! (non-overtaking), which gives accumulates their default ordering. The data of large
+//! Gets and Puts travels apart, on a tag of its own (`wire::stream_tag`), from and into the
+//! memory where it is and will be (`post_stream`, `send_stream`): p2p's rendezvous moves it
+//! without the copies a library-owned message costs.
 //!
 //! This module is the only place RMA touches point-to-point: an RDMA transport would add
 //! a second channel carrying Put and Get as remote writes and reads (and accumulates as
@@ -41,6 +44,28 @@ pub fn post(st: &mut Ferrite, r: &Route) -> MpiResult<MPI_Request> {
     st.start_new(r.comm, &spec)
 }
 
+/// Posts a receive of streamed data from window rank `from` on `tag` into `target`.
+pub fn post_stream(
+    st: &mut Ferrite,
+    r: &Route,
+    from: u32,
+    tag: i32,
+    target: Target,
+) -> MpiResult<MPI_Request> {
+    let spec = Spec::Recv {
+        ctx: r.ctx,
+        src: from as i32,
+        tag,
+        target,
+    };
+    st.start_new(r.comm, &spec)
+}
+
+/// Sends streamed data `src` to window rank `dest` on `tag`, in the background.
+pub fn send_stream(st: &mut Ferrite, r: &Route, dest: u32, tag: i32, src: Source) -> MpiResult<()> {
+    send_from(st, r, dest, tag, src)
+}
+
 /// Sends the concatenation of `parts` to window rank `dest`; the message goes out in the
 /// background from one library-owned copy.
 pub fn send(st: &mut Ferrite, r: &Route, dest: u32, parts: &[&[u8]]) -> MpiResult<()> {
@@ -57,7 +82,7 @@ pub fn send(st: &mut Ferrite, r: &Route, dest: u32, parts: &[&[u8]]) -> MpiResul
     }
     // SAFETY: the parts' lengths add up to the slice's, so every byte was written.
     let msg = unsafe { msg.assume_init() };
-    send_from(st, r, dest, Source::Owned(msg))
+    send_from(st, r, dest, 0, Source::Owned(msg))
 }
 
 /// Sends the `msg.1` bytes at `msg.0` to window rank `dest` from where they are, without a
@@ -68,18 +93,18 @@ pub fn send_kept(st: &mut Ferrite, r: &Route, dest: u32, msg: (*const u8, usize)
         count: msg.1,
         dt: st.comm_datatype(MPI_BYTE)?,
     };
-    send_from(st, r, dest, src)
+    send_from(st, r, dest, 0, src)
 }
 
 /// Starts a send of `src` to window rank `dest` that completes in the background (nobody
 /// waits for it: the target's answer is what the origin waits for).
-fn send_from(st: &mut Ferrite, r: &Route, dest: u32, src: Source) -> MpiResult<()> {
+fn send_from(st: &mut Ferrite, r: &Route, dest: u32, tag: i32, src: Source) -> MpiResult<()> {
     let spec = Spec::Send {
         mode: Mode::Standard,
         ctx: r.ctx,
         me: r.me,
         dest: Some(r.peers[dest as usize]),
-        tag: 0,
+        tag,
         src,
     };
     let h = st.start_new(r.comm, &spec)?;
@@ -91,7 +116,8 @@ fn send_from(st: &mut Ferrite, r: &Route, dest: u32, src: Source) -> MpiResult<(
     Ok(())
 }
 
-/// Withdraws the standing receive of a window being freed.
+/// Withdraws the standing receive of a window being freed (or a stream receive whose data
+/// will not come).
 pub fn withdraw(st: &mut Ferrite, h: MPI_Request) {
     if h == MPI_REQUEST_NULL {
         return;

@@ -12,6 +12,12 @@
 //! channel in `am.rs`. Targets on this host whose memory is mapped here (or reachable by
 //! cross-memory attach) are accessed directly instead (`direct.rs`): those operations are
 //! complete when the call returns.
+//!
+//! Over messages, small Puts and Accumulates to one target wait in a per-target Batch
+//! (`Batch`) until a synchronization (flush, unlock, fence, complete, free), a message of
+//! another kind to that target, or a full buffer sends them as one message with one Reply;
+//! each channel is in order, so batching keeps every ordering the one-message-per-operation
+//! scheme had. Large Gets and Puts stream their data apart from the request (`wire.rs`).
 
 pub mod am;
 pub mod apply;
@@ -47,7 +53,37 @@ struct Pending {
     req: Option<MPI_Request>,
     /// The message, sent from here without a copy: the Reply proves the target took it.
     _msg: Vec<u8>,
+    /// A streamed Get: the receive its data lands by (no Reply unless the target failed).
+    data: Option<MPI_Request>,
 }
+
+/// Small Puts and Accumulates to one target not sent yet: a Batch message being built.
+struct Batch {
+    id: u64,
+    msg: Vec<u8>,
+}
+
+/// A streamed Put this process (its target) is receiving: answered when the data is in.
+struct Incoming {
+    recv: MPI_Request,
+    from: u32,
+    id: u64,
+    /// Where non-contiguous data goes once in: (address, runs).
+    scatter: Option<(usize, Vec<(isize, usize)>)>,
+    /// The request was refused: the data is drained, then this is the answer.
+    refused: Option<MpiError>,
+}
+
+/// A Batch is sent once it would pass this many bytes (under tcp's 64 KiB eager packet, so
+/// it goes in one packet without a rendezvous).
+const BATCH_MAX: usize = 60 << 10;
+/// Puts and Accumulates whose request message is at most this long are batched.
+const BATCH_OP_MAX: usize = 16 << 10;
+/// Gets of at least this many bytes stream their data into the result buffer.
+const STREAM_GET_MIN: usize = 16 << 10;
+/// Puts of more bytes than this stream their data from the origin buffer (more than tcp's
+/// eager packet: the rendezvous then moves it straight into the window).
+const STREAM_PUT_MIN: usize = 64 << 10;
 
 /// A lock this process holds on a target.
 #[derive(Clone, Copy)]
@@ -136,6 +172,14 @@ pub struct WinRma {
     idle_flushes: u32,
     /// What the lock-free fast path sees of this window (view.rs), kept in step here.
     view: Option<&'static view::View>,
+    /// Per target, the batch being built (it counts as one outstanding request).
+    batches: Vec<Option<Batch>>,
+    /// How many of `batches` are Some.
+    batched: u32,
+    /// Ids of pending streamed Gets (their data receives are watched by the progress hook).
+    streams: Vec<u64>,
+    /// Streamed Puts arriving here.
+    incoming: Vec<Incoming>,
 }
 
 impl WinRma {
@@ -348,6 +392,88 @@ impl Ferrite {
                 self.rma_serve(w, &route, status.source as u32, &data.unwrap_or_default());
                 did = true;
             }
+            did |= self.rma_streams_progress(w);
+            // Batches go out whenever the progress engine runs, not only at a flush to
+            // their target: a process that accumulates a notice to one process and then
+            // polls its own memory (flushing only itself, as mpi4py.util.sync's MCS lock
+            // does) must not keep the notice back forever. Between two MPI calls that make
+            // no progress (a run of Puts) they still gather.
+            if self.rma(w).is_ok_and(|r| r.batched > 0) {
+                let n = self.rma(w).map_or(0, |r| r.batches.len() as u32);
+                for t in 0..n {
+                    if let Err(e) = self.rma_batch_send(w, t) {
+                        if let Ok(r) = self.rma(w) {
+                            r.fail(e);
+                        }
+                    }
+                }
+                did = true;
+            }
+        }
+        did
+    }
+
+    /// Finishes streamed Gets whose data is in (origin side) and streamed Puts that arrived
+    /// (target side).
+    fn rma_streams_progress(&mut self, w: MPI_Win) -> bool {
+        let Ok(r) = self.rma(w) else { return false };
+        if r.streams.is_empty() && r.incoming.is_empty() {
+            return false;
+        }
+        let mut did = false;
+        let mut i = 0;
+        while let Some(&id) = self.rma(w).ok().and_then(|r| r.streams.get(i)) {
+            let r = self.rma(w).expect("checked above");
+            let h = r.pending.get(&id).and_then(|p| p.data);
+            let Some(h) = h.filter(|&h| self.p2p.is_done(h)) else {
+                i += 1;
+                continue;
+            };
+            let (status, _, _) = self.release(h);
+            let r = self.rma(w).expect("checked above");
+            r.streams.swap_remove(i);
+            let p = r.pending.remove(&id).expect("a stream is pending");
+            r.answered(p.target);
+            if status.error != MPI_SUCCESS {
+                r.fail(MpiError::new(
+                    status.error,
+                    format!("receiving a Get's data from target {}", p.target),
+                ));
+            }
+            if let Some(req) = p.req {
+                self.coll_complete(req, status.error);
+            }
+            did = true;
+        }
+        let mut i = 0;
+        while let Some(h) = self
+            .rma(w)
+            .ok()
+            .and_then(|r| r.incoming.get(i).map(|x| x.recv))
+        {
+            if !self.p2p.is_done(h) {
+                i += 1;
+                continue;
+            }
+            let (status, data, _) = self.release(h);
+            let r = self.rma(w).expect("checked above");
+            let inc = r.incoming.swap_remove(i);
+            let route = r.route.clone();
+            let res = match (inc.refused, status.error) {
+                (Some(e), _) => Err(e),
+                (None, MPI_SUCCESS) => {
+                    if let (Some((addr, runs)), Some(d)) = (&inc.scatter, &data) {
+                        // SAFETY: `locate` checked the runs against this process's window
+                        // memory when the request came; the origin's epoch is still open
+                        // (it waits for this answer).
+                        unsafe { apply::scatter(*addr, runs, d) };
+                    }
+                    Ok(Vec::new())
+                }
+                (None, e) => Err(MpiError::new(e, "receiving a Put's data failed")),
+            };
+            self.rma_reply(&route, inc.from, inc.id, res);
+            did = true;
         }
         did
     }
@@ -376,6 +502,24 @@ impl Ferrite {
         };
         match h.kind {
             Kind::Reply => return self.rma_answered(w, h, data),
+            Kind::Batch => {
+                let mut res = Ok(Vec::new());
+                for m in wire::entries(data) {
+                    let r = match wire::decode(m) {
+                        Some((eh, eruns, edata)) if matches!(eh.kind, Kind::Put | Kind::Acc) => {
+                            self.rma_apply(w, &eh, &eruns, edata)
+                        }
+                        _ => Err(MpiError::new(MPI_ERR_INTERN, "malformed RMA batch")),
+                    };
+                    // The first error is the answer; the others still apply.
+                    if res.is_ok() && r.is_err() {
+                        res = r;
+                    }
+                }
+                return self.rma_reply(route, src, h.id, res);
+            }
+            Kind::Get if h.op != 0 => return self.rma_stream_out(w, route, src, &h, &runs),
+            Kind::Put if h.op != 0 => return self.rma_stream_in(w, route, src, &h, runs),
             Kind::Put | Kind::Get | Kind::Acc | Kind::GetAcc | Kind::Cas => {
                 let res = self.rma_apply(w, &h, &runs, data);
                 return self.rma_reply(route, src, h.id, res);
@@ -423,15 +567,81 @@ impl Ferrite {
         }
     }
 
-    /// Applies one data request to this process's window memory.
-    fn rma_apply(
+    /// A streamed Get at the target: its data goes from the window memory on the stream
+    /// tag (one copy first only for non-contiguous runs); only an error is answered.
+    fn rma_stream_out(
         &mut self,
         w: MPI_Win,
+        route: &Route,
+        src: u32,
         h: &Head,
         runs: &[(isize, usize)],
-        data: &[u8],
-    ) -> MpiResult<Vec<u8>> {
-        let own_lock = self.rma(w)?.own_lock;
+    ) {
+        let sent = self.rma_locate(w, h, runs).and_then(|addr| {
+            let data = match runs {
+                [(off, len)] => crate::p2p::request::Source::User {
+                    buf: crate::p2p::request::Ptr((addr as *mut u8).wrapping_offset(*off)),
+                    count: *len,
+                    dt: self.comm_datatype(MPI_BYTE)?,
+                },
+                _ => {
+                    // SAFETY: `locate` checked the runs against this process's window memory.
+                    let v = unsafe { apply::gather(addr, runs) };
+                    crate::p2p::request::Source::Owned(v.into())
+                }
+            };
+            am::send_stream(self, route, src, h.op, data)
+        });
+        if let Err(e) = sent {
+            self.rma_reply(route, src, h.id, Err(e));
+        }
+    }
+
+    /// A streamed Put at the target: receives its data into the window memory (through a
+    /// buffer only for non-contiguous runs) and answers once it is in (rma_streams_progress).
+    fn rma_stream_in(
+        &mut self,
+        w: MPI_Win,
+        route: &Route,
+        src: u32,
+        h: &Head,
+        runs: Vec<(isize, usize)>,
+    ) {
+        use crate::p2p::request::{Ptr, Target};
+        let (target, scatter, refused) = match self.rma_locate(w, h, &runs) {
+            Ok(addr) => match runs[..] {
+                [(off, len)] => (
+                    Target::Bytes {
+                        buf: Ptr((addr as *mut u8).wrapping_offset(off)),
+                        len,
+                    },
+                    None,
+                    None,
+                ),
+                _ => (Target::Owned(Vec::new()), Some((addr, runs)), None),
+            },
+            // The data still comes: drained, then refused.
+            Err(e) => (Target::Owned(Vec::new()), None, Some(e)),
+        };
+        match am::post_stream(self, route, src, h.op, target) {
+            Ok(recv) => {
+                if let Ok(r) = self.rma(w) {
+                    r.incoming.push(Incoming {
+                        recv,
+                        from: src,
+                        id: h.id,
+                        scatter,
+                        refused,
+                    });
+                }
+            }
+            Err(e) => self.rma_reply(route, src, h.id, Err(e)),
+        }
+    }
+
+    /// The address the runs of request `h` are relative to in this process's window memory,
+    /// checked: every run lies in memory the window exposes.
+    fn rma_locate(&mut self, w: MPI_Win, h: &Head, runs: &[(isize, usize)]) -> MpiResult<usize> {
         let win = self.objects.wins.get(w)?;
         let exposed = if win.attrs.flavor == MPI_WIN_FLAVOR_DYNAMIC {
             Exposed::Dynamic(&win.attached)
@@ -442,7 +652,19 @@ impl Ferrite {
                 disp_unit: i64::from(win.attrs.disp_unit),
             }
         };
-        let addr = apply::locate(&exposed, h.disp, runs)?;
+        apply::locate(&exposed, h.disp, runs)
+    }
+
+    /// Applies one data request to this process's window memory.
+    fn rma_apply(
+        &mut self,
+        w: MPI_Win,
+        h: &Head,
+        runs: &[(isize, usize)],
+        data: &[u8],
+    ) -> MpiResult<Vec<u8>> {
+        let own_lock = self.rma(w)?.own_lock;
+        let addr = self.rma_locate(w, h, runs)?;
         // SAFETY: `locate` checked that every run lies inside memory this process exposed
         // in the window (its own, or attached to it), which MPI lets RMA read and write
         // during an epoch; the message buffer is ours and overlaps nothing. Accumulates
@@ -474,6 +696,12 @@ impl Ferrite {
             return;
         };
         r.answered(p.target);
+        if let Some(recv) = p.data {
+            // A streamed Get the target refused: its data will not come.
+            r.streams.retain(|&id| id != h.id);
+            am::withdraw(self, recv);
+        }
+        let r = self.rma(w).expect("checked above");
         if h.op != MPI_SUCCESS {
             let msg = String::from_utf8_lossy(data).into_owned();
             r.fail(MpiError::new(
@@ -499,7 +727,9 @@ impl Ferrite {
         Ok(r.next_id - 1)
     }
 
-    /// Sends request `msg` (encoded with id `id`) to `target` and records it.
+    /// Sends request `msg` (encoded with id `id`) to `target` and records it; `data` is a
+    /// streamed Get's data receive. The batch for `target` goes first (channel order).
+    #[allow(clippy::too_many_arguments)]
     fn rma_send(
         &mut self,
         w: MPI_Win,
@@ -508,6 +738,24 @@ impl Ferrite {
         msg: Vec<u8>,
         into: Option<Fetched>,
         req: Option<MPI_Request>,
+        data: Option<MPI_Request>,
+    ) -> MpiResult<u64> {
+        self.rma_batch_send(w, target)?;
+        self.rma(w)?.sent(target);
+        self.rma_transmit(w, target, id, msg, into, req, data)
+    }
+
+    /// Sends `msg` to `target` as in `rma_send`, already counted as outstanding.
+    #[allow(clippy::too_many_arguments)]
+    fn rma_transmit(
+        &mut self,
+        w: MPI_Win,
+        target: u32,
+        id: u64,
+        msg: Vec<u8>,
+        into: Option<Fetched>,
+        req: Option<MPI_Request>,
+        data: Option<MPI_Request>,
     ) -> MpiResult<u64> {
         let r = self.rma(w)?;
         let route = r.route.clone();
@@ -520,19 +768,76 @@ impl Ferrite {
                 into,
                 req,
                 _msg: msg,
+                data,
             },
         );
-        r.sent(target);
+        if data.is_some() {
+            r.streams.push(id);
+        }
         if let Err(e) = am::send_kept(self, &route, target, bytes) {
             let r = self.rma(w)?;
             r.pending.remove(&id);
+            r.streams.retain(|&s| s != id);
             r.answered(target);
             return Err(e);
         }
         Ok(id)
     }
 
+    /// Adds a request message of `len` bytes, written by `fill`, to the batch for `t`
+    /// (sending the batch first if it would not fit).
+    fn rma_batch_add(
+        &mut self,
+        w: MPI_Win,
+        t: u32,
+        len: usize,
+        fill: impl FnOnce(&mut Vec<u8>),
+    ) -> MpiResult<()> {
+        let full = self.rma(w)?.batches[t as usize]
+            .as_ref()
+            .is_some_and(|b| b.msg.len() + 8 + len > BATCH_MAX);
+        if full {
+            self.rma_batch_send(w, t)?;
+        }
+        let r = self.rma(w)?;
+        if r.batches[t as usize].is_none() {
+            let id = r.next_id;
+            r.next_id += 1;
+            let head = Head {
+                kind: Kind::Batch,
+                op: 0,
+                basic: MPI_DATATYPE_NULL,
+                id,
+                disp: 0,
+            };
+            let msg = wire::encode(&head, &[], (8 + len).max(4096));
+            r.batches[t as usize] = Some(Batch { id, msg });
+            r.batched += 1;
+            // Counted from now: flushes see it and send it.
+            r.sent(t);
+        }
+        let b = r.batches[t as usize].as_mut().expect("made above");
+        let at = b.msg.len();
+        b.msg.extend_from_slice(&[0; 8]);
+        fill(&mut b.msg);
+        let n = (b.msg.len() - at - 8) as u64;
+        b.msg[at..at + 8].copy_from_slice(&n.to_ne_bytes());
+        Ok(())
+    }
+
+    /// Sends the batch for `t`, if any.
+    fn rma_batch_send(&mut self, w: MPI_Win, t: u32) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        let Some(b) = r.batches[t as usize].take() else {
+            return Ok(());
+        };
+        r.batched -= 1;
+        self.rma_transmit(w, t, b.id, b.msg, None, None, None)
+            .map(|_| ())
+    }
+
     fn rma_notice(&mut self, w: MPI_Win, target: u32, kind: Kind) -> MpiResult<()> {
+        self.rma_batch_send(w, target)?;
         let route = self.rma(w)?.route.clone();
         let h = Head {
             kind,
@@ -685,32 +990,103 @@ impl Ferrite {
             compare,
             into: into.as_ref(),
         };
-        if self.rma_direct(w, t, &d, &runs)? {
+        let by_message = matches!(self.rma(w)?.reach[t as usize], Reach::Messages);
+        if !by_message && self.rma_direct(w, t, &d, &runs)? {
             return Ok(if request {
                 self.p2p.new_done_send(comm)
             } else {
                 MPI_REQUEST_NULL
             });
         }
-        let head = Head {
+        // Batched requests need no id (the batch has one).
+        let len = origin.as_ref().map_or(0, |_| tbytes) + compare.map_or(0, <[u8]>::len);
+        let mlen = wire::len(runs.len(), len);
+        let batched = matches!(c.kind, Kind::Put | Kind::Acc)
+            && mlen <= BATCH_OP_MAX
+            && !(c.kind == Kind::Put && tbytes > STREAM_PUT_MIN);
+        let id = if batched { 0 } else { self.rma_id(w)? };
+        let mut head = Head {
             kind: c.kind,
-            op: c.op,
+            op: if matches!(c.kind, Kind::Put | Kind::Get) {
+                0
+            } else {
+                c.op
+            },
             basic,
-            id: self.rma_id(w)?,
+            id,
             disp: c.disp,
         };
+        match (c.kind, &origin, &into) {
+            (Kind::Get, _, Some(f)) if tbytes >= STREAM_GET_MIN => {
+                let route = self.rma(w)?.route.clone();
+                // The data lands in the result buffer by a receive posted now.
+                let tag = wire::stream_tag(id, true);
+                let dst = crate::p2p::request::Target::User {
+                    buf: crate::p2p::request::Ptr(f.buf as *mut u8),
+                    count: f.count,
+                    dt: f.dt.clone(),
+                };
+                let recv = am::post_stream(self, &route, t, tag, dst)?;
+                head.op = tag;
+                let req = request.then(|| self.p2p.new_request(comm, true));
+                let m = wire::encode(&head, &runs, 0);
+                if let Err(e) = self.rma_send(w, t, id, m, None, req, Some(recv)) {
+                    am::withdraw(self, recv);
+                    return Err(e);
+                }
+                return Ok(req.unwrap_or(MPI_REQUEST_NULL));
+            }
+            (Kind::Put, Some((buf, count, odt)), _) if tbytes > STREAM_PUT_MIN => {
+                let route = self.rma(w)?.route.clone();
+                // The request, then the data from the origin buffer (MPI keeps it unchanged
+                // until the operation completes, which the target's answer says).
+                let tag = wire::stream_tag(id, false);
+                head.op = tag;
+                let data = crate::p2p::request::Source::User {
+                    buf: crate::p2p::request::Ptr(*buf as *mut u8),
+                    count: *count,
+                    dt: odt.clone(),
+                };
+                let req = request.then(|| self.p2p.new_request(comm, false));
+                let m = wire::encode(&head, &runs, 0);
+                self.rma_send(w, t, id, m, None, req, None)?;
+                if let Err(e) = am::send_stream(self, &route, t, tag, data) {
+                    // Nothing will answer the request now.
+                    let r = self.rma(w)?;
+                    if r.pending.remove(&id).is_some() {
+                        r.answered(t);
+                    }
+                    return Err(e);
+                }
+                return Ok(req.unwrap_or(MPI_REQUEST_NULL));
+            }
+            _ => {}
+        }
         // The data is packed once, straight after the header.
-        let len = origin.as_ref().map_or(0, |_| tbytes) + compare.map_or(0, <[u8]>::len);
-        let mut m = wire::encode(&head, &runs, len);
-        if let Some((buf, count, odt)) = &origin {
-            // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
-            unsafe { odt.pack(*buf as *const u8, *count, &mut m) };
+        let fill = |m: &mut Vec<u8>| {
+            wire::encode_into(m, &head, &runs);
+            if let Some((buf, count, odt)) = &origin {
+                // SAFETY: the caller's origin buffer holds `count` elements of `odt`.
+                unsafe { odt.pack(*buf as *const u8, *count, m) };
+            }
+            if let Some(cmp) = compare {
+                m.extend_from_slice(cmp);
+            }
+        };
+        if batched {
+            // Into the batch for `t`: the data is copied, so a request (MPI_Rput,
+            // MPI_Raccumulate: local completion) is complete now.
+            self.rma_batch_add(w, t, mlen, fill)?;
+            return Ok(if request {
+                self.p2p.new_done_send(comm)
+            } else {
+                MPI_REQUEST_NULL
+            });
         }
-        if let Some(cmp) = compare {
-            m.extend_from_slice(cmp);
-        }
+        let mut m = Vec::with_capacity(mlen);
+        fill(&mut m);
         let req = request.then(|| self.p2p.new_request(comm, into.is_some()));
-        self.rma_send(w, t, head.id, m, into, req)?;
+        self.rma_send(w, t, id, m, into, req, None)?;
         Ok(req.unwrap_or(MPI_REQUEST_NULL))
     }
 
@@ -847,7 +1223,7 @@ impl Ferrite {
             id: self.rma_id(w)?,
             disp: 0,
         };
-        self.rma_send(w, t, h.id, wire::encode(&h, &[], 0), None, None)
+        self.rma_send(w, t, h.id, wire::encode(&h, &[], 0), None, None, None)
     }
 
     /// Window ranks of the members of `group` (world ranks).
@@ -1008,6 +1384,10 @@ impl state::Held {
             lock_slot: vec![0; n],
             idle_flushes: 0,
             view: None,
+            batches: (0..n).map(|_| None).collect(),
+            batched: 0,
+            streams: Vec::new(),
+            incoming: Vec::new(),
         });
         self.objects.wins.active.push(w);
         self.rma_lock_slots(w)?;
@@ -1083,6 +1463,14 @@ impl state::Held {
         // Direct accesses are done; order them before what follows (the unlock or
         // completion message, the fence's barrier).
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        let n = self.rma(w)?.batches.len() as u32;
+        let mut sent = Ok(());
+        for t in target.map_or(0..n, |t| t..t + 1) {
+            if let Err(e) = self.rma_batch_send(w, t) {
+                sent = Err(e);
+            }
+        }
+        sent?;
         self.wait_until(|st| match st.rma(w) {
             Ok(r) => match target {
                 Some(t) => r.outstanding[t as usize] == 0,

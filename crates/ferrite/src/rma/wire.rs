@@ -5,6 +5,12 @@
 //! address, from `Datatype::flatten`), so the target needs no copy of the origin's derived
 //! datatype; accumulate also names the predefined basic type, which is the same handle in
 //! every process.
+//!
+//! Small Puts and Accumulates to one target travel together: a Batch message's data is a
+//! sequence of whole request messages, each prefixed by its length (`push_entry`,
+//! `entries`), applied in order and answered by one Reply. Large Gets and Puts stream:
+//! their data is a separate point-to-point message on a tag of its own (`stream_tag`),
+//! received straight into the user's buffer or the window's memory.
 
 /// What a message asks for (requests) or is (answers and notifications).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +37,8 @@ pub enum Kind {
     Post,
     /// PSCW: the origin completed its access epoch to the receiver.
     Complete,
+    /// Several Put/Acc requests (data: entries), answered by one Reply.
+    Batch,
 }
 
 impl Kind {
@@ -47,6 +55,7 @@ impl Kind {
             8 => Reply,
             9 => Post,
             10 => Complete,
+            11 => Batch,
             _ => return None,
         })
     }
@@ -55,7 +64,8 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
     pub kind: Kind,
-    /// MPI_Op for accumulates, lock type for Lock, error class for Reply.
+    /// MPI_Op for accumulates, lock type for Lock, error class for Reply; for Get and Put,
+    /// 0 (data in the messages) or the stream tag the data travels on.
     pub op: i32,
     /// The predefined basic type of accumulate elements (MPI_DATATYPE_NULL otherwise).
     pub basic: i32,
@@ -70,19 +80,32 @@ const RUN_LEN: usize = 16;
 
 /// Encodes a message.
 pub fn encode(h: &Head, runs: &[(isize, usize)], data_len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEAD_LEN + runs.len() * RUN_LEN + data_len);
-    v.push(h.kind as u8);
-    v.extend_from_slice(&[0; 3]);
-    v.extend_from_slice(&h.op.to_ne_bytes());
-    v.extend_from_slice(&h.basic.to_ne_bytes());
-    v.extend_from_slice(&(runs.len() as u32).to_ne_bytes());
-    v.extend_from_slice(&h.id.to_ne_bytes());
-    v.extend_from_slice(&h.disp.to_ne_bytes());
-    for &(off, len) in runs {
-        v.extend_from_slice(&(off as i64).to_ne_bytes());
-        v.extend_from_slice(&(len as u64).to_ne_bytes());
-    }
+    let mut v = Vec::with_capacity(len(runs.len(), data_len));
+    encode_into(&mut v, h, runs);
     v
+}
+
+/// The length of a message with `nruns` runs and `data_len` bytes of data.
+pub fn len(nruns: usize, data_len: usize) -> usize {
+    HEAD_LEN + nruns * RUN_LEN + data_len
+}
+
+/// Appends a message's header and runs to `v` (its data follows).
+pub fn encode_into(v: &mut Vec<u8>, h: &Head, runs: &[(isize, usize)]) {
+    let mut head = [0u8; HEAD_LEN];
+    head[0] = h.kind as u8;
+    head[4..8].copy_from_slice(&h.op.to_ne_bytes());
+    head[8..12].copy_from_slice(&h.basic.to_ne_bytes());
+    head[12..16].copy_from_slice(&(runs.len() as u32).to_ne_bytes());
+    head[16..24].copy_from_slice(&h.id.to_ne_bytes());
+    head[24..32].copy_from_slice(&h.disp.to_ne_bytes());
+    v.extend_from_slice(&head);
+    for &(off, len) in runs {
+        let mut run = [0u8; RUN_LEN];
+        run[..8].copy_from_slice(&(off as i64).to_ne_bytes());
+        run[8..].copy_from_slice(&(len as u64).to_ne_bytes());
+        v.extend_from_slice(&run);
+    }
 }
 
 fn word<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
@@ -126,6 +149,30 @@ pub fn decode(b: &[u8]) -> Option<Message<'_>> {
     Some((h, runs, &b[end..]))
 }
 
+/// The tag of the data of streamed request `id`: a Get's data comes from the target, a
+/// Put's goes to it. Odd for gets, even for puts, never 0 (the channel's tag), below 2^30:
+/// the two directions between a pair of processes use ids of different origins, so their
+/// tags never meet; ids of one origin are unique while outstanding.
+pub fn stream_tag(id: u64, get: bool) -> i32 {
+    2 + 2 * (id % ((1 << 29) - 2)) as i32 + i32::from(get)
+}
+
+/// Appends request message `m` to a Batch message's data.
+pub fn push_entry(batch: &mut Vec<u8>, m: &[u8]) {
+    batch.extend_from_slice(&(m.len() as u64).to_ne_bytes());
+    batch.extend_from_slice(m);
+}
+
+/// The request messages in a Batch's data; stops at a malformed length.
+pub fn entries(mut data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let len = usize::try_from(u64::from_ne_bytes(data.get(..8)?.try_into().ok()?)).ok()?;
+        let m = data.get(8..8usize.checked_add(len)?)?;
+        data = &data[8 + len..];
+        Some(m)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +193,33 @@ mod tests {
         assert_eq!(h2, h);
         assert_eq!(r2, runs);
         assert_eq!(d, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn batch_entries() {
+        let mut b = Vec::new();
+        push_entry(&mut b, &[1, 2, 3]);
+        push_entry(&mut b, &[]);
+        push_entry(&mut b, &[4]);
+        let all: Vec<&[u8]> = entries(&b).collect();
+        assert_eq!(all, [&[1u8, 2, 3][..], &[], &[4]]);
+        // A truncated entry ends the sequence.
+        assert_eq!(entries(&b[..b.len() - 1]).count(), 2);
+        let mut bad = b.clone();
+        bad[..8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(entries(&bad).count(), 0);
+    }
+
+    #[test]
+    fn stream_tags() {
+        for id in [1u64, 2, 1 << 29, u64::MAX] {
+            for get in [false, true] {
+                let t = stream_tag(id, get);
+                assert!(t > 0 && t < 1 << 30, "{t}");
+                assert_eq!(t % 2 == 1, get);
+            }
+        }
+        assert_ne!(stream_tag(5, true), stream_tag(6, true));
     }
 
     #[test]
