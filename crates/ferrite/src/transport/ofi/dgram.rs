@@ -129,7 +129,9 @@ impl OfiPort {
         let av = Av::open(&domain, 64).map_err(e)?;
         let ep = domain.endpoint(&info, 0).map_err(e)?;
         let name = ep.bind_av_enable(&av, &cq).map_err(e)?;
-        size_socket(&name, config::get("FERRITE_UDP_RCVBUF"));
+        if let Some(fd) = provider_socket(&name) {
+            udp::port::set_buffers(fd, config::get("FERRITE_UDP_RCVBUF"));
+        }
         let cq_fd = cq.fd().map_err(e)?;
         let mut rx = vec![0u8; RX_SLOTS * mtu];
         let mut tx = vec![0u8; TX_SLOTS * mtu];
@@ -404,15 +406,14 @@ impl OfiConfig {
 }
 
 /// The socket under a socket-based provider's endpoint (udp's: the one bound to the
-/// endpoint's name, a sockaddr) gets the buffers udp's own socket gets (FERRITE_UDP_RCVBUF):
-/// libfabric has no knob for them, and with the kernel's default (rmem_default, 208 KiB
-/// here) the channel's window of 1472-byte datagrams overran it whenever the receiver was not
-/// running (p2p_windows -n 2 under adaptive at load 40: 1,700 retransmissions of 2,432
-/// messages, 21,000 RcvbufErrors). A provider whose name is no bound socket's is left alone.
-fn size_socket(name: &[u8], bytes: usize) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
+/// endpoint's name, a sockaddr), if any. `open` gives it the buffers udp's own socket gets
+/// (FERRITE_UDP_RCVBUF): libfabric has no knob for them, and with the kernel's default
+/// (rmem_default, 208 KiB here) the channel's window of 1472-byte datagrams overran it
+/// whenever the receiver was not running (p2p_windows -n 2 under adaptive at load 40: 1,700
+/// retransmissions of 2,432 messages, 21,000 RcvbufErrors). A provider whose name is no
+/// bound socket's is left alone.
+fn provider_socket(name: &[u8]) -> Option<RawFd> {
+    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
     for fd in dir
         .flatten()
         .filter_map(|d| d.file_name().to_str()?.parse::<RawFd>().ok())
@@ -441,10 +442,10 @@ fn size_socket(name: &[u8], bytes: usize) {
             && got == name
             && matches!(sa.ss_family as i32, libc::AF_INET | libc::AF_INET6);
         if ours {
-            udp::port::set_buffers(fd, bytes);
-            return;
+            return Some(fd);
         }
     }
+    None
 }
 
 /// Whether `fd` is readable now.
