@@ -52,6 +52,9 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Bsend(big, N, MPI_INT, peer, 2, dup));
     fill(big, N, 99); /* Bsend copied it: reusing the send buffer changes nothing */
     EXPECT_CLASS(MPI_Bsend(&small, 1, MPI_INT, peer, 3, dup), MPI_ERR_BUFFER);
+    /* Both checked before either receives: a partner already past its own check would take
+     * our big message while we wait for room, and our small Bsend would find it. */
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     MPI_Request rq[2];
     MPI_CHECK(MPI_Comm_iflush_buffer(dup, &rq[1]));
     MPI_CHECK(MPI_Irecv(in, N, MPI_INT, peer, 2, dup, &rq[0]));

@@ -164,8 +164,9 @@ else
     ko text-report "missing or wrong report lines" "$log"
 fi
 
-# A few C conformance programs under the policies that connect at init, adaptive, and ud set-up.
-policies="static partial adaptive ud"
+# A few C conformance programs under the policies that connect at init, adaptive, and ud set-up
+# (CONN_C_POLICIES: which; empty when the whole C suite runs under each elsewhere).
+policies=${CONN_C_POLICIES-static partial adaptive ud}
 for policy in $policies; do
     log=$tmp/c-$policy.log
     # "ud": ondemand connections set up with FERRITE_CONN_SETUP=ud.

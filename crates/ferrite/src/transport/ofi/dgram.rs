@@ -19,7 +19,10 @@
 //!   reposted once their datagram is copied out. Sends: fi_inject up to the provider's inject
 //!   size, else from one of TX_SLOTS send buffers; -FI_EAGAIN is "no room" (the channel keeps
 //!   the datagram and tries again).
-//! - The completion queue's wait fd is the port's fd; `may_block` is fi_trywait.
+//! - The completion queue's wait fd is the port's fd; `may_block` is fi_trywait. Once
+//!   fi_trywait said the fd will signal what comes next (`quiet`), the transport's progress
+//!   skips the channel until the fd is readable, a timer is due or a send waits (`idle`):
+//!   reading the queue costs the udp provider a recvmsg, the channel a timerfd read.
 //! - What is not ours (garbage, another job's secret) is dropped by the channel and counted
 //!   (`strangers_dropped` in the report); the first one also prints a warning on stderr.
 
@@ -66,6 +69,9 @@ pub struct OfiPort {
     /// Receive buffers holding a datagram not yet taken: (slot, length).
     ready: VecDeque<(usize, usize)>,
     cq_fd: RawFd,
+    /// fi_trywait succeeded and the queue has not been read since: the fd signals the next
+    /// completion.
+    quiet: bool,
     board: Box<dyn Board>,
     /// Completion errors (failed sends, receives), counted.
     pub errors: u64,
@@ -123,6 +129,9 @@ impl OfiPort {
         let av = Av::open(&domain, 64).map_err(e)?;
         let ep = domain.endpoint(&info, 0).map_err(e)?;
         let name = ep.bind_av_enable(&av, &cq).map_err(e)?;
+        if let Some(fd) = provider_socket(&name) {
+            udp::port::set_buffers(fd, config::get("FERRITE_UDP_RCVBUF"));
+        }
         let cq_fd = cq.fd().map_err(e)?;
         let mut rx = vec![0u8; RX_SLOTS * mtu];
         let mut tx = vec![0u8; TX_SLOTS * mtu];
@@ -162,6 +171,7 @@ impl OfiPort {
             tx_free: (0..TX_SLOTS).rev().collect(),
             ready: VecDeque::new(),
             cq_fd,
+            quiet: false,
             board,
             errors: 0,
         };
@@ -203,8 +213,15 @@ impl OfiPort {
         Ok(())
     }
 
+    /// fi_trywait succeeded since the queue was last read and nothing read waits: the fd
+    /// signals the next completion.
+    pub fn quiet(&self) -> bool {
+        self.quiet && self.ready.is_empty()
+    }
+
     /// Takes completions: received datagrams into `ready`, finished sends free their slot.
     fn reap(&mut self) {
+        self.quiet = false;
         loop {
             let mut ents = [CqEntry {
                 context: 0,
@@ -290,7 +307,10 @@ impl Port for OfiPort {
                 self.ep
                     .send_to(buf.as_ptr(), bytes.len(), desc, to, CTX_SEND | slot)
             };
-            if !matches!(r, Ok(true)) {
+            if matches!(r, Ok(true)) {
+                // Its completion is in the queue now, perhaps unsignalled: read it next pass.
+                self.quiet = false;
+            } else {
                 self.tx_free.push(slot);
             }
             r
@@ -323,7 +343,13 @@ impl Port for OfiPort {
     }
 
     fn may_block(&mut self) -> bool {
-        self.ready.is_empty() && self.fabric.trywait_cq(&self.cq)
+        if !self.ready.is_empty() {
+            return false;
+        }
+        if !self.quiet {
+            self.quiet = self.fabric.trywait_cq(&self.cq);
+        }
+        self.quiet
     }
 }
 
@@ -377,6 +403,60 @@ impl OfiConfig {
     pub fn needs_channel(&self) -> bool {
         self.policy == policy::Kind::Adaptive || self.setup == policy::Mechanism::Ud
     }
+}
+
+/// The socket under a socket-based provider's endpoint (udp's: the one bound to the
+/// endpoint's name, a sockaddr), if any. `open` gives it the buffers udp's own socket gets
+/// (FERRITE_UDP_RCVBUF): libfabric has no knob for them, and with the kernel's default
+/// (rmem_default, 208 KiB here) the channel's window of 1472-byte datagrams overran it
+/// whenever the receiver was not running (p2p_windows -n 2 under adaptive at load 40: 1,700
+/// retransmissions of 2,432 messages, 21,000 RcvbufErrors). A provider whose name is no
+/// bound socket's is left alone.
+fn provider_socket(name: &[u8]) -> Option<RawFd> {
+    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
+    for fd in dir
+        .flatten()
+        .filter_map(|d| d.file_name().to_str()?.parse::<RawFd>().ok())
+    {
+        // SAFETY: sockaddr_storage is plain data, valid zeroed.
+        let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: getsockname writes at most `len` bytes into `sa`; on a descriptor that is
+        // not a socket (or was closed meanwhile) it fails and touches nothing.
+        if unsafe {
+            libc::getsockname(
+                fd,
+                (&mut sa as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            )
+        } != 0
+        {
+            continue;
+        }
+        let len = len as usize;
+        // SAFETY: getsockname filled `len` bytes (at most the storage's size) of `sa`.
+        let got = unsafe {
+            std::slice::from_raw_parts((&sa as *const libc::sockaddr_storage).cast::<u8>(), len)
+        };
+        let ours = len == name.len()
+            && got == name
+            && matches!(sa.ss_family as i32, libc::AF_INET | libc::AF_INET6);
+        if ours {
+            return Some(fd);
+        }
+    }
+    None
+}
+
+/// Whether `fd` is readable now.
+fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: p is one valid pollfd; poll(2) with no timeout only reads the fd's state.
+    unsafe { libc::poll(&mut p, 1, 0) != 0 }
 }
 
 /// Warns once per process about datagrams that are not this job's (they are counted too).
@@ -468,6 +548,17 @@ impl Ofi {
         let Some(d) = self.chan.as_mut() else {
             return 0;
         };
+        // Nothing due, nothing waiting to go, nothing arrived: skip the pass (tcp likewise
+        // polls its channel only when the channel's fd fires).
+        // The channel's fd (its queue's and its timerfd's) is checked with one poll(2), where
+        // a pass costs a timerfd read and the provider's recvmsg.
+        if d.backlog_bytes(None) == 0
+            && !d.chan.busy()
+            && d.chan.port().quiet()
+            && !readable(d.chan.wake_fd())
+        {
+            return 0;
+        }
         let before = d.chan.stats().strangers;
         let arrived = &mut self.arrived;
         let got = match deliver {
@@ -490,6 +581,12 @@ impl Ofi {
         }
         // Connections waiting for their datagrams' acknowledgement may take over.
         self.run_mgr();
+        if got.packets == 0 {
+            // A pass that found nothing: let the fd say when to look again.
+            if let Some(d) = self.chan.as_mut() {
+                d.chan.may_block();
+            }
+        }
         if deliver.is_some() {
             got.packets as usize
         } else {

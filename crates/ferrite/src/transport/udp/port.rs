@@ -89,7 +89,7 @@ impl Port for UdpPort {
 
 /// Asks for large socket buffers: a window of datagrams must fit in the receiver's buffer or
 /// bursts are dropped (and cost a retransmission timeout). Forced when permitted (root).
-fn set_buffers(fd: RawFd, bytes: usize) {
+pub(crate) fn set_buffers(fd: RawFd, bytes: usize) {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
     for (force, plain) in [
         (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),

@@ -102,3 +102,44 @@ fn messages_arrive_whole_in_order_and_strangers_are_counted_not_fatal() {
     );
     assert!(b.stats().reliable.drops.total() == 0 && b.stats().strangers == 0);
 }
+
+fn rcvbuf(fd: RawFd) -> libc::c_int {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes one c_int into v.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockopt(SO_RCVBUF)");
+    v
+}
+
+#[test]
+fn the_providers_socket_gets_the_buffers_udps_own_socket_gets() {
+    if skip() {
+        return;
+    }
+    let job = "ofi-dgram-rcvbuf";
+    let _port = OfiPort::open(0, &cfg(), Box::new(TestBoard(job.into()))).expect("port");
+    let name = TestBoard(job.into())
+        .get_as("ofid", 0)
+        .expect("board")
+        .expect("the port's card");
+    let fd = provider_socket(&name).expect("the udp provider's socket, bound to the name");
+    let own = std::net::UdpSocket::bind("127.0.0.1:0").expect("a udp socket");
+    let own_fd = std::os::unix::io::AsRawFd::as_raw_fd(&own);
+    let before = rcvbuf(own_fd);
+    udp::port::set_buffers(own_fd, config::get("FERRITE_UDP_RCVBUF"));
+    assert_eq!(rcvbuf(fd), rcvbuf(own_fd));
+    assert!(
+        rcvbuf(fd) >= before,
+        "{} < the default {before}",
+        rcvbuf(fd)
+    );
+}
