@@ -101,6 +101,20 @@ impl Ferrite {
         let io = crate::io::engine::progress(self);
         delivered > 0 || flushed || coll || idup || rma || io
     }
+
+    /// Whether no pass of this engine is needed for packets: no request (which covers
+    /// nonblocking collectives and Comm_idup), no blocking receive, send backlog, RMA window
+    /// served by messages or collective file access (the hooks above). A rank waiting in a
+    /// shared-memory collective may then sleep on the condition's futex gate, which only the
+    /// members wake, instead of in the epoll set (coll/shm.rs).
+    pub fn needs_no_packets(&self) -> bool {
+        self.p2p.reqs.is_empty()
+            && self.p2p.waiters.is_empty()
+            && !self.p2p.has_backlog()
+            && self.coll.idle()
+            && self.objects.wins.active.is_empty()
+            && crate::io::engine::idle()
+    }
 }
 
 /// Sleeps on the shared futex word at `addr` while it holds `seen`, at most `timeout_ms`.

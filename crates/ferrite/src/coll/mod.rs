@@ -83,6 +83,13 @@ pub struct Coll {
     pub hier: hier::State,
 }
 
+impl Coll {
+    /// Whether no nonblocking collective schedule waits for the progress engine.
+    pub fn idle(&self) -> bool {
+        self.active.is_empty()
+    }
+}
+
 /// Blocking plans kept for reuse: a program calls the same few collectives in a loop.
 const PLAN_CACHE_MAX: usize = 16;
 

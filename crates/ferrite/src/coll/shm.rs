@@ -550,20 +550,6 @@ impl Held {
 }
 
 impl Ferrite {
-    /// Whether nothing here waits for packets or must answer them (no request, which
-    /// covers nonblocking collectives and Comm_idup, no blocking receive, send backlog,
-    /// RMA window served by messages or collective file access): then a rank waiting in a shared-memory
-    /// collective may sleep on the condition's futex gate, which only the members wake,
-    /// instead of in the epoll set (a datagram per sleeper; packets wake it there).
-    fn needs_no_packets(&self) -> bool {
-        self.p2p.reqs.is_empty()
-            && self.p2p.waiters.is_empty()
-            && !self.p2p.has_backlog()
-            && self.coll.active.is_empty()
-            && self.objects.wins.active.is_empty()
-            && crate::io::engine::idle()
-    }
-
     /// This process's collective doorbell, bound on first use and added to the progress
     /// engine's epoll set. None if it cannot be made.
     fn shm_bell(&mut self) -> Option<u64> {
