@@ -26,6 +26,12 @@ fn tag_ok(want: i32, got: i32) -> bool {
     want == MPI_ANY_TAG || want == got
 }
 
+/// Whether a receive for (`want_src`, `want_tag`) takes a message from `src` with `tag`
+/// (the queues apply the same rule through their per-source layout).
+pub fn envelope_ok(want_src: i32, want_tag: i32, src: i32, tag: i32) -> bool {
+    (want_src == MPI_ANY_SOURCE || want_src == src) && tag_ok(want_tag, tag)
+}
+
 fn first_match<T>(q: &VecDeque<Entry<T>>, tag: i32, want_is_pattern: bool) -> Option<usize> {
     if want_is_pattern {
         // `tag` is the receive's tag (may be ANY_TAG); entries are concrete messages.

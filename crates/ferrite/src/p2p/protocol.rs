@@ -708,9 +708,8 @@ impl P2p {
         let w = self.direct.as_ref()?;
         (w.state == Waited::Posted
             && w.ctx == ctx
-            && (w.src == src || w.src == MPI_ANY_SOURCE)
-            && (w.tag == tag || w.tag == MPI_ANY_TAG))
-            .then_some(DIRECT_WAITER)
+            && super::matching::envelope_ok(w.src, w.tag, src, tag))
+        .then_some(DIRECT_WAITER)
     }
 
     /// The posted receive an arriving message (ctx, src, tag) matches, taken out of the
