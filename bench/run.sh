@@ -8,7 +8,9 @@
 # table per benchmark and process count: size, Ferrite,
 # Open MPI, MPICH and the ratio Ferrite/Open MPI (latency in usec: lower is better;
 # bandwidth in MB/s: higher is better). The tables are also saved under bench/results/.
-# BENCH_MPIS limits the set, e.g. BENCH_MPIS="openmpi mpich".
+# BENCH_MPIS limits the set, e.g. BENCH_MPIS="openmpi mpich". Everything runs BENCH_REPS
+# times (default 3), interleaved: each repetition runs every job with every MPI in turn, so
+# a burst of load hits them alike; the tables give the median of each size.
 #
 # The tcp section (in the default set; BENCH_ONLY=tcp runs it alone, BENCH_ONLY="tcp
 # barrier" both) runs pingpong and bw (BENCH_TCP changes that list) at -n 2 over sockets on
@@ -36,6 +38,7 @@ BENCH_MPIS=${BENCH_MPIS:-ferrite openmpi mpich}
 BENCH_COLL_NP=${BENCH_COLL_NP:-2 4}
 BENCH_TCP=${BENCH_TCP:-pingpong bw}
 BENCH_RMA=${BENCH_RMA:-put_lat get_lat acc_lat put_bw get_bw}
+BENCH_REPS=${BENCH_REPS:-3}
 P2P_BENCHES="pingpong bw"
 COLL_BENCHES="allreduce bcast alltoall barrier"
 BENCHES="$P2P_BENCHES $COLL_BENCHES tcp rma"
@@ -233,13 +236,14 @@ if [ $rma_tcp = 1 ]; then
 fi
 for n in "${notes[@]}"; do echo "bench: $n" >&2; done
 
+for rep in $(seq 1 "$BENCH_REPS"); do
 for job in "${jobs[@]}"; do
     b=${job%%:*} np=${job##*:}
     case $b in tcp-rma-*) cfgs=("${rma_tcp_cfgs[@]}") ;; tcp-*) cfgs=("${tcp_cfgs[@]}") ;; *) cfgs=("${have[@]}") ;; esac
     for c in "${cfgs[@]}"; do
         m=${c%%.*}
-        echo "bench: ${b#tcp-} -n $np with $(label "$c")" >&2
-        raw=$work/$job.$c.raw
+        echo "bench: ${b#tcp-} -n $np with $(label "$c") (repetition $rep of $BENCH_REPS)" >&2
+        raw=$work/$job.$c.raw.$rep
         # rma-MODE runs bench/rma.c in MODE, up to 1 MiB; the others up to 4 MiB.
         case ${b#tcp-} in
         rma-*) prog=("$bin/rma.$m" "${b#*rma-}") lastsize=1048576 extra=$(rma_args "$c") ;;
@@ -261,7 +265,21 @@ for job in "${jobs[@]}"; do
         if ! wait $pid && [ $last = 0 ]; then
             echo "bench: ${b#tcp-} -n $np with $(label "$c") failed:" >&2; tail -5 "$work/$job.$c.err" >&2
         fi
-        grep -v '^#' "$raw" | awk 'NF == 2' >"$work/$job.$c"
+        grep -v '^#' "$raw" | awk 'NF == 2' >"$work/$job.$c.$rep"
+    done
+done
+done
+# Per job and configuration, the median over the repetitions of each size (the lower middle
+# value when their number is even; a size missing from a repetition counts only where present).
+for job in "${jobs[@]}"; do
+    for f in "$work/$job".*.1; do
+        [ -e "$f" ] || continue
+        base=${f%.1}
+        cat "$base".[0-9]* | sort -k1,1n -k2,2g | awk '
+            function flush() { if (n) print size, v[int((n + 1) / 2)]; n = 0 }
+            $1 != size { flush(); size = $1 }
+            { v[++n] = $2 }
+            END { flush() }' >"$base"
     done
 done
 
