@@ -5,7 +5,8 @@
  * ("rank R: peer P: class C: message") and "rank R: F fails E errs". Bad data is E > 0;
  * a failed exchange must carry a clear class and message; a hang is the harness's timeout.
  * `fdlimit -S`: no exhaustion; each rank prints "listening R PID" and sleeps S seconds
- * first (a stranger then floods its listener; see fdlimit.sh).
+ * first (a stranger then floods its listener; see fdlimit.sh), then for 1.5 s lets MPI
+ * accept the flood while it opens 32 files again and again: every open must succeed.
  * `fdlimit K recv`: only rank 0 is left K descriptors, and it only receives (one message
  * from every other rank); the others only send to it.
  * `fdlimit K full`: as `fdlimit K`, but every rank uses up its descriptors again right
@@ -47,6 +48,25 @@ int main(int argc, char **argv)
         sleep(-k);
     }
     int errs = 0, fails = 0;
+    if (k < 0) {
+        /* The stranger's connections wait now (more come as the kernel retries those its
+         * backlog dropped): for 1.5 s, let MPI accept them while the program keeps opening
+         * files. MPI may hold only so many unidentified connections, never all descriptors. */
+        int least = 32;
+        for (double t = MPI_Wtime(); MPI_Wtime() - t < 1.5;) {
+            int flag, got = 0, tmp[32];
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+            while (got < 32 && (tmp[got] = open("/dev/null", O_RDONLY)) >= 0) got++;
+            for (int i = 0; i < got; i++) close(tmp[i]);
+            if (got < least) least = got;
+            usleep(10000);
+        }
+        if (least < 32) {
+            printf("rank %d: could open only %d of 32 files while the stranger's connections waited\n",
+                   rank, least);
+            errs++;
+        }
+    }
     double t0 = MPI_Wtime();
     for (int p = 1; recv_only && p < size; p++) {
         int out = 7 * rank, in = -1;

@@ -633,6 +633,15 @@ impl Manager {
             .collect()
     }
 
+    /// Accepted endpoints whose hello has not come, or waits for room: descriptors a flood
+    /// of connections that never say hello could hold (the driver caps them).
+    pub fn accepted_in_hello(&self) -> usize {
+        self.eps
+            .values()
+            .filter(|e| !e.outgoing && e.phase == Phase::Hello)
+            .count()
+    }
+
     /// Accepted endpoints whose hello waits for room: offer their hellos again soon.
     pub fn held(&self) -> &[EpId] {
         &self.held

@@ -239,7 +239,8 @@ pub struct TransportStats {
     /// Connection attempts made again after a failure or a refusal.
     pub handshake_retries: u64,
     /// Incoming connections refused because this process was out of file descriptors or
-    /// the kernel out of socket memory (accept failed).
+    /// the kernel out of socket memory (accept failed), or because as many accepted ones as
+    /// the connection budget allows still waited for their hellos (tcp: a flood).
     pub refused_no_fd: u64,
     /// The connection policy's counters (connection-oriented transports).
     pub conn: crate::conn::policy::Counters,

@@ -201,6 +201,9 @@ const CHANNEL: u64 = u64::MAX - 1;
 const TIMER: u64 = u64::MAX - 2;
 /// How often a hello held back for the budget is offered again.
 const HELD_RECHECK: Micros = 10_000;
+/// Accepted connections that may wait for their hellos at once, at least (else the budget):
+/// a small budget must not refuse its own peers' dials while they say hello.
+const MIN_HELLO_SLOTS: usize = 16;
 /// How long accepting pauses after it failed for want of descriptors or memory.
 const ACCEPT_PAUSE: Micros = 20_000;
 /// A connection's receive buffer starts small (idle connections stay cheap) and grows to the
@@ -597,6 +600,14 @@ impl Tcp {
         loop {
             match self.listener.accept() {
                 Ok(Some(stream)) => {
+                    // Connections that never say hello (a stranger's flood, a port scan)
+                    // must not take every descriptor the program may open: past as many
+                    // waiting as the budget allows connections, refuse (a dialer of ours
+                    // retries with backoff).
+                    if self.mgr.accepted_in_hello() >= self.cfg.max_conns.max(MIN_HELLO_SLOTS) {
+                        self.refuse(stream, "too many accepted connections wait for a hello");
+                        continue;
+                    }
                     let now = self.now();
                     // No secret to check a hello against: nobody can be admitted.
                     let ep = match self.start() {
@@ -659,9 +670,17 @@ impl Tcp {
     /// it has of its hello (without waiting: a flood of silent strangers must not slow the
     /// refusals), closes it, and tells the manager. False when even that accept failed.
     fn refuse_one(&mut self, why: &str) -> bool {
-        let Some(mut stream) = self.listener.refuse_one() else {
+        let Some(stream) = self.listener.refuse_one() else {
             return false;
         };
+        self.refuse(stream, why);
+        self.listener.restore_spare();
+        true
+    }
+
+    /// Reads what an accepted `stream` has of its hello (without waiting), closes it, and
+    /// tells the manager who could not reach us.
+    fn refuse(&mut self, mut stream: TcpStream, why: &str) {
         self.stats.refused_no_fd += 1;
         let mut h = [0u8; HELLO_LEN];
         let mut got = 0;
@@ -672,14 +691,12 @@ impl Tcp {
             }
         }
         drop(stream);
-        self.listener.restore_spare();
         // (The manager checks the hello against the job secret.)
         if got == HELLO_LEN && self.start().is_ok() {
             let now = self.now();
             self.mgr.refused(&h, why, now);
             self.run_mgr();
         }
-        true
     }
 
     /// Reads what `ep` has, feeding hellos and close frames to the manager and delivering
