@@ -224,7 +224,10 @@ pub fn fatal(func: &str, code: c_int) -> ! {
         // ends this process meanwhile; if not, the report follows.
         std::thread::sleep(std::time::Duration::from_millis(300));
     }
-    let rank = state::try_with(|st| st.world_rank.to_string()).unwrap_or_else(|| "?".into());
+    // (After MPI_Finalize dropped the state, PMI still knows the rank.)
+    let rank = state::try_with(|st| st.world_rank)
+        .or_else(crate::runtime::pmi::known_rank)
+        .map_or_else(|| "?".into(), |r| r.to_string());
     let host = crate::runtime::hostname();
     eprintln!(
         "Fatal error in {func} on rank {rank} ({host}): {}",

@@ -7,7 +7,7 @@
 use ferrite_pmi::{Client, PmiError};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Mutex;
 
 enum Backend {
@@ -27,6 +27,14 @@ struct Pmi {
 static PMI: Mutex<Option<Pmi>> = Mutex::new(None);
 /// The launcher connection's descriptor, for [`abort`] when another thread holds [`PMI`].
 static ABORT_FD: AtomicI32 = AtomicI32::new(-1);
+/// This process's rank once [`init`] knew it (-1 before), for error reports made without
+/// the state (after MPI_Finalize dropped it) and without taking [`PMI`]'s lock.
+static RANK: AtomicI64 = AtomicI64::new(-1);
+
+/// This process's rank in the job, once PMI init gave it.
+pub fn known_rank() -> Option<u32> {
+    u32::try_from(RANK.load(Ordering::Relaxed)).ok()
+}
 
 fn lock() -> crate::lock_order::Tracked<Option<Pmi>> {
     crate::lock_order::lock(&PMI, crate::lock_order::PMI)
@@ -102,6 +110,7 @@ pub fn init() -> Result<(u32, u32, String)> {
         }
     };
     let out = (pmi.rank, pmi.size, pmi.kvsname.clone());
+    RANK.store(i64::from(pmi.rank), Ordering::Relaxed);
     *guard = Some(pmi);
     Ok(out)
 }
