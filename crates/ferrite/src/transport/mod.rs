@@ -522,7 +522,9 @@ impl Net {
             ));
         }
         let r = if to == self.rank {
-            self.self_route.or(self.shm_route).or(self.remote_route())
+            self.self_route
+                .or(self.shm_route)
+                .or_else(|| self.remote_route())
         } else {
             match &self.nodes {
                 Some(m) if m.node_of(to) != self.my_node => {
@@ -539,7 +541,7 @@ impl Net {
                         )
                     });
                 }
-                _ => self.shm_route.or(self.remote_route()),
+                _ => self.shm_route.or_else(|| self.remote_route()),
             }
         };
         r.ok_or_else(|| {
