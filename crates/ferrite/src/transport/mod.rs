@@ -328,6 +328,9 @@ pub struct Net {
     ofi_first: bool,
     /// `udp` comes before `tcp` in FERRITE_TRANSPORTS (then it carries remote traffic).
     udp_first: bool,
+    /// (rank, its transport, that transport's eager packet size) of the last eager send:
+    /// routes are fixed after `init`, and a window of sends goes to one peer.
+    eager_last: (Proc, usize, usize),
     /// Set only when the job spans hosts: then `my_node` says which peers shm reaches.
     nodes: Option<NodeMap>,
     my_node: u32,
@@ -398,6 +401,7 @@ impl Net {
                 ),
                 (Some(u), Some(t)) if u < t
             ),
+            eager_last: (Proc::MAX, 0, 0),
             nodes,
             my_node,
             allowed: list.to_string(),
@@ -523,7 +527,9 @@ impl Net {
             ));
         }
         let r = if to == self.rank {
-            self.self_route.or(self.shm_route).or(self.remote_route())
+            self.self_route
+                .or(self.shm_route)
+                .or_else(|| self.remote_route())
         } else {
             match &self.nodes {
                 Some(m) if m.node_of(to) != self.my_node => {
@@ -540,7 +546,7 @@ impl Net {
                         )
                     });
                 }
-                _ => self.shm_route.or(self.remote_route()),
+                _ => self.shm_route.or_else(|| self.remote_route()),
             }
         };
         r.ok_or_else(|| {
@@ -591,12 +597,18 @@ impl Net {
         data: &[u8],
         limit: usize,
     ) -> TResult<bool> {
-        let i = self.route(to)?;
-        let t = &mut self.transports[i];
-        if hdr.len() + data.len() > t.eager_packet() || (limit != 0 && data.len() > limit) {
+        let (i, eager) = if self.eager_last.0 == to {
+            (self.eager_last.1, self.eager_last.2)
+        } else {
+            let i = self.route(to)?;
+            let eager = self.transports[i].eager_packet();
+            self.eager_last = (to, i, eager);
+            (i, eager)
+        };
+        if hdr.len() + data.len() > eager || (limit != 0 && data.len() > limit) {
             return Ok(false);
         }
-        t.try_send(to, &[hdr, data])
+        self.transports[i].try_send(to, &[hdr, data])
     }
 
     /// Delivers every arrived packet, whole, once, in order per sender; returns how many.

@@ -381,23 +381,30 @@ impl Shm {
             }
         }
     }
-}
 
-impl Transport for Shm {
-    fn name(&self) -> &'static str {
-        "shm"
+    /// After a packet of `len` bytes went to the peer of the last send: rings it if it
+    /// sleeps (`ring`), notes it has room, counts.
+    #[inline]
+    fn sent(&mut self, ring: bool, len: usize) {
+        let i = self.last.1;
+        let peer = &mut self.peers[i];
+        if ring {
+            let (addr, token) = (peer.bell, peer.seg.token);
+            self.bell.ring(&addr, token);
+            self.stats.doorbells_rung += 1;
+        }
+        peer.ring_full = false;
+        if !self.starved.is_empty() {
+            self.starved.retain(|&s| s != i);
+        }
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
     }
 
-    /// A dead peer on this host is found by the protocols' own checks, not reported here.
-    fn reports_failures(&self) -> bool {
-        false
-    }
-
-    fn max_packet(&self) -> usize {
-        self.cfg.geom.cell_size as usize - queue::CELL_HEADER
-    }
-
-    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
+    /// Every send but the hot case of `try_send`: limits, the switch to a ring, queue
+    /// cells, no room.
+    #[inline(never)]
+    fn try_send_general(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let max = self.max_packet();
         if len > max {
@@ -483,32 +490,19 @@ impl Transport for Shm {
                 Ok(self.no_room(full_ring))
             }
             Sent::Published { ring: r } => {
-                if ring || r {
-                    let (addr, token) = (peer.bell, peer.seg.token);
-                    self.bell.ring(&addr, token);
-                    self.stats.doorbells_rung += 1;
-                }
-                peer.ring_full = false;
-                if !self.starved.is_empty() {
-                    let i = self.last.1;
-                    self.starved.retain(|&s| s != i);
-                }
-                self.stats.packets_sent += 1;
-                self.stats.bytes_sent += len as u64;
+                self.sent(ring || r, len);
                 Ok(true)
             }
         }
     }
 
-    fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
+    /// `poll` when something is there: the queue, then the rings.
+    #[inline(never)]
+    fn poll_some(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
         let (q, size) = (&self.own_q, self.size);
         // At most ncells packets can be waiting; the bound keeps one poll finite even if
-        // senders refill the queue as fast as it drains. (An idle spin only looks.)
+        // senders refill the queue as fast as it drains.
         let queue_idle = self.unfreed.is_empty() && !q.has_ready();
-        if queue_idle && !self.fast_rx.iter().any(|r| r.has_ready()) {
-            // The idle pass of every spin: nothing to count or credit.
-            return 0;
-        }
         let mut n = 0;
         let mut bytes = 0u64;
         let mut offers: Vec<(Proc, Vec<u8>)> = Vec::new();
@@ -568,7 +562,50 @@ impl Transport for Shm {
         }
         n
     }
+}
 
+impl Transport for Shm {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    /// A dead peer on this host is found by the protocols' own checks, not reported here.
+    fn reports_failures(&self) -> bool {
+        false
+    }
+
+    fn max_packet(&self) -> usize {
+        self.cfg.geom.cell_size as usize - queue::CELL_HEADER
+    }
+
+    #[inline]
+    fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
+        // The hot case first: a small packet to the peer of the last send, through the
+        // pair's ring (one slot, no limit or path checks: a slot is below every limit).
+        if self.last.0 == to {
+            let peer = &mut self.peers[self.last.1];
+            if let Path::Fast(r) = &mut peer.path {
+                let len: usize = parts.iter().map(|p| p.len()).sum();
+                if len <= r.slot_max() && r.push_slot(parts, len) {
+                    let ring = peer.q.must_ring(peer.light);
+                    self.sent(ring, len);
+                    return Ok(true);
+                }
+            }
+        }
+        self.try_send_general(to, parts)
+    }
+
+    fn poll(&mut self, deliver: &mut dyn FnMut(Proc, &[u8])) -> usize {
+        // The idle pass of every spin: one look at the queue and each ring, nothing else.
+        if self.unfreed.is_empty()
+            && !self.own_q.has_ready()
+            && !self.fast_rx.iter().any(|r| r.has_ready())
+        {
+            return 0;
+        }
+        self.poll_some(deliver)
+    }
     fn read_remote(&mut self, from: Proc, addr: u64, dst: &mut [u8]) -> TResult<bool> {
         if !self.cfg.cma {
             return Ok(false);
