@@ -19,7 +19,9 @@
  * Round 0 runs in lock_all with flushes, round 1 in per-target shared locks, round 2 in a
  * fence epoch (the target checks what every origin put). At the end every target checks
  * the shared counters. Then a dynamic window (always served by messages, so batching and
- * streaming run on every transport): small puts, a streamed put and get, checked; on
+ * streaming run on every transport): small puts, a streamed put and get, checked; two
+ * streamed accumulates, a small MPI_REPLACE and a Get_accumulate that must see all three
+ * in order (accumulate ordering while the first ones' data is still arriving); on
  * Ferrite, a batched put and a streamed get outside the attached memory fail with
  * MPI_ERR_RMA_RANGE at the flush, and the window still works after. Each process also
  * accumulates a notice to the next one and polls its own memory for the previous one's,
@@ -200,8 +202,11 @@ static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigne
               acc[c]);
 }
 
-#define SUBD (100 * 1024)
+#define SUBD (200 * 1024)
 #define DBIG (70 * 1024)
+#define ACC_OFF (100 * 1024) /* streamed accumulates: NACC long longs */
+#define NACC 12288
+#define NSB 2048 /* blocks of 5 of 6 long longs: 80 KiB through a strided target type */
 
 /* The dynamic window part (see the top). */
 static void dynamic(void)
@@ -234,6 +239,31 @@ static void dynamic(void)
     MPI_CHECK(MPI_Get(got, SUBD, MPI_BYTE, t, at, SUBD, MPI_BYTE, dw));
     MPI_CHECK(MPI_Win_flush(t, dw));
     check_bytes(got, want, SUBD, "dynamic window", t, 3);
+    /* Accumulates over 64 KiB (their data streams), contiguous and into a strided target
+     * type, then at once a small MPI_REPLACE on some of the same elements and a
+     * Get_accumulate (MPI_NO_OP) of them all, without a flush between: accumulate ordering
+     * says the Get_accumulate sees every earlier one, applied in order. */
+    long long *va = malloc(NACC * sizeof *va), *vs = malloc(NSB * 5 * sizeof *vs), *res = malloc(NACC * sizeof *res);
+    long long *expect = (long long *)(want + ACC_OFF);
+    static const long long rep4[4] = {1000, 1001, 1002, 1003};
+    MPI_Datatype svec;
+    MPI_CHECK(MPI_Type_vector(NSB, 5, 6, MPI_LONG_LONG, &svec));
+    MPI_CHECK(MPI_Type_commit(&svec));
+    for (int k = 0; k < NACC; k++) va[k] = k + 7 * me, expect[k] = va[k];
+    for (int b = 0; b < NSB; b++)
+        for (int k = 0; k < 5; k++) vs[b * 5 + k] = 3 * (b * 5 + k) + 1, expect[b * 6 + k] += vs[b * 5 + k];
+    for (int k = 0; k < 4; k++) expect[100 + k] = rep4[k];
+    MPI_CHECK(MPI_Accumulate(va, NACC, MPI_LONG_LONG, t, at + ACC_OFF, NACC, MPI_LONG_LONG, MPI_SUM, dw));
+    MPI_CHECK(MPI_Accumulate(vs, NSB * 5, MPI_LONG_LONG, t, at + ACC_OFF, 1, svec, MPI_SUM, dw));
+    MPI_CHECK(MPI_Accumulate(rep4, 4, MPI_LONG_LONG, t, at + ACC_OFF + 100 * 8, 4, MPI_LONG_LONG, MPI_REPLACE, dw));
+    MPI_CHECK(MPI_Get_accumulate(NULL, 0, MPI_LONG_LONG, res, NACC, MPI_LONG_LONG, t, at + ACC_OFF, NACC,
+                                 MPI_LONG_LONG, MPI_NO_OP, dw));
+    MPI_CHECK(MPI_Win_flush(t, dw));
+    for (int k = 0; k < NACC; k++)
+        CHECK(res[k] == expect[k], "streamed accumulates at target %d: element %d reads %lld, expected %lld", t, k,
+              res[k], expect[k]);
+    MPI_CHECK(MPI_Type_free(&svec));
+    free(va), free(vs), free(res);
     /* A notice without a flush to its target, then polling this process's own memory with
      * flushes to itself only (mpi4py.util.sync's MCS lock): the notice must still go. */
     int one = 1, from = (me + np - 1) % np;
