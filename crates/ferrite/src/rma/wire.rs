@@ -206,6 +206,23 @@ mod tests {
     }
 
     #[test]
+    fn kinds_and_replies() {
+        for kind in [Kind::AccStream, Kind::Reply, Kind::Batch] {
+            let h = Head {
+                kind,
+                op: 3,
+                basic: 4,
+                id: 9,
+                disp: 0,
+            };
+            let m = encode(&h, &[(0, 8)], 0);
+            assert_eq!(decode(&m).unwrap().0.kind, kind);
+            assert_eq!(is_reply(&m), kind == Kind::Reply);
+        }
+        assert!(!is_reply(&[]));
+    }
+
+    #[test]
     fn batch_entries() {
         let mut b = Vec::new();
         push_entry(&mut b, &[1, 2, 3]);
