@@ -19,11 +19,16 @@
  * Round 0 runs in lock_all with flushes, round 1 in per-target shared locks, round 2 in a
  * fence epoch (the target checks what every origin put). At the end every target checks
  * the shared counters. Then a dynamic window (always served by messages, so batching and
- * streaming run on every transport): small puts, a streamed put and get, checked; on
+ * streaming run on every transport): small puts, a streamed put and get, checked; two
+ * streamed accumulates, a small MPI_REPLACE and a Get_accumulate that must see all three
+ * in order (accumulate ordering while the first ones' data is still arriving); on
  * Ferrite, a batched put and a streamed get outside the attached memory fail with
  * MPI_ERR_RMA_RANGE at the flush, and the window still works after. Each process also
  * accumulates a notice to the next one and polls its own memory for the previous one's,
- * flushing only itself (mpi4py.util.sync's MCS lock): a notice held back hangs the job. */
+ * flushing only itself (mpi4py.util.sync's MCS lock): a notice held back hangs the job.
+ * Origin buffers of Put and Accumulate stay unchanged until the flush or fence that
+ * completes them (MPI 4.1 12.3: an implementation may read them any time until then, as
+ * MPICH does), except the MPI_Rput ones, reused once their request is complete. */
 #include "common.h"
 
 #define SUB (320 * 1024) /* one origin's sub-region at each target, bytes */
@@ -73,11 +78,16 @@ static void check_bytes(const unsigned char *got, const unsigned char *want, siz
 static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigned char *chk)
 {
     MPI_Aint sub = (MPI_Aint)me * SUB;
-    unsigned char src[64];
+    /* One origin buffer per operation of a segment: untouched until the segment's flush. */
+    static unsigned char srcs[SEG][64];
+    static long long incs[SEG], fours[SEG][4];
+    static const long long one = 1;
+    static const double half = 0.5;
     for (int seg = 0; seg < NSMALL / SEG; seg++) {
         for (int j = 0; j < SEG; j++) {
             int i = seg * SEG + j;
             MPI_Aint off = (MPI_Aint)((j * 37) % SEG) * SLOT;
+            unsigned char *src = srcs[j];
             for (int k = 0; k < 64; k++) src[k] = val(r, me, t, i, k);
             switch (i % 4) {
             case 0: { /* bytes */
@@ -101,25 +111,25 @@ static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigne
                 for (int b = 0; b < 3; b++) memcpy(shadow + off + b * 4, src + b * 8, 4);
                 break;
             }
-            long long inc = i % 5 + 1;
+            long long *inc = &incs[j];
+            *inc = i % 5 + 1;
             int c = i % 32;
-            MPI_CHECK(MPI_Accumulate(&inc, 1, MPI_LONG_LONG, t, a_off + (me * NCNT + c) * 8, 1, MPI_LONG_LONG,
+            MPI_CHECK(MPI_Accumulate(inc, 1, MPI_LONG_LONG, t, a_off + (me * NCNT + c) * 8, 1, MPI_LONG_LONG,
                                      MPI_SUM, win));
-            acc[c] += inc;
+            acc[c] += *inc;
             if (i % 8 == 0) {
-                long long four[4] = {1, 2, 3, 4};
+                long long *four = fours[j];
+                for (int b = 0; b < 4; b++) four[b] = b + 1;
                 int at = 32 + (i / 8) % 2;
                 MPI_CHECK(MPI_Accumulate(four, 4, MPI_LONG_LONG, t, a_off + (me * NCNT + at) * 8, 1, lvec, MPI_SUM,
                                          win));
                 for (int b = 0; b < 4; b++) acc[at + 2 * b] += four[b];
             }
             if (i % 4 == 0) {
-                long long one = 1;
                 MPI_CHECK(MPI_Accumulate(&one, 1, MPI_LONG_LONG, t, s_off + (i / 4 % NSHARED) * 8, 1, MPI_LONG_LONG,
                                          MPI_SUM, win));
             }
             if (i % 3 == 0) {
-                double half = 0.5;
                 MPI_CHECK(MPI_Accumulate(&half, 1, MPI_DOUBLE, t, d_off, 1, MPI_DOUBLE, MPI_SUM, win));
             }
             if (i % 50 == 49) {
@@ -138,13 +148,14 @@ static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigne
         check_bytes(chk, shadow, SEG * SLOT, "small puts", t, r);
     }
     /* Rput: complete locally, buffer reused at once. */
+    unsigned char rsrc[24];
     for (int k = 0; k < 20; k++) {
         MPI_Request q;
-        for (int b = 0; b < 24; b++) src[b] = val(r, me, t, 1000 + k, b);
-        MPI_CHECK(MPI_Rput(src, 24, MPI_BYTE, t, sub + RP_OFF + k * SLOT, 24, MPI_BYTE, win, &q));
+        for (int b = 0; b < 24; b++) rsrc[b] = val(r, me, t, 1000 + k, b);
+        MPI_CHECK(MPI_Rput(rsrc, 24, MPI_BYTE, t, sub + RP_OFF + k * SLOT, 24, MPI_BYTE, win, &q));
         MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
-        memcpy(shadow + RP_OFF + k * SLOT, src, 24);
-        memset(src, 0xee, 24);
+        memcpy(shadow + RP_OFF + k * SLOT, rsrc, 24);
+        memset(rsrc, 0xee, 24);
     }
     /* Medium, large, large strided. */
     unsigned char *big = malloc(BIG_LEN);
@@ -170,6 +181,10 @@ static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigne
     memset(chk, 0, SUB);
     MPI_CHECK(MPI_Rget(chk + VEC_OFF, 1, bigvec, t, sub + VEC_OFF, 1, bigvec, win, &q));
     MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    /* The data is in once the request is complete (MPI 4.1 12.3.5). MPICH 4.0.2 (ch4)
+     * completes an MPI_Rget of a derived type before its data arrives: only a flush brings
+     * it, so elsewhere the check is made after one; on Ferrite, right after the Wait. */
+    if (!t_expect_ferrite()) MPI_CHECK(MPI_Win_flush(t, win));
     for (int b = 0; b < VEC_N; b++)
         check_bytes(chk + VEC_OFF + b * VEC_S, shadow + VEC_OFF + b * VEC_S, VEC_B, "Rget strided", t, r);
     memset(big, 0, BIG_LEN);
@@ -187,8 +202,11 @@ static void passive(int r, int t, unsigned char *shadow, long long *acc, unsigne
               acc[c]);
 }
 
-#define SUBD (100 * 1024)
+#define SUBD (200 * 1024)
 #define DBIG (70 * 1024)
+#define ACC_OFF (100 * 1024) /* streamed accumulates: NACC long longs */
+#define NACC 12288
+#define NSB 2048 /* blocks of 5 of 6 long longs: 80 KiB through a strided target type */
 
 /* The dynamic window part (see the top). */
 static void dynamic(void)
@@ -205,8 +223,9 @@ static void dynamic(void)
     MPI_Aint at = addrs[t] + (MPI_Aint)me * SUBD;
     unsigned char *want = calloc(SUBD, 1), *got = calloc(SUBD, 1), *big = malloc(DBIG);
     MPI_CHECK(MPI_Win_lock_all(0, dw));
+    static unsigned char bufs[300][SLOT];
     for (int i = 0; i < 300; i++) {
-        unsigned char b[SLOT];
+        unsigned char *b = bufs[i];
         int len = 1 + i % SLOT;
         MPI_Aint off = (MPI_Aint)((i * 37) % 300) * SLOT;
         for (int k = 0; k < len; k++) b[k] = val(3, me, t, i, k);
@@ -220,6 +239,31 @@ static void dynamic(void)
     MPI_CHECK(MPI_Get(got, SUBD, MPI_BYTE, t, at, SUBD, MPI_BYTE, dw));
     MPI_CHECK(MPI_Win_flush(t, dw));
     check_bytes(got, want, SUBD, "dynamic window", t, 3);
+    /* Accumulates over 64 KiB (their data streams), contiguous and into a strided target
+     * type, then at once a small MPI_REPLACE on some of the same elements and a
+     * Get_accumulate (MPI_NO_OP) of them all, without a flush between: accumulate ordering
+     * says the Get_accumulate sees every earlier one, applied in order. */
+    long long *va = malloc(NACC * sizeof *va), *vs = malloc(NSB * 5 * sizeof *vs), *res = malloc(NACC * sizeof *res);
+    long long *expect = (long long *)(want + ACC_OFF);
+    static const long long rep4[4] = {1000, 1001, 1002, 1003};
+    MPI_Datatype svec;
+    MPI_CHECK(MPI_Type_vector(NSB, 5, 6, MPI_LONG_LONG, &svec));
+    MPI_CHECK(MPI_Type_commit(&svec));
+    for (int k = 0; k < NACC; k++) va[k] = k + 7 * me, expect[k] = va[k];
+    for (int b = 0; b < NSB; b++)
+        for (int k = 0; k < 5; k++) vs[b * 5 + k] = 3 * (b * 5 + k) + 1, expect[b * 6 + k] += vs[b * 5 + k];
+    for (int k = 0; k < 4; k++) expect[100 + k] = rep4[k];
+    MPI_CHECK(MPI_Accumulate(va, NACC, MPI_LONG_LONG, t, at + ACC_OFF, NACC, MPI_LONG_LONG, MPI_SUM, dw));
+    MPI_CHECK(MPI_Accumulate(vs, NSB * 5, MPI_LONG_LONG, t, at + ACC_OFF, 1, svec, MPI_SUM, dw));
+    MPI_CHECK(MPI_Accumulate(rep4, 4, MPI_LONG_LONG, t, at + ACC_OFF + 100 * 8, 4, MPI_LONG_LONG, MPI_REPLACE, dw));
+    MPI_CHECK(MPI_Get_accumulate(NULL, 0, MPI_LONG_LONG, res, NACC, MPI_LONG_LONG, t, at + ACC_OFF, NACC,
+                                 MPI_LONG_LONG, MPI_NO_OP, dw));
+    MPI_CHECK(MPI_Win_flush(t, dw));
+    for (int k = 0; k < NACC; k++)
+        CHECK(res[k] == expect[k], "streamed accumulates at target %d: element %d reads %lld, expected %lld", t, k,
+              res[k], expect[k]);
+    MPI_CHECK(MPI_Type_free(&svec));
+    free(va), free(vs), free(res);
     /* A notice without a flush to its target, then polling this process's own memory with
      * flushes to itself only (mpi4py.util.sync's MCS lock): the notice must still go. */
     int one = 1, from = (me + np - 1) % np;
@@ -259,7 +303,9 @@ int main(int argc, char **argv)
     a_off = (MPI_Aint)np * SUB;
     s_off = a_off + (MPI_Aint)np * NCNT * 8;
     d_off = s_off + NSHARED * 8;
-    MPI_Aint wsize = d_off + 8;
+    /* A multiple of 16: MPICH 4.0.2 (ch4, same-host windows) misplaces other ranks' memory
+     * by 8 bytes when MPI_Win_allocate's size is 8 modulo 16. */
+    MPI_Aint wsize = d_off + 16;
     MPI_CHECK(MPI_Win_allocate(wsize, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
     memset(base, 0, wsize);
     MPI_CHECK(MPI_Type_vector(4, 3, 5, MPI_CHAR, &tvec));
@@ -292,18 +338,20 @@ int main(int argc, char **argv)
 
     /* Round 2: a fence epoch; each target checks what every origin put. */
     MPI_CHECK(MPI_Win_fence(0, win));
+    unsigned char(*fbufs)[300][SLOT] = malloc((size_t)np * sizeof *fbufs); /* kept until the fence */
+    static const long long one = 1;
     for (int t = 0; t < np; t++)
         for (int i = 0; i < 300; i++) {
             MPI_Aint off;
             int len;
-            unsigned char b[SLOT];
+            unsigned char *b = fbufs[t][i];
             fence_put(me, t, i, &off, &len, b);
             MPI_CHECK(MPI_Put(b, len, MPI_BYTE, t, (MPI_Aint)me * SUB + off, len, MPI_BYTE, win));
-            long long one = 1;
             MPI_CHECK(MPI_Accumulate(&one, 1, MPI_LONG_LONG, t, s_off + (i % NSHARED) * 8, 1, MPI_LONG_LONG, MPI_SUM,
                                      win));
         }
     MPI_CHECK(MPI_Win_fence(0, win));
+    free(fbufs);
     for (int o = 0; o < np; o++)
         for (int i = 0; i < 300; i++) {
             MPI_Aint off;

@@ -36,6 +36,12 @@ SUBSET=${SUBSET:-all}
 # leading ! an expected failure: Debian's libcaf_mpich is built without failed-images support
 # (the programs say "The failed images feature ... is not available in this build"), so
 # they fail on every MPI; they count as XFAIL, not as failures (XPASS if one passes).
+# A leading ~ marks an expected failure when RMA goes by messages (FERRITE_TRANSPORTS
+# without shm, or FERRITE_RMA_DIRECT=0): libcaf_mpich's sendget converts the data an
+# MPI_Get brought before the MPI_Win_unlock that completes it (mpi_caf.c, sendget with a
+# type/kind conversion or a scalar source), which MPI does not allow; it works only where
+# a Get is complete when the call returns (Ferrite's direct path on one host). Open MPI's
+# osc/pt2pt over tcp fails the same checks.
 LIST='
 register 2 register
 register_vector 2 register_vector
@@ -61,8 +67,8 @@ teams_coarray_sendget 5 teams_coarray_sendget
 sync_team 8 sync_team
 alloc_comp_multidim_shape 2 alloc_comp_multidim_shape
 send_convert_nums 2 send_convert_nums
-*sendget_convert_nums 3 sendget_convert_nums
-sendget_convert_char_array 3 sendget_convert_char_array
+*~sendget_convert_nums 3 sendget_convert_nums
+~sendget_convert_char_array 3 sendget_convert_char_array
 send_convert_char_array 2 send_convert_char_array
 alloc_comp_send_convert_nums 2 alloc_comp_send_convert_nums
 random_init 4 random_init
@@ -134,6 +140,11 @@ unlisted:non-coarray-vector-indexed-lhs 2 issue-322-non-coarray-vector-idx-lhs
 '
 
 pass=0; fail=0; skip=0; xfailed=0
+by_messages=0
+if [ "${FERRITE_TESTS_EXPECT:-}" = ferrite ]; then
+    case ",${FERRITE_TRANSPORTS:-shm}," in *,shm,*) ;; *) by_messages=1 ;; esac
+    [ "${FERRITE_RMA_DIRECT:-1}" = 0 ] && by_messages=1
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 libenv=()
@@ -155,6 +166,7 @@ while read -r name np prog args; do
     [ -z "$name" ] && continue
     quick=0; case $name in \**) quick=1; name=${name#\*} ;; esac
     xfail=0; case $name in !*) xfail=1; name=${name#!} ;; esac
+    case $name in \~*) xfail=$by_messages; name=${name#\~} ;; esac
     unlisted=""; case $name in unlisted:*) unlisted=" (unlisted)"; name=${name#unlisted:} ;; esac
     if [ "${#NAMES[@]}" -gt 0 ]; then wanted "$name" "${NAMES[@]}" || continue
     elif [ "$SUBSET" = quick ] && [ "$quick" -eq 0 ]; then continue; fi

@@ -17,7 +17,9 @@
 //! (`Batch`) until a synchronization (flush, unlock, fence, complete, free), a message of
 //! another kind to that target, or a full buffer sends them as one message with one Reply;
 //! each channel is in order, so batching keeps every ordering the one-message-per-operation
-//! scheme had. Large Gets and Puts stream their data apart from the request (`wire.rs`).
+//! scheme had. Large Gets, Puts and Accumulates stream their data apart from the request
+//! (`wire.rs`); a target holds back what an origin sent after a streamed accumulate until
+//! that one is applied, so accumulate ordering still holds.
 
 pub mod am;
 pub mod apply;
@@ -63,13 +65,20 @@ struct Batch {
     msg: Vec<u8>,
 }
 
-/// A streamed Put this process (its target) is receiving: answered when the data is in.
+/// A streamed request whose data is not received in place (an accumulate, non-contiguous
+/// runs): the request (as a Put or Acc), its runs and the buffer the data arrives in.
+type Deferred = (Head, Vec<(isize, usize)>, Vec<u8>);
+
+/// A streamed Put or Accumulate this process (its target) is receiving: answered when the
+/// data is in (and applied).
 struct Incoming {
     recv: MPI_Request,
     from: u32,
     id: u64,
-    /// Where non-contiguous data goes once in: (address, runs).
-    scatter: Option<(usize, Vec<(isize, usize)>)>,
+    /// Data not received in place, applied once in.
+    apply: Option<Deferred>,
+    /// An accumulate: later messages of its origin wait until it is applied.
+    ordered: bool,
     /// The request was refused: the data is drained, then this is the answer.
     refused: Option<MpiError>,
 }
@@ -81,8 +90,9 @@ const BATCH_MAX: usize = 60 << 10;
 const BATCH_OP_MAX: usize = 16 << 10;
 /// Gets of at least this many bytes stream their data into the result buffer.
 const STREAM_GET_MIN: usize = 16 << 10;
-/// Puts of more bytes than this stream their data from the origin buffer (more than tcp's
-/// eager packet: the rendezvous then moves it straight into the window).
+/// Puts and Accumulates of more bytes than this stream their data from the origin buffer
+/// (more than tcp's eager packet: the rendezvous then moves it straight into the window, or
+/// into a buffer the target keeps for accumulates).
 const STREAM_PUT_MIN: usize = 64 << 10;
 
 /// A lock this process holds on a target.
@@ -178,8 +188,13 @@ pub struct WinRma {
     batched: u32,
     /// Ids of pending streamed Gets (their data receives are watched by the progress hook).
     streams: Vec<u64>,
-    /// Streamed Puts arriving here.
+    /// Streamed Puts and Accumulates arriving here.
     incoming: Vec<Incoming>,
+    /// Messages from origins with a streamed accumulate arriving, served after it in order.
+    held: VecDeque<(u32, Vec<u8>)>,
+    /// A buffer for streamed data that is not received in place, kept for the next one (no
+    /// allocation, page faults or zeroing per operation).
+    spare: Vec<u8>,
 }
 
 impl WinRma {
@@ -237,6 +252,11 @@ impl WinRma {
         if let Some(v) = self.view {
             v.failed.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Whether messages from `src` must wait: a streamed accumulate of its is arriving.
+    fn behind_stream(&self, src: u32) -> bool {
+        self.incoming.iter().any(|x| x.from == src && x.ordered)
     }
 
     /// Takes the error to raise, if any.
@@ -386,10 +406,17 @@ impl Ferrite {
                     break;
                 }
                 let next = am::post(self, &route).unwrap_or(MPI_REQUEST_NULL);
+                let src = status.source as u32;
+                let data = data.unwrap_or_default();
                 if let Ok(r) = self.rma(w) {
                     r.recv = next;
+                    if !wire::is_reply(&data) && r.behind_stream(src) {
+                        r.held.push_back((src, data));
+                        did = true;
+                        continue;
+                    }
                 }
-                self.rma_serve(w, &route, status.source as u32, &data.unwrap_or_default());
+                self.rma_serve(w, &route, src, &data);
                 did = true;
             }
             did |= self.rma_streams_progress(w);
@@ -455,24 +482,38 @@ impl Ferrite {
                 i += 1;
                 continue;
             }
-            let (status, data, _) = self.release(h);
+            let (status, _, _) = self.release(h);
             let r = self.rma(w).expect("checked above");
             let inc = r.incoming.swap_remove(i);
             let route = r.route.clone();
-            let res = match (inc.refused, status.error) {
-                (Some(e), _) => Err(e),
-                (None, MPI_SUCCESS) => {
-                    if let (Some((addr, runs)), Some(d)) = (&inc.scatter, &data) {
-                        // SAFETY: `locate` checked the runs against this process's window
-                        // memory when the request came; the origin's epoch is still open
-                        // (it waits for this answer).
-                        unsafe { apply::scatter(*addr, runs, d) };
+            let res = match (inc.refused, status.error, inc.apply) {
+                (Some(e), _, _) => Err(e),
+                (None, MPI_SUCCESS, Some((h, runs, buf))) => {
+                    let res = self
+                        .rma_apply(w, &h, &runs, &buf[..apply::bytes(&runs)])
+                        .map(|_| Vec::new());
+                    if let Ok(r) = self.rma(w) {
+                        if buf.len() > r.spare.len() {
+                            r.spare = buf;
+                        }
                     }
-                    Ok(Vec::new())
+                    res
                 }
-                (None, e) => Err(MpiError::new(e, "receiving a Put's data failed")),
+                (None, MPI_SUCCESS, None) => Ok(Vec::new()),
+                (None, e, _) => Err(MpiError::new(e, "receiving streamed RMA data failed")),
             };
             self.rma_reply(&route, inc.from, inc.id, res);
+            // What its origin sent after it, in order, until another stream holds them.
+            while let Ok(r) = self.rma(w) {
+                if r.behind_stream(inc.from) {
+                    break;
+                }
+                let Some(at) = r.held.iter().position(|(o, _)| *o == inc.from) else {
+                    break;
+                };
+                let (_, m) = r.held.remove(at).expect("found above");
+                self.rma_serve(w, &route, inc.from, &m);
+            }
             did = true;
         }
         did
@@ -520,6 +561,7 @@ impl Ferrite {
             }
             Kind::Get if h.op != 0 => return self.rma_stream_out(w, route, src, &h, &runs),
             Kind::Put if h.op != 0 => return self.rma_stream_in(w, route, src, &h, runs),
+            Kind::AccStream => return self.rma_stream_in(w, route, src, &h, runs),
             Kind::Put | Kind::Get | Kind::Acc | Kind::GetAcc | Kind::Cas => {
                 let res = self.rma_apply(w, &h, &runs, data);
                 return self.rma_reply(route, src, h.id, res);
@@ -597,8 +639,10 @@ impl Ferrite {
         }
     }
 
-    /// A streamed Put at the target: receives its data into the window memory (through a
-    /// buffer only for non-contiguous runs) and answers once it is in (rma_streams_progress).
+    /// A streamed Put or Accumulate (`AccStream`) at the target: receives a contiguous Put's
+    /// data straight into the window memory, anything else into a buffer the window keeps
+    /// (`spare`), applied once in; answers then (rma_streams_progress). Until an accumulate
+    /// is applied, later messages of its origin wait (`held`): accumulate ordering.
     fn rma_stream_in(
         &mut self,
         w: MPI_Win,
@@ -608,9 +652,15 @@ impl Ferrite {
         runs: Vec<(isize, usize)>,
     ) {
         use crate::p2p::request::{Ptr, Target};
-        let (target, scatter, refused) = match self.rma_locate(w, h, &runs) {
+        let acc = h.kind == Kind::AccStream;
+        let tag = if acc {
+            wire::stream_tag(h.id, false)
+        } else {
+            h.op
+        };
+        let (target, apply, refused) = match self.rma_locate(w, h, &runs) {
             Ok(addr) => match runs[..] {
-                [(off, len)] => (
+                [(off, len)] if !acc => (
                     Target::Bytes {
                         buf: Ptr((addr as *mut u8).wrapping_offset(off)),
                         len,
@@ -618,19 +668,38 @@ impl Ferrite {
                     None,
                     None,
                 ),
-                _ => (Target::Owned(Vec::new()), Some((addr, runs)), None),
+                _ => {
+                    let len = apply::bytes(&runs);
+                    let mut buf = self
+                        .rma(w)
+                        .map(|r| std::mem::take(&mut r.spare))
+                        .unwrap_or_default();
+                    if buf.len() < len {
+                        buf.resize(len, 0);
+                    }
+                    let into = Target::Bytes {
+                        buf: Ptr(buf.as_mut_ptr()),
+                        len,
+                    };
+                    let head = Head {
+                        kind: if acc { Kind::Acc } else { Kind::Put },
+                        ..*h
+                    };
+                    (into, Some((head, runs, buf)), None)
+                }
             },
             // The data still comes: drained, then refused.
             Err(e) => (Target::Owned(Vec::new()), None, Some(e)),
         };
-        match am::post_stream(self, route, src, h.op, target) {
+        match am::post_stream(self, route, src, tag, target) {
             Ok(recv) => {
                 if let Ok(r) = self.rma(w) {
                     r.incoming.push(Incoming {
                         recv,
                         from: src,
                         id: h.id,
-                        scatter,
+                        apply,
+                        ordered: acc,
                         refused,
                     });
                 }
@@ -1003,7 +1072,7 @@ impl Ferrite {
         let mlen = wire::len(runs.len(), len);
         let batched = matches!(c.kind, Kind::Put | Kind::Acc)
             && mlen <= BATCH_OP_MAX
-            && !(c.kind == Kind::Put && tbytes > STREAM_PUT_MIN);
+            && tbytes <= STREAM_PUT_MIN;
         let id = if batched { 0 } else { self.rma_id(w)? };
         let mut head = Head {
             kind: c.kind,
@@ -1036,12 +1105,17 @@ impl Ferrite {
                 }
                 return Ok(req.unwrap_or(MPI_REQUEST_NULL));
             }
-            (Kind::Put, Some((buf, count, odt)), _) if tbytes > STREAM_PUT_MIN => {
+            (Kind::Put | Kind::Acc, Some((buf, count, odt)), _) if tbytes > STREAM_PUT_MIN => {
                 let route = self.rma(w)?.route.clone();
                 // The request, then the data from the origin buffer (MPI keeps it unchanged
-                // until the operation completes, which the target's answer says).
+                // until the operation completes, which the target's answer says). A Put
+                // names the tag in `op`; an accumulate keeps its op there and is AccStream.
                 let tag = wire::stream_tag(id, false);
-                head.op = tag;
+                if c.kind == Kind::Put {
+                    head.op = tag;
+                } else {
+                    head.kind = Kind::AccStream;
+                }
                 let data = crate::p2p::request::Source::User {
                     buf: crate::p2p::request::Ptr(*buf as *mut u8),
                     count: *count,
@@ -1388,6 +1462,8 @@ impl state::Held {
             batched: 0,
             streams: Vec::new(),
             incoming: Vec::new(),
+            held: VecDeque::new(),
+            spare: Vec::new(),
         });
         self.objects.wins.active.push(w);
         self.rma_lock_slots(w)?;

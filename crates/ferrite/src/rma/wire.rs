@@ -8,9 +8,10 @@
 //!
 //! Small Puts and Accumulates to one target travel together: a Batch message's data is a
 //! sequence of whole request messages, each prefixed by its length (`push_entry`,
-//! `entries`), applied in order and answered by one Reply. Large Gets and Puts stream:
-//! their data is a separate point-to-point message on a tag of its own (`stream_tag`),
-//! received straight into the user's buffer or the window's memory.
+//! `entries`), applied in order and answered by one Reply. Large Gets, Puts and
+//! Accumulates stream: their data is a separate point-to-point message on a tag of its own
+//! (`stream_tag`), received straight into the user's buffer or the window's memory (an
+//! accumulate's into a buffer the target reuses).
 
 /// What a message asks for (requests) or is (answers and notifications).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,9 @@ pub enum Kind {
     Complete,
     /// Several Put/Acc requests (data: entries), answered by one Reply.
     Batch,
+    /// As Acc, with the data apart on `stream_tag(id, false)`; later requests of its origin
+    /// wait at the target until it is applied (accumulate ordering).
+    AccStream,
 }
 
 impl Kind {
@@ -56,6 +60,7 @@ impl Kind {
             9 => Post,
             10 => Complete,
             11 => Batch,
+            12 => AccStream,
             _ => return None,
         })
     }
@@ -157,6 +162,11 @@ pub fn stream_tag(id: u64, get: bool) -> i32 {
     2 + 2 * (id % ((1 << 29) - 2)) as i32 + i32::from(get)
 }
 
+/// Whether message `b` is a Reply (an answer, never held back behind a stream).
+pub fn is_reply(b: &[u8]) -> bool {
+    b.first() == Some(&(Kind::Reply as u8))
+}
+
 /// Appends request message `m` to a Batch message's data.
 pub fn push_entry(batch: &mut Vec<u8>, m: &[u8]) {
     batch.extend_from_slice(&(m.len() as u64).to_ne_bytes());
@@ -193,6 +203,23 @@ mod tests {
         assert_eq!(h2, h);
         assert_eq!(r2, runs);
         assert_eq!(d, &[1, 2, 3]);
+    }
+
+    #[test]
+    fn kinds_and_replies() {
+        for kind in [Kind::AccStream, Kind::Reply, Kind::Batch] {
+            let h = Head {
+                kind,
+                op: 3,
+                basic: 4,
+                id: 9,
+                disp: 0,
+            };
+            let m = encode(&h, &[(0, 8)], 0);
+            assert_eq!(decode(&m).unwrap().0.kind, kind);
+            assert_eq!(is_reply(&m), kind == Kind::Reply);
+        }
+        assert!(!is_reply(&[]));
     }
 
     #[test]
