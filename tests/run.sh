@@ -96,15 +96,18 @@ if ls /usr/lib/*/libfabric.so.1 /usr/lib64/libfabric.so.1 /usr/local/lib/libfabr
     # The whole C suite over ofi under the other policies (ondemand is c-ofi above): every
     # connection at init, some at init, datagrams first (the FI_EP_DGRAM channel, udp
     # provider) then connections, and the ud set-up over that channel. A budget of two
-    # connections per rank (evicted and reopened) under a fixed subset at -n 4 and 8: the
-    # whole suite would reopen a connection for nearly every message of the collective
-    # programs at -n 16 and of comm_loop (74 s for comm_loop -n 4).
+    # connections per rank: the whole suite under adaptive (threshold 4, so most peers ask
+    # for one; a busy connection stays, the other peers' traffic stays on datagrams, unused
+    # ones are evicted), and under ondemand (no datagram path: a message to an evicted peer
+    # waits for a reopen, 74 s for comm_loop -n 4) a fixed subset at -n 4 and 8.
     for conn in static partial adaptive; do
         run_suite "c-ofi-$conn" env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp \
             FERRITE_CONN=$conn tests/c/run.sh
     done
     run_suite c-ofi-ud env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp \
         FERRITE_CONN_SETUP=ud tests/c/run.sh
+    run_suite c-ofi-budget env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp \
+        FERRITE_CONN=adaptive FERRITE_CONN_MAX=2 FERRITE_CONN_THRESHOLD=4 tests/c/run.sh
     run_suite c-ofi-budget2 env FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp \
         FERRITE_CONN_MAX=2 TEST_NP="4 8" tests/c/run.sh ring anysource sendrecv probe mprobe \
         sendmodes persistent coll_basic coll_nb rma_ops rma_passive comms intercomm_create

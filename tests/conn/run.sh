@@ -141,6 +141,13 @@ check adaptive-alltoall40-16 adaptive 16 alltoall40 \
 # A short idle limit: connections close between the bursts of a long exchange and reopen.
 FERRITE_CONN_THRESHOLD=4 FERRITE_CONN_IDLE_MS=1 check adaptive-idle-8 adaptive 8 alltoall40 \
     "r['failed'] == 0" "s['closed']['idle'] > 0"
+# A budget under adaptive: every pair crosses the threshold, but a rank holds at most 2
+# connections; a busy one is not evicted for another peer (FERRITE_CONN_RESIDENCY_MS), whose
+# traffic stays on datagrams instead (evictions still happen: connections unused that long).
+# pattern.c checks the data.
+FERRITE_CONN_MAX=2 check adaptive-budget2-alltoall40-16 adaptive 16 alltoall40 \
+    "r['connections']['peak'] <= 2 + r['over_budget'] and $opened >= 1" \
+    "s['transports']['$CONN_TRANSPORT']['msgs_sent'] >= n * (n - 1) * 40"
 # FERRITE_CONN_SETUP=ud: the attempt is settled over datagrams (request/reply/confirm carry
 # the listen address), then its initiator dials: the same counts as cm.
 setup_ud() { FERRITE_CONN_SETUP=ud check "$@"; }

@@ -95,7 +95,14 @@ pub struct Config {
     /// Longest a peer's request may be held back for room ([`Policy::may_accept`]); past it
     /// the request is taken over budget. Keep it well under the handshake's give-up time.
     pub hold_max: Micros,
+    /// Adaptive under the budget: a connection used within this long is not evicted to make
+    /// room for another peer that crossed the threshold; that peer stays on the datagram
+    /// channel (and asks again after another threshold's worth). 0: plain LRU eviction.
+    pub residency: Micros,
 }
+
+/// FERRITE_CONN_RESIDENCY_MS's default (100), in microseconds.
+pub const RESIDENCY: Micros = 100_000;
 
 impl Config {
     /// From the knobs' values; `max_open == 0` means [`max_from_fd_limit`]`(nofile)`.
@@ -117,6 +124,7 @@ impl Config {
             },
             idle: idle_ms.saturating_mul(1000),
             hold_max: 1_000_000,
+            residency: RESIDENCY,
         })
     }
 }
@@ -159,6 +167,9 @@ pub struct Counters {
     /// Connections that took us over the budget: peers' (see [`Policy::may_accept`]) and ours
     /// that waited `hold_max` for room.
     pub over_budget: u64,
+    /// Adaptive: threshold crossings that got no connection because every open one was in
+    /// use (see `Config::residency`); the peer's traffic stayed on datagrams.
+    pub kept_on_datagrams: u64,
     pub open_now: u64,
     pub open_peak: u64,
     /// The budget (`Config::max_open`).
@@ -316,7 +327,15 @@ impl<M> Policy<M> {
     /// Asks for a connection to `p`, evicting the least recently used one if over budget.
     fn want(&mut self, p: Proc, cause: OpenCause, now: Micros) {
         if self.counters.open_now as usize >= self.cfg.max_open {
-            self.evict_lru(p);
+            if self.cfg.kind == Kind::Adaptive && cause == OpenCause::Threshold {
+                match self.lru(p, Some(now)) {
+                    Some(q) => self.close(q, CloseCause::Eviction),
+                    None if !self.any_closing() => return self.keep_on_datagrams(p),
+                    None => {} // a slot is on its way
+                }
+            } else {
+                self.evict_lru(p);
+            }
         }
         self.counters.requested[cause as usize] += 1;
         if (self.counters.open_now as usize) < self.cfg.max_open {
@@ -338,15 +357,38 @@ impl<M> Policy<M> {
 
     /// Closes the least recently used open connection other than `except`, if there is one.
     fn evict_lru(&mut self, except: Proc) {
-        let lru = self
-            .peers
+        if let Some(q) = self.lru(except, None) {
+            self.close(q, CloseCause::Eviction);
+        }
+    }
+
+    /// The least recently used open connection other than `except`; with `cold_at`, only if
+    /// it was not used within `residency` before that time.
+    fn lru(&self, except: Proc, cold_at: Option<Micros>) -> Option<Proc> {
+        let residency = self.cfg.residency;
+        self.peers
             .iter()
             .filter(|(&q, s)| q != except && matches!(s.state, State::Open { .. }))
             .min_by_key(|(&q, s)| (s.last_used, q))
-            .map(|(&q, _)| q);
-        if let Some(q) = lru {
-            self.close(q, CloseCause::Eviction);
-        }
+            .filter(|(_, s)| cold_at.is_none_or(|t| s.last_used + residency <= t))
+            .map(|(&q, _)| q)
+    }
+
+    fn any_closing(&self) -> bool {
+        self.peers.values().any(|s| s.state == State::Closing)
+    }
+
+    /// Adaptive, no room: every open connection is in use, so evicting one would only have it
+    /// asked for again soon (with more busy peers than the budget, LRU eviction closed and
+    /// reopened a connection every threshold's worth of messages). `p`'s traffic stays on the
+    /// datagram channel, which carries it as well, and asks again after another threshold.
+    fn keep_on_datagrams(&mut self, p: Proc) {
+        let peer = self.peer(p);
+        peer.state = State::None;
+        peer.msgs = 0;
+        peer.bytes = 0;
+        self.counters.kept_on_datagrams += 1;
+        self.flush(p, Via::Datagram);
     }
 
     fn close(&mut self, p: Proc, cause: CloseCause) {
@@ -631,15 +673,13 @@ impl<M> Policy<M> {
                 self.start_open(p, cause, now);
             }
         }
-        if !self.wanted.is_empty() {
+        if !self.wanted.is_empty() && !self.any_closing() {
             let first = self.wanted[0];
-            // Still no room: make some by closing the least recently used.
-            if !self
-                .peers
-                .values()
-                .any(|s| matches!(s.state, State::Closing))
-            {
-                self.evict_lru(first);
+            // Still no room: make some by closing the least recently used (adaptive: one not
+            // in use; else the wanted peers stay on datagrams until `hold_max`).
+            let cold_at = (self.cfg.kind == Kind::Adaptive).then_some(now);
+            if let Some(q) = self.lru(first, cold_at) {
+                self.close(q, CloseCause::Eviction);
             }
         }
     }
@@ -658,6 +698,11 @@ impl<M> Policy<M> {
         for q in overdue {
             self.wanted.retain(|&x| x != q);
             if let State::Wanted(cause) = self.peer(q).state {
+                if self.cfg.kind == Kind::Adaptive {
+                    // The datagrams carry its traffic: no need to go over the budget.
+                    self.keep_on_datagrams(q);
+                    continue;
+                }
                 self.counters.over_budget += 1;
                 self.start_open(q, cause, now);
             }
@@ -731,6 +776,7 @@ mod tests {
             max_open: 100,
             idle: 1_000_000,
             hold_max: 1_000_000,
+            residency: 0,
         }
     }
 
@@ -759,6 +805,8 @@ mod tests {
         assert!("CM".parse::<Mechanism>().is_ok() && "tcp".parse::<Mechanism>().is_err());
         let c = Config::from_knobs("adaptive", 16, 0, 30_000, 1024).unwrap();
         assert_eq!((c.max_open, c.idle), (480, 30_000_000));
+        let residency_ms: u64 = knob("FERRITE_CONN_RESIDENCY_MS").default.parse().unwrap();
+        assert_eq!(residency_ms * 1000, RESIDENCY);
         assert_eq!(max_from_fd_limit(10), 1);
     }
 
@@ -949,6 +997,115 @@ mod tests {
                 cause: CloseCause::Eviction
             }]
         );
+    }
+
+    /// Adaptive under a budget: a peer crossing the threshold while every open connection is
+    /// in use stays on datagrams (no eviction, no thrash); once one has been unused for the
+    /// residency, it is evicted for the next crossing.
+    #[test]
+    fn adaptive_keeps_busy_connections_and_sends_the_extra_peer_over_datagrams() {
+        let mut p: Policy<u32> = Policy::new(
+            0,
+            8,
+            Config {
+                max_open: 2,
+                threshold_msgs: 2,
+                residency: 100,
+                ..cfg(Kind::Adaptive)
+            },
+        );
+        p.connected(1, 0, 0);
+        p.connected(2, 0, 0);
+        let mut t = 10;
+        // Peers 1 and 2 busy, peer 3 crossing its threshold again and again.
+        for round in 0..10 {
+            for peer in [1, 2] {
+                assert_eq!(p.send(peer, round, 4, t), Route::Connection(round));
+            }
+            assert_eq!(p.send(3, round, 4, t), Route::Datagram(round));
+            t += 10;
+        }
+        assert!(
+            actions(&mut p).is_empty(),
+            "nothing evicted, nothing opened"
+        );
+        let c = p.counters();
+        assert_eq!(
+            (c.kept_on_datagrams, c.closed(CloseCause::Eviction)),
+            (5, 0)
+        );
+        assert_eq!(c.open_now, 2);
+        // Peer 2 falls silent for the residency: 3's next crossing evicts it.
+        t += 100;
+        p.send(1, 99, 4, t);
+        p.send(3, 99, 4, t);
+        assert_eq!(p.send(3, 100, 4, t), Route::Datagram(100));
+        assert_eq!(
+            actions(&mut p),
+            vec![Action::Close {
+                peer: 2,
+                cause: CloseCause::Eviction
+            }]
+        );
+        // 3 waits for that slot, its traffic still on datagrams.
+        assert_eq!(p.send(3, 101, 4, t), Route::Datagram(101));
+        p.closed(2, t + 1);
+        assert_eq!(
+            actions(&mut p),
+            vec![Action::Open {
+                peer: 3,
+                cause: OpenCause::Threshold
+            }]
+        );
+        // With plain LRU (residency 0) the first crossing evicts a busy connection.
+        let mut lru: Policy<u32> = Policy::new(
+            0,
+            8,
+            Config {
+                max_open: 2,
+                threshold_msgs: 2,
+                ..cfg(Kind::Adaptive)
+            },
+        );
+        lru.connected(1, 0, 0);
+        lru.connected(2, 0, 0);
+        lru.send(1, 0, 4, 1);
+        lru.send(3, 0, 4, 2);
+        lru.send(3, 1, 4, 3);
+        assert_eq!(
+            actions(&mut lru),
+            vec![Action::Close {
+                peer: 2,
+                cause: CloseCause::Eviction
+            }]
+        );
+    }
+
+    /// Adaptive: a peer waiting for room that does not come within `hold_max` goes back to
+    /// datagrams instead of opening over the budget.
+    #[test]
+    fn adaptive_wanted_peers_fall_back_to_datagrams_not_over_budget() {
+        let mut p: Policy<u32> = Policy::new(
+            0,
+            8,
+            Config {
+                max_open: 1,
+                threshold_msgs: 1,
+                hold_max: 50,
+                ..cfg(Kind::Adaptive)
+            },
+        );
+        p.connected(1, 0, 0);
+        p.send(1, 0, 4, 1);
+        assert_eq!(p.send(2, 0, 4, 2), Route::Datagram(0));
+        // Residency 0: 1 is evicted; its close does not come (the peer is busy elsewhere).
+        assert_eq!(actions(&mut p).len(), 1);
+        assert_eq!(p.send(2, 1, 4, 3), Route::Datagram(1));
+        p.handle_timeout(60);
+        assert!(actions(&mut p).is_empty());
+        let c = p.counters();
+        assert_eq!((c.over_budget, c.kept_on_datagrams, c.open_now), (0, 1, 1));
+        assert_eq!(p.send(2, 2, 4, 61), Route::Datagram(2));
     }
 
     #[test]

@@ -226,6 +226,11 @@ pub const KNOBS: &[Knob] = &[
         doc: "FERRITE_CONN=adaptive: close a connection unused this many ms; 0: never.",
     },
     Knob {
+        name: "FERRITE_CONN_RESIDENCY_MS",
+        default: "100",
+        doc: "FERRITE_CONN=adaptive under FERRITE_CONN_MAX: a connection used this recently is not evicted for another peer, which stays on datagrams; 0: plain LRU.",
+    },
+    Knob {
         name: "FERRITE_REPORT",
         default: "0",
         doc: "At MPI_Finalize rank 0 prints connection/traffic/RSS counters (1) or writes JSON (a path).",

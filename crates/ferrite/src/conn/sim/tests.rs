@@ -364,6 +364,7 @@ fn run_manager(
         max_open: budget,
         idle: 150_000,
         hold_max: 500_000,
+        residency: 20_000,
     };
     let nodes = (0..n)
         .map(|r| ManagedProc::new(r, n, pcfg.clone(), setup))
@@ -553,6 +554,7 @@ fn a_process_out_of_descriptors_fails_the_peers_it_had_to_refuse() {
             max_open: 4,
             idle: 0,
             hold_max: 500_000,
+            residency: 0,
         };
         let mut nodes: Vec<ManagedProc> = (0..2)
             .map(|r| ManagedProc::new(r, 2, pcfg.clone(), setup))

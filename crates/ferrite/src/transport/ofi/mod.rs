@@ -502,6 +502,7 @@ impl Ofi {
                 max_open: cfg.max_conns.max(1),
                 idle: cfg.idle_ms.saturating_mul(1000),
                 hold_max: 1_000_000,
+                residency: config::get::<u64>("FERRITE_CONN_RESIDENCY_MS").saturating_mul(1000),
             },
             setup: cfg.setup,
             handshake: hs,

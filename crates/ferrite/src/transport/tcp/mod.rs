@@ -252,6 +252,7 @@ impl Tcp {
                 idle: cfg.idle_ms.saturating_mul(1000),
                 // Under the cm machine's 2 s for an accepted socket's hello.
                 hold_max: 1_000_000,
+                residency: config::get::<u64>("FERRITE_CONN_RESIDENCY_MS").saturating_mul(1000),
             },
             setup: cfg.setup,
             handshake: hs,
