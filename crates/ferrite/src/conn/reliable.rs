@@ -20,7 +20,8 @@
 //!   cumulative acknowledgement moves. When it fires only the oldest unacknowledged datagram
 //!   is sent again and the RTO doubles (kept doubled until a new measurement); each later
 //!   acknowledgement that moves on but stops short of what was in flight at the timeout
-//!   resends the next datagrams sent before it, twice as many each time. A datagram with
+//!   resends the next datagrams sent before it, twice as many each time (unless it covers
+//!   datagrams sent once: they were late, not lost, and recovery ends). A datagram with
 //!   `DUPTHRESH` datagrams after it selectively acknowledged is resent at once (once). So a
 //!   receiver that is merely descheduled costs one duplicate per (doubling) timeout, not a
 //!   window; after `max_retries` timeouts in a row with nothing new acknowledged the peer is
@@ -461,6 +462,9 @@ impl Reliable {
             }
             link.send_base = ack;
         }
+        // Datagrams sent once and not known to have arrived are covered now: they were not
+        // lost, only late (the timeout was spurious, or only the oldest was missing).
+        let originals = newest.is_some();
         let mut sacked_now = false;
         for i in 0..64 {
             if sack & (1 << i) != 0 {
@@ -488,10 +492,11 @@ impl Reliable {
         }
         // After a timeout, each acknowledgement that moves on but stops short of what was in
         // flight then resends the next datagrams sent before it, twice as many each time (so a
-        // lost burst takes log2 of its length in round trips, a lost single datagram one).
+        // lost burst takes log2 of its length in round trips), unless it also covers originals
+        // (a receiver that was merely slow: the timer and selective acks see to any loss left).
         let mut again: Vec<usize> = Vec::new();
         if let Some(rec) = link.recovery.as_mut() {
-            if link.send_base >= rec.until {
+            if link.send_base >= rec.until || (advanced && originals) {
                 link.recovery = None;
             } else if advanced {
                 for (i, s) in link.inflight.iter().enumerate() {
@@ -1127,6 +1132,29 @@ mod tests {
         // One timeout resends datagram 2; then rounds of 2, 4 and the last 3.
         assert_eq!((a.timeouts, a.retransmits, a.fast_retransmits), (1, 10, 0));
         assert_eq!(d.r[1].stats().duplicates, 0);
+    }
+
+    #[test]
+    fn a_spurious_timeout_ends_its_recovery_when_originals_are_acknowledged() {
+        let c = Config {
+            window: 16,
+            ..cfg()
+        };
+        // A slow path (15 ms each way) and one message per millisecond: the RTO before any
+        // measurement (20 ms) fires while everything is still on its way.
+        let mut d = Duo::new(c.clone(), 15_000);
+        let m = msgs(16);
+        for (i, x) in m.iter().enumerate() {
+            d.send(&[x.as_slice()], i as u64 * 1_000);
+        }
+        d.run(u64::MAX);
+        assert_eq!(d.got, m);
+        // The first acknowledgement after the timeout covers datagram 1, sent once: nothing
+        // more is resent while the rest of the acknowledgements trickle in one by one.
+        let a = d.r[0].stats();
+        assert_eq!((a.timeouts, a.retransmits), (1, 1));
+        assert_eq!(d.r[1].stats().duplicates, 1);
+        assert!(d.r[0].rto(1).unwrap() > 30_000);
     }
 
     #[test]
