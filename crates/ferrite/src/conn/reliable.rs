@@ -917,6 +917,10 @@ mod tests {
         unreachable_at: Option<Micros>,
     }
 
+    /// The next event: (time, 0 for an arrival (first at a tie) or 1 for a timer, node, the
+    /// arrival's wire key).
+    type Next = (Micros, u8, usize, Option<(Micros, u64)>);
+
     impl Duo {
         fn new(c: Config, delay: Micros) -> Duo {
             Duo {
@@ -966,8 +970,7 @@ mod tests {
         fn run(&mut self, end: Micros) -> Micros {
             let mut last = 0;
             loop {
-                // (time, arrival first, node, wire key)
-                let mut next: Option<(Micros, u8, usize, Option<(Micros, u64)>)> = None;
+                let mut next: Option<Next> = None;
                 for (&k, &(to, _)) in &self.wire {
                     let c = (self.ready(to, k.0), 0, to, Some(k));
                     next = Some(next.map_or(c, |n| n.min(c)));
