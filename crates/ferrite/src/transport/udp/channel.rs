@@ -31,6 +31,7 @@ use crate::conn::wire::{self, Kind};
 use crate::conn::Micros;
 use crate::terr;
 use crate::transport::error::{Error, TResult};
+use crate::transport::TransportStats;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -537,6 +538,18 @@ impl<P: Port> Channel<P> {
         !self.pending()
             && self.last_data.elapsed()
                 >= std::time::Duration::from_micros(2 * self.cfg.rto_initial)
+    }
+
+    /// Adds the channel's counters to a transport's: datagrams not ours (wrong secret,
+    /// garbage, malformed) as strangers; retransmissions, timeouts, acknowledgements,
+    /// duplicates.
+    pub fn add_stats(&self, s: &mut TransportStats) {
+        let c = self.stats();
+        s.strangers_dropped += c.strangers + c.reliable.drops.total();
+        s.retransmits += c.reliable.retransmits;
+        s.retransmit_timeouts += c.reliable.timeouts;
+        s.acks_sent += c.reliable.acks_sent;
+        s.duplicates += c.reliable.duplicates;
     }
 
     pub fn stats(&self) -> ChannelStats {
