@@ -138,7 +138,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_UDP_RETRIES",
         default: "60",
-        doc: "Retransmissions of a udp datagram (backoff up to 1 s) before its peer counts as failed; a peer busy outside MPI that long is given up.",
+        doc: "Retransmission timeouts in a row with nothing acknowledged (each resends the oldest datagram; backoff up to 1 s) before a datagram peer counts as failed; a peer busy outside MPI that long is given up.",
     },
     Knob {
         name: "FERRITE_OFI_PROVIDER",

@@ -22,7 +22,7 @@ const OPEN_CAUSES: [&str; 4] = ["init", "first_message", "threshold", "accepted"
 /// Names of the closing causes, in `Counters::closed` order.
 const CLOSE_CAUSES: [&str; 3] = ["eviction", "idle", "peer"];
 /// Names of the datagram counters (udp), in `Record::datagrams` order.
-const DATAGRAM_COUNTS: [&str; 3] = ["retransmits", "acks", "duplicates"];
+const DATAGRAM_COUNTS: [&str; 4] = ["retransmits", "acks", "duplicates", "timeouts"];
 
 /// Input the transports dropped, by reason, in `Record::dropped` order: datagrams,
 /// connections and doorbells from outside the job (no job secret, unknown sender), and
@@ -54,8 +54,9 @@ pub struct Record {
     pub traffic: Vec<(u64, [u64; 4])>,
     /// VmHWM in kB (0 if unknown).
     pub peak_rss_kb: u64,
-    /// Datagram transports (udp): retransmissions, standalone acknowledgements, duplicates.
-    pub datagrams: [u64; 3],
+    /// Datagram channels (udp; tcp and ofi under adaptive or the ud set-up): retransmissions,
+    /// standalone acknowledgements, duplicates, retransmission timeouts.
+    pub datagrams: [u64; 4],
     /// Input dropped, by reason (DROP_REASONS).
     pub dropped: [u64; 2],
     /// Rendezvous registrations found in the cache, made, and dropped because their memory
@@ -109,6 +110,7 @@ impl Record {
         self.datagrams[0] += t.retransmits;
         self.datagrams[1] += t.acks_sent;
         self.datagrams[2] += t.duplicates;
+        self.datagrams[3] += t.retransmit_timeouts;
         self.dropped[0] += t.strangers_dropped;
         self.dropped[1] += t.corrupt_dropped;
         self.mr_cache[0] += t.mr_cache_hits;
@@ -279,9 +281,9 @@ impl Record {
     }
 }
 
-/// `; datagrams retransmits R acks A duplicates D`, when a datagram transport ran.
-fn write_datagrams_text(s: &mut String, d: [u64; 3]) {
-    if d != [0; 3] {
+/// `; datagrams retransmits R acks A duplicates D timeouts T`, when a datagram channel ran.
+fn write_datagrams_text(s: &mut String, d: [u64; 4]) {
+    if d != [0; 4] {
         s.push_str("; datagrams");
         for (n, v) in DATAGRAM_COUNTS.iter().zip(d) {
             let _ = write!(s, " {n} {v}");
@@ -348,7 +350,7 @@ pub struct Summary {
     pub traffic: Vec<(u64, [u64; 4])>,
     pub rss_max_kb: u64,
     pub rss_avg_kb: f64,
-    pub datagrams: [u64; 3],
+    pub datagrams: [u64; 4],
     pub dropped: [u64; 2],
     /// Rendezvous registrations found in the cache, made, and dropped because their memory
     /// was given back (MR_CACHE_COUNTS).
@@ -380,7 +382,7 @@ pub fn summarize(recs: &[Record]) -> Summary {
         traffic: Vec::new(),
         rss_max_kb: recs.iter().map(|r| r.peak_rss_kb).max().unwrap_or(0),
         rss_avg_kb: sum(&|r| r.peak_rss_kb) as f64 / n,
-        datagrams: [0; 3],
+        datagrams: [0; 4],
         dropped: [0; 2],
         mr_cache: [0; 3],
     };
@@ -390,6 +392,8 @@ pub fn summarize(recs: &[Record]) -> Summary {
         }
         for i in 0..3 {
             s.closed[i] += r.closed[i];
+        }
+        for i in 0..4 {
             s.datagrams[i] += r.datagrams[i];
         }
         for i in 0..2 {
@@ -600,7 +604,7 @@ mod tests {
             used,
             traffic: vec![(2, [3, 300, 4, 400]), (0, [1, 10, 1, 10])],
             peak_rss_kb: 1000 + rank,
-            datagrams: [rank, 2, 3],
+            datagrams: [rank, 2, 3, 1],
             dropped: [rank + 1, 7],
             ..Record::default()
         }
@@ -631,8 +635,10 @@ mod tests {
         assert!(j.contains("\"opened\":{\"init\":15,\"first_message\":0"));
         assert!(j.contains("\"tcp\":{\"msgs_sent\":3,\"bytes_sent\":300"));
         assert!(j.contains("\"utilization\":0.2000"));
-        assert_eq!(s.datagrams, [1, 4, 6]);
-        assert!(j.contains("\"datagrams\":{\"retransmits\":1,\"acks\":4,\"duplicates\":6}"));
+        assert_eq!(s.datagrams, [1, 4, 6, 2]);
+        assert!(j.contains(
+            "\"datagrams\":{\"retransmits\":1,\"acks\":4,\"duplicates\":6,\"timeouts\":2}"
+        ));
         // Dropped input by reason, per rank and summed.
         assert_eq!(s.dropped, [3, 14]);
         assert!(j.contains("\"dropped\":{\"strangers\":2,\"malformed\":7}"));

@@ -246,8 +246,11 @@ pub struct TransportStats {
     pub conn: crate::conn::policy::Counters,
     /// Peers a packet went to or came from over a connection.
     pub peers_used: u64,
-    /// Datagrams sent again after a retransmission timeout (udp).
+    /// Datagrams sent again (udp and the adaptive/ud datagram channels of tcp and ofi).
     pub retransmits: u64,
+    /// Retransmission timeouts that fired (each resent one datagram; the rest of
+    /// `retransmits` were selective: fast retransmits and recovery).
+    pub retransmit_timeouts: u64,
     /// Standalone acknowledgements sent (udp; most ride on data).
     pub acks_sent: u64,
     /// Datagrams received more than once and dropped (udp).

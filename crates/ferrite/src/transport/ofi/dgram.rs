@@ -601,15 +601,10 @@ impl Ofi {
             .is_some_and(|d| d.backlog_bytes(None) > 0 || !d.chan.settled())
     }
 
-    /// The channel's counters in the transport's: datagrams not ours (wrong secret,
-    /// garbage, malformed) as strangers; retransmissions, acknowledgements, duplicates.
+    /// The channel's counters in the transport's (`Channel::add_stats`).
     pub(super) fn channel_stats(&self, s: &mut TransportStats) {
         if let Some(d) = &self.chan {
-            let c = d.chan.stats();
-            s.strangers_dropped += c.strangers + c.reliable.drops.total();
-            s.retransmits += c.reliable.retransmits;
-            s.acks_sent += c.reliable.acks_sent;
-            s.duplicates += c.reliable.duplicates;
+            d.chan.add_stats(s);
         }
     }
 }

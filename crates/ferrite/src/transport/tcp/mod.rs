@@ -1144,7 +1144,7 @@ impl Transport for Tcp {
     fn stats(&self) -> TransportStats {
         let cm = self.mgr.cm_stats();
         let m = self.mgr.stats();
-        TransportStats {
+        let mut s = TransportStats {
             strangers_dropped: self.stats.strangers_dropped + m.strangers + cm.silent,
             handshake_retries: cm.retries,
             race_losers: cm.races_lost,
@@ -1154,7 +1154,12 @@ impl Transport for Tcp {
             conn: self.mgr.counters(),
             peers_used: self.peers.values().filter(|p| p.used).count() as u64,
             ..self.stats
+        };
+        // The datagram channel's (adaptive, ud set-up).
+        if let Some(d) = &self.chan {
+            d.chan.add_stats(&mut s);
         }
+        s
     }
 
     /// Lets every peer take the last bytes (connecting first if packets still wait for a

@@ -31,6 +31,7 @@ use crate::conn::wire::{self, Kind};
 use crate::conn::Micros;
 use crate::terr;
 use crate::transport::error::{Error, TResult};
+use crate::transport::TransportStats;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -338,7 +339,9 @@ impl<P: Port> Channel<P> {
     ) -> usize {
         self.timer.drain();
         self.retry_backlog();
-        let mut n = self.timers(deliver);
+        // What arrived first, timers after: a process that was descheduled past its RTO
+        // would otherwise resend before reading the acknowledgements waiting for it.
+        let mut n = 0;
         for _ in 0..1024 {
             let (len, from) = match self.port.recv_from(&mut self.buf) {
                 Ok(x) => x,
@@ -535,6 +538,18 @@ impl<P: Port> Channel<P> {
         !self.pending()
             && self.last_data.elapsed()
                 >= std::time::Duration::from_micros(2 * self.cfg.rto_initial)
+    }
+
+    /// Adds the channel's counters to a transport's: datagrams not ours (wrong secret,
+    /// garbage, malformed) as strangers; retransmissions, timeouts, acknowledgements,
+    /// duplicates.
+    pub fn add_stats(&self, s: &mut TransportStats) {
+        let c = self.stats();
+        s.strangers_dropped += c.strangers + c.reliable.drops.total();
+        s.retransmits += c.reliable.retransmits;
+        s.retransmit_timeouts += c.reliable.timeouts;
+        s.acks_sent += c.reliable.acks_sent;
+        s.duplicates += c.reliable.duplicates;
     }
 
     pub fn stats(&self) -> ChannelStats {

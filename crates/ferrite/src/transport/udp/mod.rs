@@ -221,16 +221,9 @@ impl Transport for Udp {
     }
 
     fn stats(&self) -> TransportStats {
-        let c = self.ch.stats();
-        TransportStats {
-            strangers_dropped: self.stats.strangers_dropped
-                + c.strangers
-                + c.reliable.drops.total(),
-            retransmits: c.reliable.retransmits,
-            acks_sent: c.reliable.acks_sent,
-            duplicates: c.reliable.duplicates,
-            ..self.stats
-        }
+        let mut s = TransportStats { ..self.stats };
+        self.ch.add_stats(&mut s);
+        s
     }
 
     /// Peers the channel gave up on: receives posted for them fail (MPI_ERR_PROC_ABORTED).
