@@ -13,7 +13,8 @@
 //! other than verbs, opening /proc/kallsyms fails with ENOENT, which the verbs init takes as
 //! "no peer memory, no dma-buf" and goes on. Every other call, and every call on another
 //! thread or outside fi_getinfo, goes straight to libc's fopen. A provider named with
-//! "verbs" (e.g. "verbs;ofi_rxm") keeps libfabric's behaviour.
+//! "verbs" (e.g. "verbs;ofi_rxm") keeps libfabric's behaviour. Where libmpi itself is
+//! loaded with dlopen (mpi4py), libfabric binds to libc's fopen and reads the file as before.
 
 use std::cell::Cell;
 use std::ffi::{c_char, CStr};
