@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# C conformance suite. Builds every tests/c/*.c with $MPICC into tests/c/bin and runs each
-# under `timeout` with $MPIRUN at -n 1, 2, 4 and 16, or at the counts its first line
-# declares (`/* np: 2 4 16 */`). Prints one PASS/FAIL/SKIP line per run and ends with
+# C conformance suite. Builds every tests/c/*.c with $MPICC into tests/c/bin (skipping binaries
+# that are up to date, see build() below) and runs each under `timeout` with $MPIRUN at -n 1,
+# 2, 4 and 16, or at the counts its first line declares (`/* np: 2 4 16 */`). Prints one
+# PASS/FAIL/SKIP line per run (a PASS with the run's wall time) and ends with
 # `c: N passed, N failed, N skipped`.
 #
 # Which MPI: by default Ferrite from $PREFIX (./build): $PREFIX/bin/mpicc, $PREFIX/bin/mpirun.
@@ -102,6 +103,46 @@ check_job_failure() { # name np bin log
     pass=$((pass + 1))
 }
 
+# A program is compiled only when its binary is not up to date: built by the same compiler
+# command with the same flags (recorded in bin/.NAME.key) and newer than its source, the
+# headers here, and the compiler wrapper, mpi.h and libmpi of the MPI it was built with
+# (<wrapper's dir>/../include, ../lib). make test runs this script ~20 times on one
+# installation; only the first compiles. Builds go to a temporary name first, so an
+# interrupted or concurrent build never leaves a half-written binary.
+cflags="-O2 -g -Wall"
+mpicc_path=$(command -v "$MPICC" 2>/dev/null || echo "$MPICC")
+mpicc_real=$(readlink -f -- "$mpicc_path" 2>/dev/null || echo "$mpicc_path")
+build_key="$mpicc_real $cflags cc=${FERRITE_CC:-}${MPICH_CC:-}"
+build_deps=("$mpicc_real")
+for f in "$here"/*.h; do [ -e "$f" ] && build_deps+=("$f"); done
+mpi_root=$(cd "$(dirname "$mpicc_real")/.." 2>/dev/null && pwd) || mpi_root=
+if [ -n "$mpi_root" ]; then
+    for f in "$mpi_root/include/mpi.h" "$mpi_root"/lib/libmpi.so*; do
+        [ -e "$f" ] && build_deps+=("$f")
+    done
+fi
+compiled=0; reused=0
+
+up_to_date() { # src bin
+    local key=$bindir/.$(basename "$2").key d
+    [ -x "$2" ] && [ -f "$key" ] && [ "$(cat "$key")" = "$build_key" ] || return 1
+    [ "$1" -nt "$2" ] && return 1
+    for d in "${build_deps[@]}"; do [ "$d" -nt "$2" ] && return 1; done
+    return 0
+}
+
+build() { # src bin log
+    local key=$bindir/.$(basename "$2").key tmp=$2.tmp.$$
+    if up_to_date "$1" "$2"; then reused=$((reused + 1)); return 0; fi
+    rm -f "$key"
+    compiled=$((compiled + 1))
+    if ! $MPICC $cflags -o "$tmp" "$1" >"$3" 2>&1; then
+        rm -f "$tmp" "$2"
+        return 1
+    fi
+    mv -f "$tmp" "$2" && echo "$build_key" >"$key"
+}
+
 if [ $# -gt 0 ]; then names=("$@"); else
     names=()
     for f in "$here"/*.c; do names+=("$(basename "$f" .c)"); done
@@ -112,7 +153,7 @@ for name in "${names[@]}"; do
     bin=$bindir/$name
     nps=${TEST_NP:-$(sed -n '1s|.*/\* *np: *\([0-9 ]*\)\*/.*|\1|p' "$src")}
     nps=${nps:-1 2 4 16}
-    if ! $MPICC -O2 -g -Wall -o "$bin" "$src" >"$logdir/$name.build" 2>&1; then
+    if ! build "$src" "$bin" "$logdir/$name.build"; then
         for np in $nps; do report_fail "$name" "$np" "build failed" "$logdir/$name.build"; done
         continue
     fi
@@ -127,8 +168,11 @@ for name in "${names[@]}"; do
         case $name in
         job_*) check_job_failure "$name" "$np" "$bin" "$log"; continue ;;
         esac
+        t0=$(date +%s%N)
         timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n "$np" $MPIRUN_FLAGS "$bin" >"$log" 2>&1
         rc=$?
+        took=$(( ($(date +%s%N) - t0) / 10000000 ))
+        took=$(printf "%d.%02d s" $((took / 100)) $((took % 100)))
         if ! wait_gone "$bin"; then
             reap "$bin"
             report_fail "$name" "$np" "processes left after mpirun exited (status $rc)" "$log"
@@ -136,18 +180,18 @@ for name in "${names[@]}"; do
             report_fail "$name" "$np" "timed out after ${TEST_TIMEOUT}s" "$log"
             timed_out=$np
         elif [ "$rc" -ne 0 ]; then
-            report_fail "$name" "$np" "exit status $rc" "$log"
+            report_fail "$name" "$np" "exit status $rc after $took" "$log"
         elif grep -q "^skipped: " "$log"; then
             echo "SKIP $name -n $np ($(grep -m1 '^skipped: ' "$log" | cut -c10-))"
             skip=$((skip + 1))
         elif ! grep -qx "done: $name" "$log"; then
             report_fail "$name" "$np" "exit 0 but rank 0 never printed 'done: $name'" "$log"
         else
-            echo "PASS $name -n $np"
+            echo "PASS $name -n $np ($took)"
             pass=$((pass + 1))
         fi
     done
 done
-echo "c: suite took $(( $(date +%s) - start )) s"
+echo "c: suite took $(( $(date +%s) - start )) s ($compiled programs compiled, $reused up to date)"
 echo "c: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -195,5 +195,28 @@ done
 # ofi's shared receive pool and its credits (tests/conn/srq.sh).
 if [ "$CONN_TRANSPORT" = ofi ]; then . "$here/srq.sh"; fi
 
+# ofi start-up: libfabric's verbs init reads all of /proc/kallsyms twice (0.2-0.5 s a rank)
+# unless transport/ofi/ffi/kallsyms.rs hides it; a rank's bytes read in MPI_Init stay below
+# one copy of it (about 20 KB when hidden, twice the file's size when not).
+if [ "$CONN_TRANSPORT" = ofi ]; then
+    log=$tmp/startio.log
+    ksize=$(wc -c </proc/kallsyms 2>/dev/null || echo 0)
+    if ! $MPICC -O2 -Wall -o "$here/bin/startio" "$here/startio.c" >"$log" 2>&1; then
+        ko ofi-start-no-kallsyms "compile error" "$log"
+    elif ! timeout -k 5 "$TEST_TIMEOUT" $MPIRUN -n 2 "$here/bin/startio" >"$log" 2>&1 \
+            || ! grep -qx "done: startio" "$log"; then
+        ko ofi-start-no-kallsyms "job failed" "$log"
+    else
+        got=$(sed -n 's/^rchar: //p' "$log")
+        if [ "$got" = unknown ] || [ "$ksize" -lt 100000 ]; then
+            echo "SKIP ofi-start-no-kallsyms (not checkable here: rchar $got, kallsyms $ksize bytes)"
+        elif [ "$got" -lt "$ksize" ]; then
+            ok "ofi-start-no-kallsyms ($got bytes read in MPI_Init; kallsyms is $ksize)"
+        else
+            ko ofi-start-no-kallsyms "a rank read $got bytes in MPI_Init, kallsyms is $ksize" "$log"
+        fi
+    fi
+fi
+
 echo "conn: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -7,6 +7,7 @@
 //! close them when dropped.
 
 pub mod dgram;
+mod kallsyms;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr::{null, null_mut};
@@ -597,7 +598,13 @@ impl Info {
             (*(*hints).domain_attr).mr_mode =
                 FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
             (*(*hints).fabric_attr).prov_name = libc::strdup(prov.as_ptr());
-            let rc = (l.getinfo)(API_VERSION, null(), null(), 0, hints, &mut out);
+            // The first call initializes every built-in provider (see kallsyms.rs).
+            let mut getinfo = || (l.getinfo)(API_VERSION, null(), null(), 0, hints, &mut out);
+            let rc = if kallsyms::may_hide(provider) {
+                kallsyms::hidden(getinfo)
+            } else {
+                getinfo()
+            };
             (l.freeinfo)(hints);
             rc
         };
