@@ -76,6 +76,7 @@ impl How {
     }
 
     /// The status of a completed request, released unless peeking.
+    #[inline]
     fn get(self, st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
         if self == How::Peek {
             return st.request_status(*h);

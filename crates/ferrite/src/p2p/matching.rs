@@ -124,8 +124,9 @@ impl<T> PostedQueues<T> {
     }
 
     /// Removes entry `j` of queue `i`: (tag, item). The emptied queue stays unless there
-    /// are many (see [`KEEP_EMPTY`]).
-    #[inline]
+    /// are many (see [`KEEP_EMPTY`]). (Always inlined: called once per arrival, and the
+    /// call's own cost was a third of it.)
+    #[inline(always)]
     fn take(&mut self, i: u32, j: usize) -> Option<(i32, T)> {
         let (k, q) = &mut self.arena[i as usize];
         let e = if j == 0 { q.pop_front()? } else { q.remove(j)? };
