@@ -76,7 +76,7 @@ run_suite c-tcp env FERRITE_TRANSPORTS=tcp,self tests/c/run.sh
 # application's own waits: RMA and point-to-point programs over shm and over tcp.
 run_suite c-async env FERRITE_ASYNC_PROGRESS=1 TEST_NP="2 4" tests/c/run.sh \
     rma_ops rma_passive rma_direct rma_many rma_fastview rma_accsizes ring anysource coll_basic \
-    threads_multiple p2p_windows p2p_done_send
+    threads_multiple p2p_windows p2p_done_send p2p_irecv_handles
 run_suite c-async-tcp env FERRITE_ASYNC_PROGRESS=1 FERRITE_TRANSPORTS=tcp,self TEST_NP="2 4" \
     tests/c/run.sh rma_ops rma_passive rma_batch ring anysource
 

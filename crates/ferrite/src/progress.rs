@@ -109,7 +109,7 @@ impl Ferrite {
     /// members wake, instead of in the epoll set (coll/shm.rs).
     pub fn needs_no_packets(&self) -> bool {
         self.p2p.reqs.is_empty()
-            && self.p2p.waiters.is_empty()
+            && !self.p2p.has_waiters()
             && !self.p2p.has_backlog()
             && self.coll.idle()
             && self.objects.wins.active.is_empty()

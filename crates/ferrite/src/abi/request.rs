@@ -15,7 +15,7 @@ use super::status::{ignored, load, store, store_with_error};
 use super::types::MPI_Status;
 use crate::error::{class_of, ErrObj, MpiError, MpiResult};
 use crate::p2p::ops::invalid_request;
-use crate::p2p::protocol::{empty_status, DONE_SEND};
+use crate::p2p::protocol::{empty_status, P2p, DONE_SEND};
 use crate::p2p::status::Status;
 use crate::state::{self, Ferrite, Held};
 use std::os::raw::c_int;
@@ -34,6 +34,13 @@ fn slot(st: &Ferrite, h: MPI_Request) -> MpiResult<Slot> {
     }
     if h == DONE_SEND {
         return Ok(Slot::Done);
+    }
+    if P2p::is_waiter(h) {
+        return match st.p2p.waiter_state(h) {
+            Some(true) => Ok(Slot::Done),
+            Some(false) => Ok(Slot::Pending),
+            None => Err(invalid_request(h)),
+        };
     }
     let r = st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
     Ok(if r.persistent.is_some() && !r.active {
@@ -69,6 +76,7 @@ impl How {
     }
 
     /// The status of a completed request, released unless peeking.
+    #[inline]
     fn get(self, st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
         if self == How::Peek {
             return st.request_status(*h);
@@ -79,10 +87,19 @@ impl How {
 
 /// Hands back the status of a completed request and frees (or deactivates) it, updating the
 /// caller's handle. Returns the status and the communicator errors raise on.
+#[inline]
 fn take(st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
     if *h == DONE_SEND {
         *h = MPI_REQUEST_NULL;
         return (Status::default(), MPI_COMM_WORLD); // what a completed send reports
+    }
+    // A completed MPI_Irecv that needed no request: one lookup, no general release.
+    if let Some(done) = P2p::is_waiter(*h)
+        .then(|| st.p2p.take_done_waiter(*h))
+        .flatten()
+    {
+        *h = MPI_REQUEST_NULL;
+        return done;
     }
     let (status, comm, kept) = st.release_user(*h);
     if !kept {
@@ -156,7 +173,7 @@ fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
             }
             Slot::Done => {}
         }
-        let comm = st.p2p.reqs.get(h).map_or(MPI_COMM_WORLD, |r| r.comm);
+        let comm = st.request_comm(h);
         st.check_net(comm)?;
         Ok(take(st, &mut h))
     })?;
@@ -557,8 +574,8 @@ mpi_fn! {
             return r;
         }
         state::with(|st| {
-            if h == DONE_SEND {
-                return Ok(()); // complete, and owns nothing
+            if h == DONE_SEND || st.p2p.free_waiter(h) {
+                return Ok(()); // complete and owning nothing, or a waiter (MPI_Irecv's)
             }
             st.part_free(h);
             let r = st.p2p.reqs.get_mut(h).ok_or_else(|| invalid_request(h))?;
@@ -606,8 +623,8 @@ mpi_fn! {
             return r;
         }
         state::with(|st| {
-            if h == DONE_SEND {
-                return Ok(()); // complete: nothing to cancel
+            if h == DONE_SEND || st.p2p.cancel_waiter(h) {
+                return Ok(()); // complete (nothing to cancel), or a waiter (MPI_Irecv's)
             }
             st.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
             st.p2p.cancel(h);

@@ -27,6 +27,9 @@ const INDEX_MASK: u32 = 0x03ff_ffff;
 /// A table of user-created objects of one type, with free-slot reuse.
 pub struct HandleTable<T> {
     type_code: u32,
+    /// Added to every index in a handle: two tables of one type can share the type's
+    /// handles (p2p's waiters take the upper half of the request indices).
+    base: u32,
     slots: Vec<Option<T>>,
     free: Vec<u32>,
 }
@@ -35,6 +38,7 @@ impl<T> HandleTable<T> {
     pub const fn new(type_code: u32) -> Self {
         HandleTable {
             type_code,
+            base: 0,
             slots: Vec::new(),
             free: Vec::new(),
         }
@@ -48,13 +52,25 @@ impl<T> HandleTable<T> {
         t
     }
 
-    fn handle(&self, idx: u32) -> c_int {
-        (DIRECT | (self.type_code << 26) | idx) as c_int
+    /// A table whose handles have indices from `base` on (a table of the same type with
+    /// base 0 finds none of them, having no slot that far).
+    pub const fn with_base(type_code: u32, base: u32) -> Self {
+        let mut t = Self::new(type_code);
+        t.base = base;
+        t
     }
 
+    fn handle(&self, idx: u32) -> c_int {
+        (DIRECT | (self.type_code << 26) | (self.base + idx)) as c_int
+    }
+
+    #[inline]
     fn index(&self, h: c_int) -> Option<usize> {
         let h = h as u32;
-        (h & !INDEX_MASK == DIRECT | (self.type_code << 26)).then_some((h & INDEX_MASK) as usize)
+        if h & !INDEX_MASK != DIRECT | (self.type_code << 26) {
+            return None;
+        }
+        (h & INDEX_MASK).checked_sub(self.base).map(|i| i as usize)
     }
 
     #[inline]
@@ -147,6 +163,19 @@ mod tests {
         let c = t.insert("c");
         assert_eq!(c, a, "freed slot is reused");
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn tables_with_a_base_share_a_type_without_overlap() {
+        let mut low = HandleTable::new(kind::REQUEST);
+        let mut high = HandleTable::with_base(kind::REQUEST, 1 << 25);
+        let a = low.insert('a');
+        let b = high.insert('b');
+        assert_eq!(b as u32, 0xae00_0000);
+        assert_eq!((low.get(b), high.get(a)), (None, None));
+        assert_eq!((low.get(a), high.get(b)), (Some(&'a'), Some(&'b')));
+        assert_eq!(high.remove(b), Some('b'));
+        assert_eq!(high.insert('c'), b, "freed slot is reused");
     }
 
     #[test]

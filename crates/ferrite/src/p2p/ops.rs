@@ -15,7 +15,7 @@
 //! match user point-to-point traffic; ranks are ranks in the communicator; any tag value is
 //! allowed (collectives may use their own tag space).
 
-use super::protocol::{RecvNow, DONE_SEND};
+use super::protocol::{P2p, RecvNow, DONE_SEND};
 use super::request::{Mode, Op, Ptr, RecvOp, RecvStage, Source, Spec, Target};
 use super::status::Status;
 use crate::consts::*;
@@ -182,8 +182,9 @@ impl Ferrite {
         })
     }
 
-    /// MPI_Irecv: [`Self::recv_spec`] and [`Self::start_new`] without a `Spec` in between
-    /// (the target moves into the request; one per message in a window of receives).
+    /// MPI_Irecv: [`Self::recv_spec`] and a receive without a `Spec` in between, as a
+    /// waiter unless a request is needed (`P2p::irecv`; one per message in a window of
+    /// receives).
     pub fn irecv(
         &mut self,
         buf: *mut u8,
@@ -194,7 +195,7 @@ impl Ferrite {
         comm: MPI_Comm,
     ) -> MpiResult<MPI_Request> {
         let (ctx, target) = self.recv_args(buf, count, dt, src, tag, comm)?;
-        let h = self.p2p.new_recv(comm, ctx, src, tag, target);
+        let h = self.p2p.irecv(comm, ctx, src, tag, target);
         self.p2p.flush(&mut self.net);
         Ok(h)
     }
@@ -336,7 +337,7 @@ impl Ferrite {
 
     /// MPI_Start on a persistent request.
     pub fn start_persistent(&mut self, h: MPI_Request) -> MpiResult<()> {
-        if h == DONE_SEND {
+        if h == DONE_SEND || self.p2p.waiter_state(h).is_some() {
             return Err(not_persistent(h));
         }
         let r = self.p2p.reqs.get(h).ok_or_else(|| invalid_request(h))?;
@@ -426,6 +427,9 @@ impl Ferrite {
 
     #[inline]
     fn release_in(&mut self, h: MPI_Request) -> (Status, MPI_Comm, Option<Vec<u8>>, bool) {
+        if P2p::is_waiter(h) {
+            return self.release_waiter(h);
+        }
         let Some(r) = self.p2p.reqs.get_mut(h) else {
             return (Self::unlisted_status(h), MPI_COMM_WORLD, None, false);
         };
@@ -446,6 +450,18 @@ impl Ferrite {
         (st, comm, received, false)
     }
 
+    /// [`Self::release_in`] of a waiter (MPI_Irecv's), or of the request it became.
+    fn release_waiter(&mut self, h: MPI_Request) -> (Status, MPI_Comm, Option<Vec<u8>>, bool) {
+        match self.p2p.take_user_waiter(h) {
+            Some((comm, Ok(st))) => (st, comm, None, false),
+            Some((comm, Err(r))) => {
+                let (st, _, received, _) = self.release_in(r);
+                (st, comm, received, false)
+            }
+            None => (Self::unlisted_status(h), MPI_COMM_WORLD, None, false),
+        }
+    }
+
     /// The status of a request handle the table does not hold: a completed send's for
     /// [`DONE_SEND`], else the empty status.
     fn unlisted_status(h: MPI_Request) -> Status {
@@ -460,7 +476,18 @@ impl Ferrite {
     pub fn request_status(&self, h: MPI_Request) -> (Status, MPI_Comm) {
         match self.p2p.reqs.get(h) {
             Some(r) => (r.status, r.comm),
-            None => (Self::unlisted_status(h), MPI_COMM_WORLD),
+            None => self
+                .p2p
+                .waiter_status(h)
+                .unwrap_or((Self::unlisted_status(h), MPI_COMM_WORLD)),
+        }
+    }
+
+    /// The communicator a request's or waiter's errors raise on.
+    pub fn request_comm(&self, h: MPI_Request) -> MPI_Comm {
+        match self.p2p.reqs.get(h) {
+            Some(r) => r.comm,
+            None => self.p2p.waiter_status(h).map_or(MPI_COMM_WORLD, |x| x.1),
         }
     }
 

@@ -60,7 +60,7 @@ pub struct P2p {
     /// Messages (and their payload bytes) this process started sending and that arrived
     /// here, collectives' and RMA's own included: the tool interface's counters.
     pub counts: MessageCounts,
-    /// Blocking receives (MPI_Recv) waiting without a request (see [`Waiter`]).
+    /// Receives without a request (see [`Waiter`]): blocking ones (MPI_Recv) and MPI_Irecv's.
     pub waiters: HandleTable<Waiter>,
     /// The blocking receive that waits in no queue ([`DIRECT_WAITER`]), if any.
     direct: Option<Waiter>,
@@ -75,14 +75,18 @@ pub struct MessageCounts {
     pub bytes_received: u64,
 }
 
-/// Handle type code of [`Waiter`]s: not one of MPICH's object types, so the request table
-/// never owns such a handle and users never see one.
-const WAITER_KIND: u32 = 0xf;
+/// First index of the waiters' handles: they are request handles (MPICH's type REQUEST)
+/// in the upper half of the index range, which the request table never reaches, so one
+/// mask tells them apart ([`P2p::is_waiter`]) and users may hold them (MPI_Irecv).
+const WAITER_BASE: u32 = 1 << 25;
 
-/// A blocking receive waiting with no request: posted in `matching` like a request (same
-/// sequence numbers, so matching order is the same), under a handle of the `waiters`
-/// table. An eager message lands straight in its target; a rendezvous one turns it into a
-/// request (`Waited::Request`), since that protocol names the receive on the wire.
+/// A receive waiting with no request: posted in `matching` like a request (same sequence
+/// numbers, so matching order is the same), under a handle of the `waiters` table. A
+/// blocking receive (MPI_Recv) waits for it; MPI_Irecv hands its handle to the user, and
+/// the completion calls resolve it (`waiter_state`, `take_user_waiter`, `free_waiter`,
+/// `cancel_waiter`). It is a third of a `Request`'s size and has no protocol state: an
+/// eager message lands straight in its target; a rendezvous one turns it into a request
+/// (`Waited::Request`), since that protocol names the receive on the wire.
 pub struct Waiter {
     comm: MPI_Comm,
     ctx: u32,
@@ -91,6 +95,8 @@ pub struct Waiter {
     target: Target,
     status: Status,
     state: Waited,
+    /// MPI_Request_free was called on it while it was pending: dropped once it completes.
+    freed: bool,
 }
 
 /// The handle of the direct waiter: a blocking receive posted when no receive at all was
@@ -99,9 +105,9 @@ pub struct Waiter {
 /// accepts is its (`P2p::direct_match`, checked before `Matching::arrive`); one it does not
 /// accept goes on to the queues. That saves the waiter table and both queue operations on
 /// a ping-pong's receive. A second blocking receive meanwhile (another thread) waits as an
-/// ordinary [`Waiter`]. The handle is in the waiters' type code with the last index, which
-/// the table never reaches.
-const DIRECT_WAITER: MPI_Request = (0x8000_0000u32 | (WAITER_KIND << 26) | 0x03ff_ffff) as i32;
+/// ordinary [`Waiter`]. The handle is the waiters' last index, which the table never
+/// reaches.
+const DIRECT_WAITER: MPI_Request = (0x8000_0000u32 | (kind::REQUEST << 26) | 0x03ff_ffff) as i32;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Waited {
@@ -181,7 +187,7 @@ impl P2p {
             dead_news: false,
             part_inits: FxHashMap::default(),
             counts: MessageCounts::default(),
-            waiters: HandleTable::new(WAITER_KIND),
+            waiters: HandleTable::with_base(kind::REQUEST, WAITER_BASE),
             direct: None,
         }
     }
@@ -202,6 +208,9 @@ impl P2p {
             w.status.source = src;
             w.status.error = make_code(MPI_ERR_PROC_ABORTED, why.to_string());
             w.state = Waited::Done;
+            if w.freed {
+                self.waiters.free(h);
+            }
             return;
         }
         if let Some(r) = self.reqs.get_mut(h) {
@@ -305,8 +314,12 @@ impl P2p {
         DONE_SEND
     }
 
+    /// Whether request or waiter `h` is complete (true for handles of neither).
     pub fn is_done(&self, h: MPI_Request) -> bool {
-        self.reqs.get(h).is_none_or(|r| r.done)
+        match self.reqs.get(h) {
+            Some(r) => r.done,
+            None => self.waiter_done(h),
+        }
     }
 
     /// Marks a request complete; drops its protocol state (and its Bsend block) and, if the
@@ -543,9 +556,10 @@ impl P2p {
         self.match_or_post(h, ctx, src, tag);
     }
 
-    /// A new receive request, started: [`Self::new_request`] and [`Self::start_recv`] in
-    /// one, with the request built whole before it enters the table.
-    pub fn new_recv(
+    /// MPI_Irecv: the receive as a [`Waiter`] whose handle the user holds (posted, or
+    /// complete when an unexpected eager message or MPI_PROC_NULL satisfied it at once), or
+    /// a request when it matched an unexpected rendezvous message.
+    pub fn irecv(
         &mut self,
         comm: MPI_Comm,
         ctx: u32,
@@ -553,14 +567,132 @@ impl P2p {
         tag: i32,
         target: Target,
     ) -> MPI_Request {
-        if src == MPI_PROC_NULL {
-            let h = self.new_request(comm, true);
-            self.complete_with(h, proc_null_status());
-            return h;
+        let status = if src == MPI_PROC_NULL {
+            proc_null_status()
+        } else {
+            match self.start_waiter(comm, ctx, src, tag, target, false) {
+                RecvNow::Done(st) => st,
+                RecvNow::Waiter(h) | RecvNow::Request(h) => return h,
+            }
+        };
+        self.waiters.insert(Waiter {
+            comm,
+            ctx,
+            src,
+            tag,
+            target: Target::Owned(Vec::new()),
+            status,
+            state: Waited::Done,
+            freed: false,
+        })
+    }
+
+    /// True for the handle of a [`Waiter`] (live or not): one mask, no lookup.
+    #[inline]
+    pub fn is_waiter(h: MPI_Request) -> bool {
+        (h as u32) & 0xfe00_0000 == 0x8000_0000 | (kind::REQUEST << 26) | WAITER_BASE
+    }
+
+    /// A user's waiter (MPI_Irecv): whether it is complete; None if `h` is none.
+    #[inline]
+    pub fn waiter_state(&self, h: MPI_Request) -> Option<bool> {
+        let w = self.waiters.get(h)?;
+        Some(match w.state {
+            Waited::Posted => false,
+            Waited::Done => true,
+            Waited::Request(r) => self.is_done(r),
+        })
+    }
+
+    /// Removes a user's complete waiter: its communicator and status, or `Err(r)` when it
+    /// became request `r` (complete; the caller releases it). None if `h` is no waiter.
+    #[inline]
+    pub fn take_user_waiter(
+        &mut self,
+        h: MPI_Request,
+    ) -> Option<(MPI_Comm, Result<Status, MPI_Request>)> {
+        let w = self.waiters.get(h)?;
+        let took = match w.state {
+            Waited::Request(r) => Err(r),
+            _ => Ok(w.status),
+        };
+        let comm = w.comm;
+        self.waiters.free(h);
+        Some((comm, took))
+    }
+
+    /// [`Self::take_user_waiter`] of a waiter that holds its own status (not one that became
+    /// a request): the completion calls' fast path over a window of MPI_Irecvs.
+    #[inline]
+    pub fn take_done_waiter(&mut self, h: MPI_Request) -> Option<(Status, MPI_Comm)> {
+        let w = self.waiters.get(h).filter(|w| w.state == Waited::Done)?;
+        let out = (w.status, w.comm);
+        self.waiters.free(h);
+        Some(out)
+    }
+
+    /// A user's waiter's status as it stands and its communicator (MPI_Request_get_status).
+    pub fn waiter_status(&self, h: MPI_Request) -> Option<(Status, MPI_Comm)> {
+        let w = self.waiters.get(h)?;
+        let st = match w.state {
+            Waited::Request(r) => self.reqs.get(r).map_or(w.status, |r| r.status),
+            _ => w.status,
+        };
+        Some((st, w.comm))
+    }
+
+    /// The status of request or waiter `h` as it stands.
+    pub fn status_of(&self, h: MPI_Request) -> Option<Status> {
+        match self.reqs.get(h) {
+            Some(r) => Some(r.status),
+            None => self.waiter_status(h).map(|x| x.0),
         }
-        let h = self.recv_request(comm, ctx, src, tag, target);
-        self.match_or_post(h, ctx, src, tag);
-        h
+    }
+
+    /// MPI_Request_free on a waiter: dropped now if complete, else once it completes (its
+    /// request's, if it became one). False if `h` is no waiter.
+    pub fn free_waiter(&mut self, h: MPI_Request) -> bool {
+        let Some(w) = self.waiters.get_mut(h) else {
+            return false;
+        };
+        match w.state {
+            Waited::Posted => w.freed = true,
+            Waited::Done => {
+                self.waiters.free(h);
+            }
+            Waited::Request(r) => {
+                self.waiters.free(h);
+                match self.reqs.get_mut(r) {
+                    Some(q) if q.done => {
+                        self.reqs.free(r);
+                    }
+                    Some(q) => q.freed = true,
+                    None => {}
+                }
+            }
+        }
+        true
+    }
+
+    /// MPI_Cancel on a waiter: one still posted leaves the queues and completes cancelled.
+    /// False if `h` is no waiter.
+    pub fn cancel_waiter(&mut self, h: MPI_Request) -> bool {
+        let Some(w) = self.waiters.get(h) else {
+            return false;
+        };
+        if w.state == Waited::Posted && self.matching.cancel_posted(|&p| p == h).is_some() {
+            if let Some(w) = self.waiters.get_mut(h) {
+                w.status = Status {
+                    cancelled: true,
+                    ..empty_status()
+                };
+                w.state = Waited::Done;
+                if w.freed {
+                    self.waiters.free(h);
+                }
+            }
+        }
+        true
     }
 
     /// A receive request in the table, not yet matched or posted.
@@ -594,9 +726,29 @@ impl P2p {
         ctx: u32,
         src: i32,
         tag: i32,
-        mut target: Target,
+        target: Target,
     ) -> RecvNow {
-        match self.matching.take_unexpected(ctx, src, tag) {
+        self.start_waiter(comm, ctx, src, tag, target, true)
+    }
+
+    /// [`Self::recv_now`]; `direct`: the receive may wait as the direct waiter (a blocking
+    /// one only: the direct slot has no user handle).
+    fn start_waiter(
+        &mut self,
+        comm: MPI_Comm,
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        mut target: Target,
+        direct: bool,
+    ) -> RecvNow {
+        // (Nothing unexpected is the common case of a window of receives posted ahead.)
+        let found = if self.matching.unexpected_len() == 0 {
+            None
+        } else {
+            self.matching.take_unexpected(ctx, src, tag)
+        };
+        match found {
             Some((
                 s,
                 t,
@@ -631,9 +783,10 @@ impl P2p {
                     target,
                     status: Status::default(),
                     state: Waited::Posted,
+                    freed: false,
                 };
                 self.dead_news |= !self.dead.is_empty();
-                if self.direct.is_none() && self.matching.posted_len() == 0 {
+                if direct && self.direct.is_none() && self.matching.posted_len() == 0 {
                     self.direct = Some(w);
                     return RecvNow::Waiter(DIRECT_WAITER);
                 }
@@ -688,6 +841,17 @@ impl P2p {
             .map(|(h, w)| (h, w.comm, w.src))
     }
 
+    /// Whether any receive without a request exists (posted, or complete and not yet
+    /// taken), the direct one included.
+    pub fn has_waiters(&self) -> bool {
+        self.direct.is_some() || !self.waiters.is_empty()
+    }
+
+    /// Requests and waiters allocated (the tool interface's count of active requests).
+    pub fn requests_len(&self) -> usize {
+        self.reqs.len() + self.waiters.len() + self.direct.is_some() as usize
+    }
+
     /// Posted receives, requests and waiters (the tool interface's count).
     pub fn posted_len(&self) -> usize {
         let direct = self.direct.as_ref();
@@ -727,9 +891,15 @@ impl P2p {
             return h;
         };
         let target = std::mem::replace(&mut w.target, Target::Owned(Vec::new()));
-        let (comm, ctx, src, tag) = (w.comm, w.ctx, w.src, w.tag);
+        let (comm, ctx, src, tag, freed) = (w.comm, w.ctx, w.src, w.tag, w.freed);
         let r = self.recv_request(comm, ctx, src, tag, target);
-        if let Some(w) = self.waiter_mut(h) {
+        if freed {
+            // Nobody will ask for it: the request goes when it completes.
+            self.waiters.free(h);
+            if let Some(q) = self.reqs.get_mut(r) {
+                q.freed = true;
+            }
+        } else if let Some(w) = self.waiter_mut(h) {
             w.state = Waited::Request(r);
         }
         r
@@ -795,6 +965,9 @@ impl P2p {
             w.status.tag = t;
             store_message(&mut w.target, &mut w.status, data, len);
             w.state = Waited::Done;
+            if w.freed {
+                self.waiters.free(h);
+            }
             return;
         }
         let Some(req) = self.reqs.get_mut(h) else {

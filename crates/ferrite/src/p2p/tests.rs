@@ -160,7 +160,7 @@ impl Sim {
     }
 
     fn status(&self, at: Proc, h: MPI_Request) -> Status {
-        self.procs[at as usize].reqs.get(h).unwrap().status
+        self.procs[at as usize].status_of(h).unwrap()
     }
 }
 
@@ -250,8 +250,9 @@ fn eager_send_completes_at_once_rendezvous_after_the_receiver_has_it() {
     assert_eq!((b1, b2), ([7; 100], [8; 101]));
 }
 
-/// `bytes`: the receive takes a `Target::Bytes` through `new_recv` (MPI_Recv/Irecv of a
-/// predefined type) instead of a datatype target through `start_recv`.
+/// `bytes`: the receive takes a `Target::Bytes` through `irecv` (MPI_Irecv of a predefined
+/// type: a waiter, or a request for rendezvous) instead of a datatype target through
+/// `start_recv`.
 fn truncation(can_read: bool, n: usize, cap: usize, eager_limit: usize, bytes: bool) {
     let mut sim = Sim::new(2, 8, can_read, eager_limit);
     let data = pattern(n, 3);
@@ -263,7 +264,7 @@ fn truncation(can_read: bool, n: usize, cap: usize, eager_limit: usize, bytes: b
             buf: Ptr(buf.as_mut_ptr()),
             len: cap,
         };
-        p.new_recv(MPI_COMM_WORLD, 0, 0, 5, target)
+        p.irecv(MPI_COMM_WORLD, 0, 0, 5, target)
     } else {
         let r = p.new_request(MPI_COMM_WORLD, true);
         let target = Target::User {

@@ -64,7 +64,7 @@ impl Sample {
             posted: st.p2p.posted_len() as u64,
             unexpected: st.p2p.matching.unexpected_len() as u64,
             unexpected_peak: st.p2p.matching.unexpected_peak() as u64,
-            requests: st.p2p.reqs.len() as u64,
+            requests: st.p2p.requests_len() as u64,
             blocks: stats.blocks,
             rss_kb: crate::runtime::report::peak_rss_kb(),
             ..Sample::default()
