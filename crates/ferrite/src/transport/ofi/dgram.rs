@@ -538,6 +538,10 @@ impl Ofi {
             .map(|(_, body)| body)
             .collect();
         if let Some(d) = self.chan.as_mut() {
+            // Counted here: queued packets are counted when they are posted (`Ofi::post`),
+            // which these now never are over the connection.
+            self.stats.packets_sent += data.len() as u64;
+            self.stats.bytes_sent += data.iter().map(|b| b.len() as u64).sum::<u64>();
             d.push(peer, data);
         }
     }
