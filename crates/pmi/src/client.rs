@@ -5,7 +5,14 @@
 //! client connects, sends `cmd=initack pmiid=ID` and learns its rank and size from the
 //! `cmd=set` lines that follow. When `FERRITE_PMI_SECRET` is set (Ferrite's mpirun sets it
 //! for ranks on other hosts), the initack carries it as `secret=...`, so that a listener
-//! open to the network can tell its own ranks from strangers; other launchers never see it. Requests and responses alternate strictly.
+//! open to the network can tell its own ranks from strangers; other launchers never see it.
+//!
+//! Requests and responses alternate strictly, with one exception: between
+//! [`Client::barrier_enter`] and the [`Client::barrier_poll`] that sees the barrier end, other
+//! requests may be made (MPI_Finalize makes progress while it waits, and progress may look up
+//! a peer's business card). The launcher then answers them before or after `barrier_out`, as
+//! the barrier happens to end; a `barrier_out` read while waiting for another answer is kept
+//! for `barrier_poll`.
 
 use crate::wire::{Message, WireError, MAX_LINE};
 use std::fmt;
@@ -77,6 +84,19 @@ pub struct Client {
     rank: u32,
     size: u32,
     info: Option<JobInfo>,
+    barrier: Barrier,
+}
+
+/// Where a split barrier ([`Client::barrier_enter`]) stands.
+#[derive(Debug)]
+enum Barrier {
+    /// None entered, or the last one's end was reported.
+    Idle,
+    /// `barrier_in` sent; `barrier_out` not read yet.
+    Entered,
+    /// `barrier_out` read while waiting for the answer to another request; `barrier_poll`
+    /// reports it.
+    Ended(Message),
 }
 
 fn env_u32(name: &str) -> PmiResult<u32> {
@@ -152,6 +172,7 @@ impl Client {
             rank,
             size,
             info: None,
+            barrier: Barrier::Idle,
         })
     }
 
@@ -254,9 +275,27 @@ impl Client {
         }
     }
 
+    /// Reads the answer to the request just sent. During a split barrier the launcher may
+    /// send `barrier_out` first: that is kept for [`Client::barrier_poll`].
+    fn recv_answer(&mut self) -> PmiResult<Message> {
+        loop {
+            let m = self.recv()?;
+            if m.cmd == "barrier_out" && matches!(self.barrier, Barrier::Entered) {
+                self.barrier = Barrier::Ended(m);
+                continue;
+            }
+            return Ok(m);
+        }
+    }
+
     /// Reads the response to a request and checks its command and `rc`.
     fn expect(&mut self, cmd: &str) -> PmiResult<Message> {
-        let m = self.recv()?;
+        let m = self.recv_answer()?;
+        Self::check(m, cmd)
+    }
+
+    /// `m` if it is a `cmd` with `rc=0`; otherwise what is wrong with it.
+    fn check(m: Message, cmd: &str) -> PmiResult<Message> {
         if m.cmd != cmd {
             return Err(PmiError::Protocol(format!("expected cmd={cmd}, got {m}")));
         }
@@ -347,7 +386,7 @@ impl Client {
             .arg("kvsname", self.kvsname()?)
             .arg("key", key);
         self.send(&m)?;
-        let r = self.recv()?;
+        let r = self.recv_answer()?;
         if r.cmd != "get_result" {
             return Err(PmiError::Protocol(format!(
                 "expected cmd=get_result, got {r}"
@@ -361,22 +400,39 @@ impl Client {
 
     /// Waits until every rank of the job entered the barrier.
     pub fn barrier(&mut self) -> PmiResult<()> {
-        self.request(Message::new("barrier_in"), "barrier_out")
-            .map(|_| ())
+        self.barrier_enter()?;
+        self.barrier_wait()
+    }
+
+    /// Reads until the entered barrier ends.
+    fn barrier_wait(&mut self) -> PmiResult<()> {
+        let m = match std::mem::replace(&mut self.barrier, Barrier::Idle) {
+            Barrier::Ended(m) => m,
+            Barrier::Entered => self.recv()?,
+            Barrier::Idle => return Err(PmiError::Protocol("no barrier was entered".into())),
+        };
+        Self::check(m, "barrier_out").map(|_| ())
     }
 
     /// The first half of [`Client::barrier`]: announces this rank's arrival and returns at
-    /// once; [`Client::barrier_poll`] then tells when every rank arrived. Between the two only
-    /// `barrier_poll` may use the connection (and [`Client::abort`]).
+    /// once; [`Client::barrier_poll`] then tells when every rank arrived. Other requests may
+    /// be made in between (see the module's comment).
     pub fn barrier_enter(&mut self) -> PmiResult<()> {
-        self.send(&Message::new("barrier_in"))
+        if !matches!(self.barrier, Barrier::Idle) {
+            return Err(PmiError::Protocol(
+                "a barrier was entered while the last one has not ended".into(),
+            ));
+        }
+        self.send(&Message::new("barrier_in"))?;
+        self.barrier = Barrier::Entered;
+        Ok(())
     }
 
     /// After [`Client::barrier_enter`]: `Ok(true)` once every rank arrived (the answer is
     /// read), `Ok(false)` if the launcher has not answered yet. Never waits for a first byte;
     /// an answer partly arrived is read to its end (the launcher writes it whole).
     pub fn barrier_poll(&mut self) -> PmiResult<bool> {
-        if self.reader.buffer().is_empty() {
+        if matches!(self.barrier, Barrier::Entered) && self.reader.buffer().is_empty() {
             let mut pfd = libc::pollfd {
                 fd: self.reader.get_ref().as_raw_fd(),
                 events: libc::POLLIN,
@@ -395,7 +451,7 @@ impl Client {
                 });
             }
         }
-        self.expect("barrier_out").map(|_| true)
+        self.barrier_wait().map(|_| true)
     }
 
     pub fn finalize(&mut self) -> PmiResult<()> {
@@ -446,5 +502,75 @@ mod tests {
             .write_all(b"cmd=barrier_out rc=1 msg=no\n")
             .unwrap();
         assert!(c.barrier_poll().is_err());
+    }
+
+    /// A client whose KVS name is known, as after init, and the launcher's end.
+    fn initialized() -> (Client, UnixStream) {
+        let (ours, launcher) = UnixStream::pair().unwrap();
+        let mut c = Client::with_fd(OwnedFd::from(ours), 0, 2).unwrap();
+        c.info = Some(JobInfo {
+            rank: 0,
+            size: 2,
+            kvsname: "kvs".into(),
+            appnum: None,
+            universe_size: None,
+            keylen_max: 64,
+            vallen_max: 256,
+        });
+        (c, launcher)
+    }
+
+    fn read_line(s: &mut UnixStream) -> String {
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while b[0] != b'\n' {
+            s.read_exact(&mut b).unwrap();
+            line.push(b[0]);
+        }
+        String::from_utf8(line).unwrap()
+    }
+
+    #[test]
+    fn a_get_during_a_split_barrier_keeps_a_barrier_out_that_comes_first() {
+        // The CI failure this guards: MPI_Finalize entered the barrier, progress looked up a
+        // card, the launcher ended the barrier before answering the get. The get must get
+        // its value and barrier_poll the barrier's end, not each other's answers.
+        let (mut c, mut launcher) = initialized();
+        c.barrier_enter().unwrap();
+        assert_eq!(read_line(&mut launcher), "cmd=barrier_in\n");
+        launcher
+            .write_all(b"cmd=barrier_out rc=0\ncmd=get_result rc=0 msg=success value=card1\n")
+            .unwrap();
+        assert_eq!(c.get("k").unwrap().as_deref(), Some("card1"));
+        assert!(read_line(&mut launcher).starts_with("cmd=get "));
+        assert!(
+            c.barrier_poll().unwrap(),
+            "the barrier_out read by get is reported"
+        );
+        assert!(c.barrier_poll().is_err(), "no barrier is entered any more");
+
+        // The other order: the get's answer first, the barrier's end later.
+        c.barrier_enter().unwrap();
+        read_line(&mut launcher);
+        launcher
+            .write_all(b"cmd=get_result rc=0 msg=success value=card2\n")
+            .unwrap();
+        assert_eq!(c.get("k").unwrap().as_deref(), Some("card2"));
+        read_line(&mut launcher);
+        assert!(!c.barrier_poll().unwrap(), "the barrier has not ended");
+        launcher.write_all(b"cmd=barrier_out rc=0\n").unwrap();
+        assert!(c.barrier_poll().unwrap());
+
+        // Outside a barrier, a barrier_out answering a get is the launcher's error.
+        launcher.write_all(b"cmd=barrier_out rc=0\n").unwrap();
+        assert!(matches!(c.get("k"), Err(PmiError::Protocol(_))));
+
+        // A blocking barrier still works, and a refused one is an error.
+        launcher.write_all(b"cmd=barrier_out rc=0\n").unwrap();
+        c.barrier().unwrap();
+        launcher
+            .write_all(b"cmd=barrier_out rc=1 msg=no\n")
+            .unwrap();
+        assert!(c.barrier().is_err());
     }
 }
