@@ -115,37 +115,76 @@ unsafe fn copy(src: usize, dst: usize, n: usize) {
             4 => (dst as *mut u32).write_unaligned((src as *const u32).read_unaligned()),
             8 => (dst as *mut u64).write_unaligned((src as *const u64).read_unaligned()),
             16 => (dst as *mut u128).write_unaligned((src as *const u128).read_unaligned()),
-            _ if n > COPY_CHUNK && n <= COPY_CHUNKED_MAX && src.abs_diff(dst) >= n => {
-                copy_in_chunks(src, dst, n)
+            _ if n > COPY_LOOP_MIN && n <= COPY_LOOP_MAX && src.abs_diff(dst) >= n => {
+                copy_forward(src, dst, n)
             }
             _ => std::ptr::copy(src as *const u8, dst as *mut u8, n),
         }
     }
 }
 
-/// Copies above this size (up to [`COPY_CHUNKED_MAX`]) go in pieces of it. glibc's memcpy
-/// switches to `rep movsb` from 2112 bytes (x86_rep_movsb_threshold here), which on this
-/// machine's AMD EPYC ran up to 2.5x slower than its vector loop for window copies (`rma
-/// get_bw 4096`: 13-16 against 34-37 GB/s in pieces; `put_bw 4096` 31-35 against 37-45;
-/// toggled with GLIBC_TUNABLES), while Open MPI's copies kept their pace. Pieces below the
-/// threshold keep the vector loop (elsewhere they cost a call each, nothing more).
-const COPY_CHUNK: usize = 2048;
-/// From here on the pieces lost (`get_bw` of 256 KiB-1 MiB, copies out of cache: 4.8-6.0
-/// against 6.6-9.4 GB/s in one call), so larger copies are one call.
-const COPY_CHUNKED_MAX: usize = 128 << 10;
+/// Copies above this size (up to [`COPY_LOOP_MAX`]) go through [`copy_forward`]'s vector
+/// loop, not glibc's memcpy. From 2112 bytes (x86_rep_movsb_threshold here) up to the L2
+/// size, glibc copies with `rep movsb`, which on this machine's AMD EPYC ran at half the
+/// pace of its own vector loop, in cache and out (toggled with GLIBC_TUNABLES
+/// x86_rep_movsb_threshold, quiet machine, `rma get_bw SIZE`, GB/s: 4 KiB 13-16 against
+/// 34-37; 256 KiB 4.6-7.7 against 9.8-14.4; 512 KiB 5.5-6.9 against 7.7-11.6). Copying in
+/// memcpy calls of 2 KiB, below the threshold, won to 128 KiB but lost above (512 KiB 4.4-6.2).
+const COPY_LOOP_MIN: usize = 2048;
+/// From here on glibc leaves `rep movsb` on AMD (its vector loop, then non-temporal stores
+/// for copies larger than the cache): 1 MiB ran 8.1-10.1 GB/s either way.
+const COPY_LOOP_MAX: usize = 1 << 20;
 
-/// Forward copy of `n` bytes in [`COPY_CHUNK`] pieces.
+/// Forward copy of `n` (at least 128) bytes, 128 bytes a round in 32-byte vectors, with
+/// aligned stores; what glibc's vector loop does, without its choice of `rep movsb`.
 ///
 /// # Safety
-/// As `std::ptr::copy_nonoverlapping` of `n` bytes (the ranges do not overlap).
+/// As `std::ptr::copy_nonoverlapping` of `n` bytes (the ranges do not overlap); `n >= 128`.
 #[inline(never)]
-unsafe fn copy_in_chunks(src: usize, dst: usize, n: usize) {
-    let mut at = 0;
-    while at < n {
-        let k = COPY_CHUNK.min(n - at);
-        // SAFETY: per the contract, `at + k <= n` bytes of each range.
-        unsafe { std::ptr::copy_nonoverlapping((src + at) as *const u8, (dst + at) as *mut u8, k) };
-        at += k;
+unsafe fn copy_forward(src: usize, dst: usize, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: per the contract; the CPU has AVX2.
+        return unsafe { copy_forward_avx2(src as *const u8, dst as *mut u8, n) };
+    }
+    // SAFETY: per the contract.
+    unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, n) }
+}
+
+/// [`copy_forward`] on a CPU with AVX2.
+///
+/// # Safety
+/// As [`copy_forward`]; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn copy_forward_avx2(src: *const u8, dst: *mut u8, n: usize) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_store_si256, _mm256_storeu_si256};
+    debug_assert!(n >= 128);
+    // SAFETY: every access lies in the first `n` bytes of `src` or `dst` (n >= 128); the
+    // aligned stores are at `d`, which is 32-byte aligned; the ranges do not overlap, so
+    // the head and tail (loaded first, stored last) hold the source's bytes.
+    unsafe {
+        let ld = |p: *const u8| _mm256_loadu_si256(p as *const __m256i);
+        let head = ld(src);
+        let end = src.add(n - 128);
+        let tail = [ld(end), ld(end.add(32)), ld(end.add(64)), ld(end.add(96))];
+        // From the first 32-byte boundary past `dst`; the head covers what comes before.
+        let skip = 32 - (dst as usize & 31);
+        let (mut s, mut d, mut left) = (src.add(skip), dst.add(skip), n - skip);
+        // Four loads, then four stores: no store can be mistaken for a memcpy idiom.
+        while left > 128 {
+            let v = [ld(s), ld(s.add(32)), ld(s.add(64)), ld(s.add(96))];
+            for (i, x) in v.into_iter().enumerate() {
+                _mm256_store_si256(d.add(32 * i) as *mut __m256i, x);
+            }
+            (s, d, left) = (s.add(128), d.add(128), left - 128);
+        }
+        // What is left (at most 128 bytes) lies within the last 128.
+        let dend = dst.add(n - 128);
+        for (i, x) in tail.into_iter().enumerate() {
+            _mm256_storeu_si256(dend.add(32 * i) as *mut __m256i, x);
+        }
+        _mm256_storeu_si256(dst as *mut __m256i, head);
     }
 }
 
@@ -303,7 +342,7 @@ mod tests {
         let src: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
         for n in (0..6200)
             .step_by(97)
-            .chain([2047, 2048, 2049, 4096, 4097, 8191, 8192])
+            .chain([2047, 2048, 2049, 2050, 2080, 2176, 4096, 4097, 8191, 8192])
         {
             for (so, d) in [(3usize, 5000usize), (1, 1), (4000, 3999), (3000, 3001)] {
                 let mut a = src.clone();
@@ -315,6 +354,19 @@ mod tests {
                     std::ptr::copy((pb + so) as *const u8, (pb + d) as *mut u8, n);
                 }
                 assert_eq!(a, b, "n {n}, from {so} to {d}");
+            }
+        }
+        // Around the loop's upper bound, every alignment of the destination.
+        let big: Vec<u8> = (0..3u32 << 20).map(|i| (i * 13 + i / 4093) as u8).collect();
+        for n in [(1 << 20) - 1, 1 << 20, (1 << 20) + 1, 300_001] {
+            for d in (0..64).map(|k| (3 << 19) + 32 + k) {
+                let mut a = big.clone();
+                let pa = a.as_mut_ptr() as usize;
+                // SAFETY: both ranges lie inside the buffer (d + n < 3 MiB) and do not meet.
+                unsafe { copy(pa + 7, pa + d, n) };
+                assert_eq!(a[d..d + n], big[7..7 + n], "n {n} to {d}");
+                assert_eq!(a[..d], big[..d], "n {n} to {d}: before");
+                assert_eq!(a[d + n..], big[d + n..], "n {n} to {d}: after");
             }
         }
     }
