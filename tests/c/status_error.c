@@ -81,6 +81,25 @@ int main(int argc, char **argv)
     CHECK(ss[0].MPI_ERROR == MPI_SUCCESS, "status 0's MPI_ERROR is %d, expected MPI_SUCCESS", ss[0].MPI_ERROR);
     CHECK(t_class(ss[1].MPI_ERROR) == MPI_ERR_TRUNCATE, "status 1's MPI_ERROR class is %d",
           t_class(ss[1].MPI_ERROR));
+    /* The same with completed sends before and after the failing receive (Waitall takes a
+     * shortcut for them): every status says its error, MPI_SUCCESS for the sends. */
+    MPI_CHECK(MPI_Isend(&v, 1, MPI_INT, peer, 7, MPI_COMM_WORLD, &rq[0]));
+    MPI_CHECK(MPI_Irecv(&got[0], 1, MPI_INT, peer, 8, MPI_COMM_WORLD, &rq[1]));
+    MPI_CHECK(MPI_Isend(&v, 1, MPI_INT, peer, 9, MPI_COMM_WORLD, &rq[2]));
+    MPI_CHECK(MPI_Send(two, 2, MPI_INT, peer, 8, MPI_COMM_WORLD));
+    ss[0].MPI_ERROR = ss[1].MPI_ERROR = ss[2].MPI_ERROR = SENTINEL;
+    rc = MPI_Waitall(3, rq, ss);
+    CHECK(t_class(rc) == MPI_ERR_IN_STATUS, "Waitall over sends and a truncated receive returned class %d",
+          t_class(rc));
+    CHECK(ss[0].MPI_ERROR == MPI_SUCCESS && ss[2].MPI_ERROR == MPI_SUCCESS,
+          "the sends' MPI_ERROR are %d and %d, expected MPI_SUCCESS", ss[0].MPI_ERROR, ss[2].MPI_ERROR);
+    CHECK(t_class(ss[1].MPI_ERROR) == MPI_ERR_TRUNCATE, "the receive's MPI_ERROR class is %d",
+          t_class(ss[1].MPI_ERROR));
+    CHECK(rq[0] == MPI_REQUEST_NULL && rq[1] == MPI_REQUEST_NULL && rq[2] == MPI_REQUEST_NULL,
+          "Waitall left a request handle set");
+    MPI_CHECK(MPI_Recv(&got[2], 1, MPI_INT, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Recv(&got[3], 1, MPI_INT, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(got[2] == peer && got[3] == peer, "sends around the failure delivered %d and %d", got[2], got[3]);
     MPI_Count big = (MPI_Count)0x7654321f71234567LL, back = 0;
     MPI_CHECK(MPI_Status_set_elements_x(&s, MPI_BYTE, big));
     MPI_CHECK(MPI_Get_elements_x(&s, MPI_BYTE, &back));

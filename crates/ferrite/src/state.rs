@@ -280,6 +280,7 @@ pub fn with<R>(f: impl FnOnce(&mut Ferrite) -> MpiResult<R>) -> MpiResult<R> {
 
 /// Like [`with`] for calls that may wait: `f` gets the lock itself (`Held`), which waits
 /// let go of.
+#[inline]
 pub fn with_held<R>(f: impl FnOnce(&mut Held) -> MpiResult<R>) -> MpiResult<R> {
     let r = {
         let g = lock();

@@ -38,7 +38,11 @@ fn cnt(c: impl Into<i64>) -> i64 {
     c.into()
 }
 
+/// A send of any mode, blocking (`request` None) or not. Inlined into each entry point, so
+/// that the mode is known and a standard or ready send that goes out eagerly at once pays
+/// only for its own path; everything else is [`send_general`].
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn send(
     buf: *const c_void,
     count: i64,
@@ -50,42 +54,61 @@ fn send(
     request: Option<*mut MPI_Request>,
 ) -> MpiResult<()> {
     let h = state::with_held(|st| {
-        if mode == Mode::Buffered {
-            if let Some(h) = bsend_own(st, buf, count, dt, dest, tag, comm, request.is_some())? {
-                return Ok(h);
-            }
-        }
         // Standard and ready sends that go out eagerly at once need no protocol state: a
         // blocking one is done, a nonblocking one gets a request that is already complete.
-        if matches!(mode, Mode::Standard | Mode::Ready)
-            && st.send_eager_now(buf.cast(), count, dt, dest, tag, comm)?
-        {
-            return Ok(match request {
-                Some(_) => st.p2p.new_done_send(comm),
-                None => 0,
-            });
+        if matches!(mode, Mode::Standard | Mode::Ready) {
+            let f: &mut Ferrite = st;
+            if f.send_eager_now(buf.cast(), count, dt, dest, tag, comm)? {
+                return Ok(match request {
+                    Some(_) => f.p2p.new_done_send(comm),
+                    None => 0,
+                });
+            }
         }
-        let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
-        if let Spec::Send {
-            mode: Mode::Buffered,
-            src: Source::User { count, dt, .. },
-            ..
-        } = &spec
-        {
-            st.bsend_room(dt.size() * count)?;
-        }
-        let h = st.start_new(comm, &spec)?;
-        if request.is_none() {
-            let s = wait_status(st, h, comm)?;
-            status_result(&s, comm)?;
-        }
-        Ok(h)
+        send_general(st, buf, count, dt, dest, tag, comm, mode, request.is_some())
     })?;
     match request {
         // SAFETY: `r` is the caller's MPI_Request*.
         Some(r) => unsafe { out(r, h) },
         None => Ok(()),
     }
+}
+
+/// A send that needs protocol state (or its checks' errors): buffered sends, and sends
+/// that could not go out at once. Returns the request (0 for a blocking send, done).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn send_general(
+    st: &mut Held,
+    buf: *const c_void,
+    count: i64,
+    dt: MPI_Datatype,
+    dest: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    mode: Mode,
+    nonblocking: bool,
+) -> MpiResult<MPI_Request> {
+    if mode == Mode::Buffered {
+        if let Some(h) = bsend_own(st, buf, count, dt, dest, tag, comm, nonblocking)? {
+            return Ok(h);
+        }
+    }
+    let spec = st.send_spec(buf.cast(), count, dt, dest, tag, comm, mode)?;
+    if let Spec::Send {
+        mode: Mode::Buffered,
+        src: Source::User { count, dt, .. },
+        ..
+    } = &spec
+    {
+        st.bsend_room(dt.size() * count)?;
+    }
+    let h = st.start_new(comm, &spec)?;
+    if !nonblocking {
+        let s = wait_status(st, h, comm)?;
+        status_result(&s, comm)?;
+    }
+    Ok(h)
 }
 
 /// Blocking, nonblocking and persistent forms of one send mode, for one count type.

@@ -92,7 +92,38 @@ pub unsafe fn out_str(
 /// reference into it.
 pub struct Requests {
     user: *mut MPI_Request,
-    pub handles: Vec<MPI_Request>,
+    pub handles: Handles,
+}
+
+/// Arrays up to this long are copied into [`Handles`] itself, not the heap: a halo
+/// exchange's Waitall of a few requests then allocates nothing.
+const INLINE_HANDLES: usize = 16;
+
+/// The handles of [`Requests`]: a slice, kept inline when short.
+pub enum Handles {
+    Inline(usize, [MPI_Request; INLINE_HANDLES]),
+    Heap(Vec<MPI_Request>),
+}
+
+impl std::ops::Deref for Handles {
+    type Target = [MPI_Request];
+    #[inline]
+    fn deref(&self) -> &[MPI_Request] {
+        match self {
+            Handles::Inline(n, a) => &a[..*n],
+            Handles::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Handles {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [MPI_Request] {
+        match self {
+            Handles::Inline(n, a) => &mut a[..*n],
+            Handles::Heap(v) => v,
+        }
+    }
 }
 
 impl Requests {
@@ -108,14 +139,22 @@ impl Requests {
         if n > 0 && p.is_null() {
             return Err(MpiError::new(consts::MPI_ERR_ARG, "null array of requests"));
         }
-        let mut handles = Vec::with_capacity(n as usize);
-        if n > 0 {
-            // SAFETY: non-null and valid for `n` reads per the contract; the Vec has room.
-            unsafe {
-                std::ptr::copy_nonoverlapping(p, handles.as_mut_ptr(), n as usize);
-                handles.set_len(n as usize);
-            }
+        let n = n as usize;
+        if n == 0 {
+            return Ok(Requests {
+                user: p,
+                handles: Handles::Inline(0, [0; INLINE_HANDLES]),
+            });
         }
+        // SAFETY: non-null and valid for `n` reads per the contract.
+        let from = unsafe { std::slice::from_raw_parts(p, n) };
+        let handles = if n <= INLINE_HANDLES {
+            let mut a = [0; INLINE_HANDLES];
+            a[..n].copy_from_slice(from);
+            Handles::Inline(n, a)
+        } else {
+            Handles::Heap(from.to_vec())
+        };
         Ok(Requests { user: p, handles })
     }
 

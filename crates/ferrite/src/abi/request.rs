@@ -28,6 +28,7 @@ enum Slot {
     Done,
 }
 
+#[inline]
 fn slot(st: &Ferrite, h: MPI_Request) -> MpiResult<Slot> {
     if h == MPI_REQUEST_NULL {
         return Ok(Slot::Empty);
@@ -83,6 +84,26 @@ impl How {
         }
         take(st, h)
     }
+}
+
+/// The common completed handles, taken with one lookup and no [`slot`] before it: a
+/// completed send's shared handle and a completed MPI_Irecv that needed no request. None
+/// (nothing done) for every other handle, valid or not, and for any handle while a
+/// transport error waits to be raised (it goes first, with the request kept).
+#[inline]
+fn take_quick(st: &mut Ferrite, h: &mut MPI_Request) -> Option<(Status, MPI_Comm)> {
+    if st.p2p.error.is_some() {
+        return None;
+    }
+    if *h == DONE_SEND {
+        *h = MPI_REQUEST_NULL;
+        return Some((Status::default(), MPI_COMM_WORLD)); // what a completed send reports
+    }
+    let done = P2p::is_waiter(*h)
+        .then(|| st.p2p.take_done_waiter(*h))
+        .flatten()?;
+    *h = MPI_REQUEST_NULL;
+    Some(done)
 }
 
 /// Hands back the status of a completed request and frees (or deactivates) it, updating the
@@ -165,11 +186,17 @@ fn wait(req: *mut MPI_Request, status: *mut MPI_Status) -> MpiResult<()> {
     // SAFETY: `req` is the caller's MPI_Request*.
     let mut h = unsafe { read_request(req) }?;
     let (s, comm) = state::with_held(|st| {
+        if let Some(done) = take_quick(st, &mut h) {
+            return Ok(done);
+        }
         match slot(st, h)? {
             Slot::Empty => return Ok((empty_status(), MPI_COMM_NULL)),
             Slot::Pending => {
                 let id = h;
-                st.wait_until(|st| st.p2p.is_done(id))?
+                st.wait_until(|st| st.p2p.is_done(id))?;
+                if let Some(done) = take_quick(st, &mut h) {
+                    return Ok(done);
+                }
             }
             Slot::Done => {}
         }
@@ -212,6 +239,9 @@ fn test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) ->
     with_greqs(grequest::among(&[h]), || {
         let r = state::with(|st| {
             poke(st);
+            if let Some(done) = take_quick(st, &mut h) {
+                return Ok(Some(done));
+            }
             match slot(st, h)? {
                 Slot::Empty => Ok(Some((empty_status(), MPI_COMM_NULL))),
                 Slot::Pending => Ok(None),
@@ -243,24 +273,39 @@ unsafe fn finish_all(
     statuses: *mut MPI_Status,
 ) -> MpiResult<()> {
     let mut failed: Option<(MPI_Comm, c_int)> = None;
-    // Statuses are kept only to be stored (osu_bw's windows ignore them).
-    let keep = !ignored(statuses);
-    let mut got = Vec::with_capacity(if keep { reqs.len() } else { 0 });
-    for h in reqs.iter_mut() {
-        let (s, comm) = match slot(st, *h)? {
-            Slot::Empty => (empty_status(), MPI_COMM_NULL),
-            _ => how.get(st, h),
+    for (i, h) in reqs.iter_mut().enumerate() {
+        if *h == DONE_SEND && how != How::Peek && st.p2p.error.is_none() {
+            // take_quick's first case, with no status moved around (windows of sends).
+            *h = MPI_REQUEST_NULL;
+            // SAFETY: per the contract, room for every index.
+            unsafe { store_at(statuses, i, &Status::default(), failed.is_some()) };
+            continue;
+        }
+        let quick = if how == How::Peek {
+            None
+        } else {
+            take_quick(st, h)
+        };
+        let (s, comm) = match quick {
+            Some(done) => done,
+            None => match slot(st, *h)? {
+                Slot::Empty => (empty_status(), MPI_COMM_NULL),
+                _ => how.get(st, h),
+            },
         };
         if s.error != MPI_SUCCESS && failed.is_none() {
             failed = Some((comm, s.error));
+            // The call returns MPI_ERR_IN_STATUS: every status says its error, so those
+            // stored before (all successes) get MPI_SUCCESS.
+            if !ignored(statuses) {
+                for j in 0..i {
+                    // SAFETY: per the contract, room for every index.
+                    unsafe { (*statuses.add(j)).MPI_ERROR = MPI_SUCCESS };
+                }
+            }
         }
-        if keep {
-            got.push(s);
-        }
-    }
-    for (i, s) in got.iter().enumerate() {
         // SAFETY: per the contract, room for every index.
-        unsafe { store_at(statuses, i, s, failed.is_some()) };
+        unsafe { store_at(statuses, i, &s, failed.is_some()) };
     }
     match failed {
         None => Ok(()),
@@ -271,6 +316,18 @@ unsafe fn finish_all(
         )
         .on(ErrObj::Comm(comm))),
     }
+}
+
+/// Validates every handle of `reqs`; returns the index of the first one pending
+/// (`reqs.len()` if none is).
+fn first_pending(st: &Ferrite, reqs: &[MPI_Request]) -> MpiResult<usize> {
+    let mut first = reqs.len();
+    for (i, &h) in reqs.iter().enumerate() {
+        if matches!(slot(st, h)?, Slot::Pending) && first == reqs.len() {
+            first = i;
+        }
+    }
+    Ok(first)
 }
 
 fn validate(st: &Ferrite, reqs: &[MPI_Request]) -> MpiResult<()> {
@@ -296,10 +353,10 @@ mpi_fn! {
         }
         let reqs = &mut copy.handles;
         let r = state::with_held(|st| {
-            validate(st, reqs)?;
-            // A request that is no longer pending stays so during the wait: each check
-            // resumes at the first one still pending instead of rescanning the array.
-            let mut next = 0;
+            // One pass validates every handle and finds the first one pending. A request
+            // that is no longer pending stays so during the wait: each check resumes at the
+            // first one still pending instead of rescanning the array.
+            let mut next = first_pending(st, reqs)?;
             st.wait_until(|st| {
                 while next < reqs.len() && !matches!(slot(st, reqs[next]), Ok(Slot::Pending)) {
                     next += 1;

@@ -119,10 +119,16 @@ impl Comms {
     }
 
     pub fn get(&self, h: MPI_Comm) -> MpiResult<&Comm> {
+        self.find(h).ok_or_else(|| invalid(h))
+    }
+
+    /// [`Self::get`] without the error, inlined (the point-to-point calls' fast paths).
+    #[inline]
+    pub fn find(&self, h: MPI_Comm) -> Option<&Comm> {
         match h {
-            MPI_COMM_WORLD => Ok(&self.world),
-            MPI_COMM_SELF => Ok(&self.self_),
-            _ => self.user.get(h).ok_or_else(|| invalid(h)),
+            MPI_COMM_WORLD => Some(&self.world),
+            MPI_COMM_SELF => Some(&self.self_),
+            _ => self.user.get(h),
         }
     }
 

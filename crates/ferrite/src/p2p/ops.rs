@@ -127,7 +127,10 @@ impl Ferrite {
         tag: i32,
         comm: MPI_Comm,
     ) -> MpiResult<bool> {
-        let c = self.objects.comms.get(comm)?;
+        // An invalid communicator goes down the general path, which reports it.
+        let Some(c) = self.objects.comms.find(comm) else {
+            return Ok(false);
+        };
         let (ctx, me) = (c.context_id, c.rank as i32);
         let Some(&to) = usize::try_from(dest).ok().and_then(|d| c.peers().get(d)) else {
             return Ok(false);
@@ -200,8 +203,38 @@ impl Ferrite {
         Ok(h)
     }
 
-    /// A receive's checked arguments: its context id and target.
+    /// A receive's checked arguments: its context id and target. Inlined into its callers so
+    /// that the common receive (a predefined type, valid tag and source) costs one
+    /// communicator lookup and a few compares, with no result copied out; anything else
+    /// takes [`Self::recv_args_checked`], which reports the first error.
+    #[inline(always)]
     fn recv_args(
+        &mut self,
+        buf: *mut u8,
+        count: i64,
+        dt: MPI_Datatype,
+        src: i32,
+        tag: i32,
+        comm: MPI_Comm,
+    ) -> MpiResult<(u32, Target)> {
+        if let Some(c) = self.objects.comms.find(comm) {
+            // Predefined basic types need no datatype object (the checks are check_buffer's).
+            let bytes = builtin_size(dt)
+                .filter(|_| count >= 0 && !(buf.is_null() && count > 0))
+                .and_then(|size| size.checked_mul(usize::try_from(count).ok()?));
+            if let Some(len) = bytes {
+                if recv_tag_ok(tag) && recv_rank_ok(src, c.peers().len()) {
+                    return Ok((c.context_id, Target::Bytes { buf: Ptr(buf), len }));
+                }
+            }
+        }
+        self.recv_args_checked(buf, count, dt, src, tag, comm)
+    }
+
+    /// [`Self::recv_args`] with every check in order (communicator, buffer and datatype,
+    /// tag, source): the way errors are found and the path of user datatypes.
+    #[inline(never)]
+    fn recv_args_checked(
         &mut self,
         buf: *mut u8,
         count: i64,
@@ -212,7 +245,6 @@ impl Ferrite {
     ) -> MpiResult<(u32, Target)> {
         let c = self.objects.comms.get(comm)?;
         let (ctx, size) = (c.context_id, c.peers().len());
-        // Predefined basic types need no datatype object (the checks are check_buffer's).
         let bytes = builtin_size(dt)
             .filter(|_| count >= 0 && !(buf.is_null() && count > 0))
             .and_then(|size| size.checked_mul(usize::try_from(count).ok()?));
@@ -769,8 +801,20 @@ fn send_rank(dest: i32, group: &[u32]) -> MpiResult<Option<u32>> {
     Ok(Some(group[dest as usize]))
 }
 
+/// Whether `src` is a valid source in a communicator (remote group) of `size`.
+#[inline]
+fn recv_rank_ok(src: i32, size: usize) -> bool {
+    src == MPI_PROC_NULL || src == MPI_ANY_SOURCE || (src >= 0 && (src as usize) < size)
+}
+
+/// Whether `tag` is a valid receive tag.
+#[inline]
+fn recv_tag_ok(tag: i32) -> bool {
+    tag == MPI_ANY_TAG || (0..=TAG_UB).contains(&tag)
+}
+
 fn check_recv_rank(src: i32, size: usize) -> MpiResult<()> {
-    if src == MPI_PROC_NULL || src == MPI_ANY_SOURCE || (src >= 0 && (src as usize) < size) {
+    if recv_rank_ok(src, size) {
         return Ok(());
     }
     Err(crate::mpi_err!(
@@ -780,7 +824,7 @@ fn check_recv_rank(src: i32, size: usize) -> MpiResult<()> {
 }
 
 fn check_recv_tag(tag: i32) -> MpiResult<()> {
-    if tag == MPI_ANY_TAG || (0..=TAG_UB).contains(&tag) {
+    if recv_tag_ok(tag) {
         return Ok(());
     }
     Err(crate::mpi_err!(
