@@ -106,13 +106,9 @@ impl Ferrite {
     /// nonblocking collectives and Comm_idup), no blocking receive, send backlog, RMA window
     /// served by messages or collective file access (the hooks above). A rank waiting in a
     /// shared-memory collective may then sleep on the condition's futex gate, which only the
-    /// members wake, instead of in the epoll set (coll/shm.rs). Nor any packet a transport
-    /// still holds: a datagram channel's unacknowledged datagrams, acknowledgements it owes
-    /// (a parked rank reads none, so its peers' retransmission timers fire) or sends
-    /// waiting for a connection.
+    /// members wake, instead of in the epoll set (coll/shm.rs).
     pub fn needs_no_packets(&self) -> bool {
         self.p2p.reqs.is_empty()
-            && !self.net.has_pending()
             && !self.p2p.has_waiters()
             && !self.p2p.has_backlog()
             && self.coll.idle()
