@@ -3,6 +3,7 @@
 
 use super::super::test_board::TestBoard;
 use super::*;
+use crate::transport::Transport;
 
 fn cfg() -> OfiConfig {
     OfiConfig {
@@ -142,4 +143,129 @@ fn the_providers_socket_gets_the_buffers_udps_own_socket_gets() {
         "{} < the default {before}",
         rcvbuf(fd)
     );
+}
+
+/// Adaptive under a budget of one connection: packets sent to a peer whose connection is
+/// closing wait in its queue; once it closed they go over datagrams instead (`Action::Flush`
+/// via datagrams, `queue_to_datagrams`). They must arrive, in order, and count as sent (they
+/// never did: the report's sent count fell short of what the program sent).
+#[test]
+fn packets_queued_behind_a_closing_connection_go_over_datagrams_and_count_as_sent() {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    if skip() {
+        return;
+    }
+    // Rank 0: 8 packets to rank 1 (a connection opens at the threshold), a pause beyond the
+    // residency (so it may be evicted), 4 to rank 2 (its threshold evicts rank 1's), and at
+    // once, while that close is under way, QUEUED more to rank 1.
+    const FIRST: u32 = 8;
+    const TO2: u32 = 4;
+    const QUEUED: u32 = 6;
+    let name = "ofi-dgram-queue-flush";
+    let n = 3u32;
+    let phase = Arc::new(AtomicU32::new(0));
+    let body = |to: Proc, i: u32| -> Vec<u8> {
+        let mut b = i.to_le_bytes().to_vec();
+        b.extend(std::iter::repeat_n(
+            (to * 31 + i) as u8,
+            200 + i as usize * 13,
+        ));
+        b
+    };
+    let threads: Vec<_> = (0..n)
+        .map(|r| {
+            let phase = phase.clone();
+            std::thread::spawn(move || {
+                let c = OfiConfig {
+                    max_conns: 1,
+                    threshold: 2,
+                    ..cfg()
+                };
+                let board = || Box::new(TestBoard(name.into()));
+                let chan = channel(r, n, &c, board()).expect("channel");
+                let mut t = Ofi::new(r, n, c, board())
+                    .expect("open")
+                    .with_channel(Some(chan))
+                    .expect("with channel");
+                phase.fetch_add(1, SeqCst);
+                let until = Instant::now() + Duration::from_secs(30);
+                let mut got: Vec<Vec<u8>> = Vec::new();
+                let turn = |t: &mut Ofi, got: &mut Vec<Vec<u8>>| {
+                    assert!(Instant::now() < until, "rank {r}: timed out");
+                    t.poll(&mut |from, p| {
+                        assert_eq!(from, 0, "rank {r}: a packet from {from}");
+                        got.push(p.to_vec())
+                    });
+                    if t.arm() {
+                        t.wait(2);
+                    }
+                    t.disarm();
+                };
+                while phase.load(SeqCst) < n {
+                    std::thread::yield_now();
+                }
+                let expect = match r {
+                    0 => 0,
+                    1 => FIRST + QUEUED,
+                    _ => TO2,
+                } as usize;
+                if r == 0 {
+                    for i in 0..FIRST {
+                        while !t.try_send(1, &[&body(1, i)]).unwrap() {
+                            turn(&mut t, &mut got);
+                        }
+                    }
+                    while t.mgr.sendable(1).is_none() || t.pending() {
+                        turn(&mut t, &mut got);
+                    }
+                    // Unused for longer than the residency (FERRITE_CONN_RESIDENCY_MS, 100).
+                    let quiet = Instant::now() + Duration::from_millis(250);
+                    while Instant::now() < quiet {
+                        turn(&mut t, &mut got);
+                    }
+                    for i in 0..TO2 {
+                        assert!(t.try_send(2, &[&body(2, i)]).unwrap());
+                    }
+                    assert!(
+                        t.mgr.closing_of(1).is_some(),
+                        "rank 2's threshold did not evict rank 1's connection"
+                    );
+                    for i in FIRST..FIRST + QUEUED {
+                        assert!(t.try_send(1, &[&body(1, i)]).unwrap());
+                    }
+                }
+                while got.len() < expect || t.pending() {
+                    turn(&mut t, &mut got);
+                }
+                for (i, p) in got.iter().enumerate() {
+                    assert!(
+                        *p == body(r, i as u32),
+                        "rank {r}: packet {i} wrong or out of order"
+                    );
+                }
+                phase.fetch_add(1, SeqCst);
+                while phase.load(SeqCst) < 2 * n && Instant::now() < until {
+                    turn(&mut t, &mut got);
+                }
+                assert_eq!(got.len(), expect, "rank {r}");
+                t.shutdown();
+                t
+            })
+        })
+        .collect();
+    let ts: Vec<Ofi> = threads.into_iter().map(|h| h.join().unwrap()).collect();
+    let s = ts[0].stats();
+    assert!(
+        s.conn.queued >= QUEUED as u64,
+        "the packets to rank 1 did not wait for its connection: {:?}",
+        s.conn
+    );
+    assert_eq!(
+        s.packets_sent,
+        (FIRST + TO2 + QUEUED) as u64,
+        "rank 0's sent count"
+    );
+    assert_eq!(ts[1].stats().packets_received, (FIRST + QUEUED) as u64);
 }
