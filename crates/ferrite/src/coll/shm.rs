@@ -25,7 +25,8 @@
 //! Reduce) may ever wait here.
 //!
 //! **Algorithms** (flat, for up to [`MAX_RANKS`] members): Barrier: arrive, wait for every
-//! arrival. Allreduce: write the input to the own slot, arrive, wait for all, and every rank
+//! arrival (at two ranks per CPU: rank 0 waits for every arrival and releases the others,
+//! [`gather_release`]). Allreduce: write the input to the own slot, arrive, wait for all, and every rank
 //! reduces all slots in rank order into its receive buffer (the same order everywhere, so
 //! every rank gets the same bits). Reduce: the same, the root alone reduces. Allgather: every
 //! rank copies every slot out; Gather: the root alone does. Bcast: the root writes the
