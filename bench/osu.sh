@@ -33,6 +33,9 @@
 #                (osu_barrier gets only -i/-x)
 #   OSU_OPTS_BIG options above 4 ranks, default "-m 1:4096 -i 200 -x 20"
 #   OSU_TIMEOUT  seconds per run before it counts as failed, default 300
+#   OSU_MPICH_ITERS  appended to MPICH's options above 2 ranks, default "-i 20 -x 2": its
+#                busy-polling ranks take ~5-15 ms per collective call once they outnumber
+#                the cores, so the usual counts would run into OSU_TIMEOUT
 #   OSU_FERRITE_OLD  another Ferrite installation (a copy of an earlier build/): adds the
 #                MPI "ferrite_old" to OSU_MPIS, run interleaved with the rest (before/after)
 #   OSU_TABLES   a results directory of an earlier (or interrupted) run: only print its tables
@@ -52,6 +55,7 @@ OSU_MPIS=${OSU_MPIS:-ferrite openmpi mpich}
 OSU_OPTS=${OSU_OPTS:--m 1:1048576 -i 2000 -x 200}
 OSU_OPTS_BIG=${OSU_OPTS_BIG:--m 1:4096 -i 200 -x 20}
 OSU_TIMEOUT=${OSU_TIMEOUT:-300}
+OSU_MPICH_ITERS=${OSU_MPICH_ITERS:--i 20 -x 2}
 if [ -n "${OSU_FERRITE_OLD:-}" ]; then OSU_MPIS="$OSU_MPIS ferrite_old"; fi
 
 if [ ! -d "$OSU_SRC/c/util" ]; then
@@ -151,6 +155,8 @@ runs_at() {
 opts_for() {
     local o=$OSU_OPTS
     [ "$2" -gt 4 ] && o=$OSU_OPTS_BIG
+    # (OSU takes the last of repeated options.)
+    [ "$3" = mpich ] && [ "$2" -gt 2 ] && o="$o $OSU_MPICH_ITERS"
     # osu_barrier has no message sizes.
     [ "$1" = barrier ] && o=$(echo "$o" | sed 's/-m [^ ]*//')
     echo "$o"
@@ -163,7 +169,7 @@ for rep in $(seq 1 "$OSU_REPS"); do
             runs_at "$b" "$np" || continue
             for m in "${have[@]}"; do
                 f=$out/$b.$np.$m.$rep
-                timeout -k 5 "$OSU_TIMEOUT" $(mpi_run "$m" "$np") "$OSU_BUILD/$m/osu_$b" $(opts_for "$b" "$np") >"$f" 2>"$f.err" </dev/null
+                timeout -k 5 "$OSU_TIMEOUT" $(mpi_run "$m" "$np") "$OSU_BUILD/$m/osu_$b" $(opts_for "$b" "$np" "$m") >"$f" 2>"$f.err" </dev/null
                 rc=$?
                 if [ $rc -ne 0 ]; then
                     echo "osu: $(label "$m") osu_$b -n $np (rep $rep) failed, exit $rc: $(tail -n 1 "$f.err" | cut -c1-160)"

@@ -7,8 +7,10 @@
  * not, every root; many consecutive collectives on several communicators at once (world,
  * a dup, a split by parity, a subset in reverse order), interleaved with point-to-point:
  * a rendezvous-size message whose receiver is inside a Barrier when the sender waits for
- * it (a rank waiting in a shared-memory collective must still serve the transfer). */
+ * it (a rank waiting in a shared-memory collective must still serve the transfer); no rank
+ * leaving a Barrier before a late one entered. */
 #include "common.h"
+#include <time.h>
 
 int FERRITE_Coll_reload_knobs(void) __attribute__((weak));
 
@@ -204,6 +206,35 @@ static void p2p_in_barrier(MPI_Comm comm, int me, int n)
     free(m);
 }
 
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* No rank leaves a Barrier before the last one entered: a late rank (rank 0, the middle
+ * one, the last: both the rank that gathers and ones it releases, in either Barrier form)
+ * enters 1 ms after the others and says when; every rank's exit must come after
+ * (CLOCK_MONOTONIC is one clock for every process on the host). */
+static void barrier_order(MPI_Comm comm, int me, int n)
+{
+    int lates[] = {0, n / 2, n - 1};
+    for (int l = 0; l < 3; l++) {
+        int late = lates[l];
+        long long entered = 0;
+        if (me == late) {
+            usleep(1000);
+            entered = now_ns();
+        }
+        MPI_CHECK(MPI_Barrier(comm));
+        long long left = now_ns();
+        MPI_CHECK(MPI_Bcast(&entered, 1, MPI_LONG_LONG, late, comm));
+        CHECK(left >= entered, "barrier left %lld ns before rank %d entered", entered - left,
+              late);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *knobs[] = {"FERRITE_COLL_BARRIER_ALGO", "FERRITE_COLL_BCAST_ALGO",
@@ -238,6 +269,7 @@ int main(int argc, char **argv)
                 other_reductions(comm, me, n, cnt);
                 allgathers(comm, me, n, cnt);
                 if (ci == 2) p2p_in_barrier(comm, me, n);
+                if (ci == 3) barrier_order(comm, me, n);
             }
         }
     }

@@ -25,7 +25,8 @@
 //! Reduce) may ever wait here.
 //!
 //! **Algorithms** (flat, for up to [`MAX_RANKS`] members): Barrier: arrive, wait for every
-//! arrival. Allreduce: write the input to the own slot, arrive, wait for all, and every rank
+//! arrival (at two ranks per CPU: rank 0 waits for every arrival and releases the others,
+//! [`gather_release`]). Allreduce: write the input to the own slot, arrive, wait for all, and every rank
 //! reduces all slots in rank order into its receive buffer (the same order everywhere, so
 //! every rank gets the same bits). Reduce: the same, the root alone reduces. Allgather: every
 //! rank copies every slot out; Gather: the root alone does. Bcast: the root writes the
@@ -220,6 +221,9 @@ pub struct Seg {
     known_done: u64,
     /// Each member's collective doorbell and token.
     bells: Vec<(BellAddr, u64)>,
+    /// Barrier by gather and release through rank 0 (ranks share CPUs) instead of every
+    /// rank reading every arrival (rank 0's choice, so every member agrees).
+    gather_release: bool,
 }
 
 impl Drop for Seg {
@@ -469,6 +473,16 @@ fn phases() -> Phases {
     })
 }
 
+/// Whether Barrier goes by gather and release through rank 0 rather than flat. With two
+/// ranks per CPU it changes little for Barrier itself, but rank 0 leaves first, so a rooted
+/// collective after it (Bcast from 0: osu_bcast -n 4 went from 6-8 us to 0.13-0.14) finds
+/// its root already through instead of waiting for it to be scheduled. With a CPU each, the
+/// second cache-line hop costs; with more ranks per CPU, so does waking rank 0 before the
+/// rest (-n 16 Barrier 1-1.5x slower).
+fn gather_release() -> bool {
+    ranks_per_cpu() == 2
+}
+
 impl Ferrite {
     /// Whether `comm` may run shared-memory collectives (intracommunicator of 2 to
     /// [`MAX_RANKS`] members all reached over shm, not found unusable before).
@@ -602,11 +616,12 @@ impl Held {
             i64::from(fd),
             token.unwrap_or(0) as i64,
             lay.slot as i64,
+            i64::from(gather_release()),
         ];
         let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_ne_bytes()).collect();
         let all = self.allgather_fixed(comm, &bytes)?;
-        let rows: Vec<[i64; 5]> = all
-            .chunks_exact(40)
+        let rows: Vec<[i64; 6]> = all
+            .chunks_exact(48)
             .map(|r| {
                 std::array::from_fn(|i| {
                     i64::from_ne_bytes(r[i * 8..i * 8 + 8].try_into().unwrap_or_default())
@@ -650,6 +665,7 @@ impl Held {
                 me,
                 epoch: 0,
                 known_done: 0,
+                gather_release: rows[0][5] != 0,
                 bells: rows
                     .iter()
                     .map(|r| {
@@ -772,6 +788,19 @@ impl Held {
         let (me, n, len) = (seg.me, seg.lay.n, call.len);
         let lay = seg.lay;
         match &call.op {
+            Op::Barrier if seg.gather_release => {
+                // Rank 0 alone reads every arrival, the others one line (its release);
+                // rank 0 leaves first.
+                if me == 0 {
+                    self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
+                    self.shm_wait(seg, Until::Arrived(e))?;
+                    self.shm_publish(seg, lay.release(par), e, Until::Released(e));
+                } else {
+                    self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
+                    self.shm_wait(seg, Until::Released(e))?;
+                }
+                seg.known_done = seg.known_done.max(e - 1);
+            }
             Op::Barrier => {
                 self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
                 self.shm_wait(seg, Until::Arrived(e))?;
