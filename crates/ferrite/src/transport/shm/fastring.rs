@@ -47,8 +47,9 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRFST\0");
 pub const VERSION: u32 = 2;
 /// Bytes per slot (four cache lines: a small packet touches only the first).
 pub const SLOT: usize = 256;
-/// Sequence, length and kind before the payload: 8 bytes, so a 0-16 byte message with its
-/// 40-byte p2p header still fits the slot's first cache line.
+/// Sequence, length and kind before the payload: 8 bytes, so a message of up to 48 bytes with
+/// p2p's 8-byte short eager header (16 with the full 40-byte one) fits the slot's first
+/// cache line.
 pub const SLOT_HEADER: usize = 8;
 /// Largest packet carried in one slot.
 pub const SLOT_PAYLOAD: usize = SLOT - SLOT_HEADER;
