@@ -63,11 +63,11 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_SHM_FAST_SLOTS",
         default: "64",
-        doc: "Slots (320 bytes each) per fast ring: a power of two in 2..=65536.",
+        doc: "Slots (256 bytes each) per fast ring: a power of two in 2..=65536.",
     },
     Knob {
         name: "FERRITE_SHM_FAST_RECORD",
-        default: "312",
+        default: "248",
         doc: "Largest packet (bytes) a fast ring carries in its own consecutive slots (at most an eighth of the ring); larger ones go in a queue cell. The default, one slot, measured faster than larger records on a 2-core VM (docs/performance.md).",
     },
     Knob {

@@ -44,12 +44,12 @@ use super::segment::{anonymous_file, map, open_peer_file, Card};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FERRFST\0");
-pub const VERSION: u32 = 3;
-/// Bytes per slot (five cache lines: a small packet touches only the first). Five, not four,
-/// so that a 256-byte message with both headers (272 bytes) still takes one slot instead of
-/// a queue cell (a free-ring compare-and-swap and the cell's lines: ~250 more instructions
-/// on the sender and ~70 on the receiver per osu_latency message).
-pub const SLOT: usize = 320;
+pub const VERSION: u32 = 2;
+/// Bytes per slot (four cache lines: a small packet touches only the first). 320-byte slots,
+/// which carry a 256-byte message in one slot instead of a queue cell (~250 fewer
+/// instructions per send), were tried: osu_bw at 1-512 B ran 1.3-2.5x slower with them in
+/// interleaved runs (docs/performance.md), so four lines it stays.
+pub const SLOT: usize = 256;
 /// Sequence, length and kind before the payload: 8 bytes, so a message of up to 48 bytes with
 /// p2p's 8-byte short eager header (16 with the full 40-byte one) fits the slot's first
 /// cache line.
