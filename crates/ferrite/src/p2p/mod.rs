@@ -61,16 +61,19 @@ pub trait Wire {
                 .unwrap_or(false);
         }
     }
-    /// Sends header `hdr` and a whole message `data` as one packet if `data` fits the eager
-    /// size for `to` (and `limit`, unless 0) and there is room; `Ok(false)`: nothing sent.
+    /// Sends header `hdr` and a whole message `data` as one packet if `data` with a header of
+    /// `hdr_max` bytes (the longest a message may have, so that which header it travels
+    /// with does not change the protocol) fits the eager size for `to` (and `limit`, unless
+    /// 0) and there is room; `Ok(false)`: nothing sent.
     fn try_send_eager(
         &mut self,
         to: Proc,
         hdr: &[u8],
+        hdr_max: usize,
         data: &[u8],
         limit: usize,
     ) -> MpiResult<bool> {
-        let room = self.eager_packet(to).saturating_sub(hdr.len());
+        let room = self.eager_packet(to).saturating_sub(hdr_max);
         if data.len() > room || (limit != 0 && data.len() > limit) {
             return Ok(false);
         }
@@ -107,13 +110,15 @@ impl Wire for Net {
     fn read_keyed_many(&mut self, reads: &mut [KeyedRead]) {
         Net::read_keyed_many(self, reads)
     }
+    #[inline]
     fn try_send_eager(
         &mut self,
         to: Proc,
         hdr: &[u8],
+        hdr_max: usize,
         data: &[u8],
         limit: usize,
     ) -> MpiResult<bool> {
-        Ok(Net::try_send_eager(self, to, hdr, data, limit)?)
+        Ok(Net::try_send_eager(self, to, hdr, hdr_max, data, limit)?)
     }
 }

@@ -13,8 +13,27 @@
 //! | 24     | 4    | sreq    | sender's request id (echoed in CTS, FIN, ACK)                   |
 //! | 28     | 4    | rreq    | receiver's request id (CTS, DATA)                               |
 //! | 32     | 8    | arg     | RTS: sender's buffer address; DATA: byte offset of the payload  |
+//!
+//! A standard-mode eager message whose context and source rank fit 16 bits and whose tag fits
+//! 24 (nearly all: context ids are handed out from 0 up, see objects/context_ids.rs) travels
+//! with the 8-byte short header instead (one little-endian u64; its length is the payload's):
+//!
+//! | bits  | field                     |
+//! |-------|---------------------------|
+//! | 0-7   | kind byte `SHORT_EAGER`   |
+//! | 8-31  | tag                       |
+//! | 32-47 | context                   |
+//! | 48-63 | sender's rank in the comm |
+//!
+//! Why: the shm fast ring's slot header is 8 bytes, so with the short header a message of up
+//! to 48 bytes shares the slot's first cache line with both headers (16 with the full one),
+//! and one 64-bit load decodes it.
 
 pub const HEADER_LEN: usize = 40;
+/// Length of the short eager header.
+pub const SHORT_LEN: usize = 8;
+/// Its kind byte (never a [`Kind`]).
+const SHORT_EAGER: u8 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -90,8 +109,50 @@ impl Header {
         b
     }
 
-    /// Splits a packet into header and payload; None if it is not a p2p packet.
+    /// The short eager header of a standard eager message, if its fields fit (see the
+    /// module comment).
+    #[inline]
+    pub fn short_eager(context: u32, src: i32, tag: i32) -> Option<[u8; SHORT_LEN]> {
+        if context > 0xffff || !(0..=0xffff).contains(&src) || !(0..=0xff_ffff).contains(&tag) {
+            return None;
+        }
+        let w =
+            SHORT_EAGER as u64 | (tag as u64) << 8 | (context as u64) << 32 | (src as u64) << 48;
+        Some(w.to_le_bytes())
+    }
+
+    /// The bytes that announce this header on the wire: the short header when it is a
+    /// standard eager one that fits, else the full one; with the length used.
+    pub fn wire(&self) -> ([u8; HEADER_LEN], usize) {
+        let mut b = [0u8; HEADER_LEN];
+        if self.kind == Kind::Eager {
+            if let Some(s) = Header::short_eager(self.context, self.src, self.tag) {
+                b[..SHORT_LEN].copy_from_slice(&s);
+                return (b, SHORT_LEN);
+            }
+        }
+        (self.encode(), HEADER_LEN)
+    }
+
+    /// Splits a packet into header and payload; None if it is not a p2p packet. A short
+    /// eager header decodes as a full `Eager` one (no request ids, `len` the payload's).
+    #[inline]
     pub fn decode(pkt: &[u8]) -> Option<(Header, &[u8])> {
+        if pkt.len() >= SHORT_LEN && pkt[0] == SHORT_EAGER {
+            let w = u64::from_le_bytes(pkt[..SHORT_LEN].try_into().unwrap());
+            let payload = &pkt[SHORT_LEN..];
+            let h = Header {
+                kind: Kind::Eager,
+                context: (w >> 32) as u32 & 0xffff,
+                src: (w >> 48) as i32,
+                tag: (w >> 8) as i32 & 0xff_ffff,
+                len: payload.len() as u64,
+                sreq: 0,
+                rreq: 0,
+                arg: 0,
+            };
+            return Some((h, payload));
+        }
         if pkt.len() < HEADER_LEN {
             return None;
         }
@@ -135,5 +196,78 @@ mod tests {
         assert_eq!(Header::decode(&pkt[..39]), None);
         pkt[0] = 99;
         assert_eq!(Header::decode(&pkt), None);
+    }
+
+    #[test]
+    fn short_eager_header_round_trips_at_its_limits() {
+        for (ctx, src, tag) in [
+            (0, 0, 0),
+            (0xffff, 0xffff, 0xff_ffff),
+            (4, 1, 100),
+            (1, 7, 0),
+        ] {
+            let h = Header {
+                kind: Kind::Eager,
+                context: ctx,
+                src,
+                tag,
+                len: 3,
+                sreq: 9,
+                rreq: 0,
+                arg: 0,
+            };
+            let (b, n) = h.wire();
+            assert_eq!(n, SHORT_LEN);
+            assert_eq!(b[..n], Header::short_eager(ctx, src, tag).unwrap());
+            let mut pkt = b[..n].to_vec();
+            pkt.extend_from_slice(b"xyz");
+            let (d, payload) = Header::decode(&pkt).unwrap();
+            // The short header carries no request id (a standard eager send needs none).
+            assert_eq!(d, Header { sreq: 0, ..h });
+            assert_eq!(payload, b"xyz");
+            // Empty payload: length 0.
+            assert_eq!(Header::decode(&b[..n]).unwrap().0.len, 0);
+        }
+        // Fields that do not fit, and other kinds, take the full header.
+        for (ctx, src, tag) in [
+            (0x1_0000, 0, 0),
+            (1 << 30, 0, 0),
+            (0, 0x1_0000, 0),
+            (0, -1, 0),
+            (0, 0, 0x100_0000),
+            (0, 0, -1),
+            (0, 0, i32::MAX),
+        ] {
+            assert_eq!(Header::short_eager(ctx, src, tag), None);
+            let h = Header {
+                kind: Kind::Eager,
+                context: ctx,
+                src,
+                tag,
+                len: 0,
+                sreq: 0,
+                rreq: 0,
+                arg: 0,
+            };
+            let (b, n) = h.wire();
+            assert_eq!(n, HEADER_LEN);
+            assert_eq!(Header::decode(&b).unwrap().0, h);
+        }
+        let sync = Header {
+            kind: Kind::EagerSync,
+            context: 1,
+            src: 1,
+            tag: 1,
+            len: 0,
+            sreq: 5,
+            rreq: 0,
+            arg: 0,
+        };
+        assert_eq!(sync.wire().1, HEADER_LEN);
+        // A truncated short header is not a packet.
+        assert_eq!(
+            Header::decode(&Header::short_eager(1, 1, 1).unwrap()[..7]),
+            None
+        );
     }
 }

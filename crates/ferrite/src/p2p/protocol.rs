@@ -242,8 +242,9 @@ impl P2p {
     }
 
     fn queue(&mut self, to: Proc, h: &Header, payload: &[u8]) {
-        let mut pkt = Vec::with_capacity(HEADER_LEN + payload.len());
-        pkt.extend_from_slice(&h.encode());
+        let (hdr, n) = h.wire();
+        let mut pkt = Vec::with_capacity(n + payload.len());
+        pkt.extend_from_slice(&hdr[..n]);
         pkt.extend_from_slice(payload);
         self.backlog.entry(to).or_default().push_back(pkt);
         self.backlog_len += 1;
@@ -257,10 +258,11 @@ impl P2p {
         h: &Header,
         payload: &[u8],
     ) -> MpiResult<()> {
-        if (self.backlog_len == 0 || self.backlog.get(&to).is_none_or(|q| q.is_empty()))
-            && wire.try_send(to, &[&h.encode(), payload])?
-        {
-            return Ok(());
+        if self.backlog_len == 0 || self.backlog.get(&to).is_none_or(|q| q.is_empty()) {
+            let (hdr, n) = h.wire();
+            if wire.try_send(to, &[&hdr[..n], payload])? {
+                return Ok(());
+            }
         }
         self.queue(to, h, payload);
         Ok(())
@@ -270,6 +272,7 @@ impl P2p {
     /// once if `data` fits one packet, nothing to `to` is queued and the transport has room.
     /// `Ok(false)`: nothing was sent, the caller takes the general path.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn send_eager_now<W: Wire + ?Sized>(
         &mut self,
         wire: &mut W,
@@ -283,17 +286,28 @@ impl P2p {
             return Ok(false);
         }
         // No request: the receiver echoes `sreq` only for synchronous and rendezvous sends.
-        let hdr = Header {
-            kind: Kind::Eager,
-            context: ctx,
-            src: me,
-            tag,
-            len: data.len() as u64,
-            sreq: 0,
-            rreq: 0,
-            arg: 0,
+        let (short, full);
+        let hdr: &[u8] = match Header::short_eager(ctx, me, tag) {
+            Some(s) => {
+                short = s;
+                &short
+            }
+            None => {
+                full = Header {
+                    kind: Kind::Eager,
+                    context: ctx,
+                    src: me,
+                    tag,
+                    len: data.len() as u64,
+                    sreq: 0,
+                    rreq: 0,
+                    arg: 0,
+                }
+                .encode();
+                &full
+            }
         };
-        let sent = wire.try_send_eager(to, &hdr.encode(), data, self.eager_limit)?;
+        let sent = wire.try_send_eager(to, hdr, HEADER_LEN, data, self.eager_limit)?;
         if sent {
             self.counts.messages_sent += 1;
             self.counts.bytes_sent += data.len() as u64;

@@ -590,13 +590,15 @@ impl Net {
         self.transports[i].try_send(to, parts)
     }
 
-    /// [`Self::try_send`] of header `hdr` and message `data` if the packet is within the
-    /// eager size for `to` and `data` within `limit` (0: none); `Ok(false)`: not sent. One
-    /// routing for MPI_Send's fast path instead of two.
+    /// [`Self::try_send`] of header `hdr` and message `data` if `data` after a header of
+    /// `hdr_max` bytes is within the eager size for `to` and `data` within `limit` (0: none);
+    /// `Ok(false)`: not sent. One routing for MPI_Send's fast path instead of two.
+    #[inline]
     pub fn try_send_eager(
         &mut self,
         to: Proc,
         hdr: &[u8],
+        hdr_max: usize,
         data: &[u8],
         limit: usize,
     ) -> TResult<bool> {
@@ -608,7 +610,7 @@ impl Net {
             self.eager_last = (to, i, eager);
             (i, eager)
         };
-        if hdr.len() + data.len() > eager || (limit != 0 && data.len() > limit) {
+        if hdr_max + data.len() > eager || (limit != 0 && data.len() > limit) {
             return Ok(false);
         }
         self.transports[i].try_send(to, &[hdr, data])
