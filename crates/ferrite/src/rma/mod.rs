@@ -57,6 +57,9 @@ struct Pending {
     _msg: Vec<u8>,
     /// A streamed Get: the receive its data lands by (no Reply unless the target failed).
     data: Option<MPI_Request>,
+    /// Its data travels apart (`wire::streamed`): an unlock waits for its answer before the
+    /// Unlock goes, as the target may still be moving the data then.
+    streamed: bool,
 }
 
 /// Small Puts and Accumulates to one target not sent yet: a Batch message being built.
@@ -94,6 +97,19 @@ const STREAM_GET_MIN: usize = 16 << 10;
 /// (more than tcp's eager packet: the rendezvous then moves it straight into the window, or
 /// into a buffer the target keeps for accumulates).
 const STREAM_PUT_MIN: usize = 64 << 10;
+
+/// Where a passive-target lock by messages stands, per target.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum MsgLock {
+    /// None by messages (no epoch, MPI_MODE_NOCHECK, a same-host lock slot).
+    Off,
+    /// Asked for by MPI_Win_lock/lock_all (lock type) but not sent: the Lock goes just
+    /// before the first message to the target, unanswered, and the target holds what follows
+    /// until it grants it. An epoch that sends nothing sends no Lock and no Unlock.
+    Wanted(i32),
+    /// The Lock went (lazily, or granted before MPI_Win_lock returned): unlock sends Unlock.
+    Sent,
+}
 
 /// A lock this process holds on a target.
 #[derive(Clone, Copy)]
@@ -182,6 +198,8 @@ pub struct WinRma {
     idle_flushes: u32,
     /// What the lock-free fast path sees of this window (view.rs), kept in step here.
     view: Option<&'static view::View>,
+    /// Per target, this process's passive-target lock by messages.
+    msg_lock: Vec<MsgLock>,
     /// Per target, the batch being built (it counts as one outstanding request).
     batches: Vec<Option<Batch>>,
     /// How many of `batches` are Some.
@@ -254,9 +272,19 @@ impl WinRma {
         }
     }
 
-    /// Whether messages from `src` must wait: a streamed accumulate of its is arriving.
-    fn behind_stream(&self, src: u32) -> bool {
+    /// Whether messages from `src` must wait: a streamed accumulate of its is arriving, or
+    /// its lock (sent lazily, followed by its operations) is queued here.
+    fn blocked(&self, src: u32) -> bool {
         self.incoming.iter().any(|x| x.from == src && x.ordered)
+            || self.queue.iter().any(|&(o, _, _)| o == src)
+    }
+
+    /// Whether a lock by messages on `t` may be sent lazily, with the first operation: every
+    /// operation to `t` goes by message (a direct one would not wait for the grant), and
+    /// `t` is not this process (MPI_Win_lock on one's own window returns holding the lock:
+    /// local loads and stores may follow).
+    fn lazy_lock(&self, t: u32) -> bool {
+        matches!(self.reach[t as usize], Reach::Messages) && t != self.route.me as u32
     }
 
     /// Takes the error to raise, if any.
@@ -410,7 +438,7 @@ impl Ferrite {
                 let data = data.unwrap_or_default();
                 if let Ok(r) = self.rma(w) {
                     r.recv = next;
-                    if !wire::is_reply(&data) && r.behind_stream(src) {
+                    if !wire::is_reply(&data) && r.blocked(src) {
                         r.held.push_back((src, data));
                         did = true;
                         continue;
@@ -503,20 +531,25 @@ impl Ferrite {
                 (None, e, _) => Err(MpiError::new(e, "receiving streamed RMA data failed")),
             };
             self.rma_reply(&route, inc.from, inc.id, res);
-            // What its origin sent after it, in order, until another stream holds them.
-            while let Ok(r) = self.rma(w) {
-                if r.behind_stream(inc.from) {
-                    break;
-                }
-                let Some(at) = r.held.iter().position(|(o, _)| *o == inc.from) else {
-                    break;
-                };
-                let (_, m) = r.held.remove(at).expect("found above");
-                self.rma_serve(w, &route, inc.from, &m);
-            }
+            self.rma_serve_held(w, &route, inc.from);
             did = true;
         }
         did
+    }
+
+    /// Serves what `origin` sent while it was blocked (`WinRma::blocked`), in order, until
+    /// it is blocked again.
+    fn rma_serve_held(&mut self, w: MPI_Win, route: &Route, origin: u32) {
+        while let Ok(r) = self.rma(w) {
+            if r.blocked(origin) {
+                break;
+            }
+            let Some(at) = r.held.iter().position(|(o, _)| *o == origin) else {
+                break;
+            };
+            let (_, m) = r.held.remove(at).expect("found above");
+            self.rma_serve(w, route, origin, &m);
+        }
     }
 
     fn rma_reply(&mut self, route: &Route, to: u32, id: u64, res: MpiResult<Vec<u8>>) {
@@ -604,8 +637,17 @@ impl Ferrite {
             }
             _ => {}
         }
-        for (o, id) in grants {
-            self.rma_reply(route, o, id, Ok(Vec::new()));
+        // Id 0: a lock sent lazily, not waited for (its origin's operations follow it and
+        // were held until now). An unlock is always answered (its origin waits for it).
+        for &(o, id) in &grants {
+            if id != 0 {
+                self.rma_reply(route, o, id, Ok(Vec::new()));
+            }
+        }
+        if h.kind == Kind::Unlock {
+            for &(o, _) in &grants[1..] {
+                self.rma_serve_held(w, route, o);
+            }
         }
     }
 
@@ -809,6 +851,7 @@ impl Ferrite {
         req: Option<MPI_Request>,
         data: Option<MPI_Request>,
     ) -> MpiResult<u64> {
+        self.rma_lock_out(w, target)?;
         self.rma_batch_send(w, target)?;
         self.rma(w)?.sent(target);
         self.rma_transmit(w, target, id, msg, into, req, data)
@@ -830,6 +873,7 @@ impl Ferrite {
         let route = r.route.clone();
         // The heap buffer stays where it is when the vector moves into `pending`.
         let bytes = (msg.as_ptr(), msg.len());
+        let streamed = wire::streamed(&msg);
         r.pending.insert(
             id,
             Pending {
@@ -838,6 +882,7 @@ impl Ferrite {
                 req,
                 _msg: msg,
                 data,
+                streamed,
             },
         );
         if data.is_some() {
@@ -868,6 +913,9 @@ impl Ferrite {
         if full {
             self.rma_batch_send(w, t)?;
         }
+        if self.rma(w)?.batches[t as usize].is_none() {
+            self.rma_lock_out(w, t)?;
+        }
         let r = self.rma(w)?;
         if r.batches[t as usize].is_none() {
             let id = r.next_id;
@@ -892,6 +940,26 @@ impl Ferrite {
         let n = (b.msg.len() - at - 8) as u64;
         b.msg[at..at + 8].copy_from_slice(&n.to_ne_bytes());
         Ok(())
+    }
+
+    /// Sends the Lock of a lazily requested lock on `t` (`MsgLock::Wanted`), if not sent
+    /// yet: unanswered (id 0); the target holds this process's later messages until it
+    /// grants it, so they follow it in order and nothing waits a round trip for it.
+    fn rma_lock_out(&mut self, w: MPI_Win, t: u32) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        let MsgLock::Wanted(ty) = r.msg_lock[t as usize] else {
+            return Ok(());
+        };
+        r.msg_lock[t as usize] = MsgLock::Sent;
+        let route = r.route.clone();
+        let h = Head {
+            kind: Kind::Lock,
+            op: ty,
+            basic: MPI_DATATYPE_NULL,
+            id: 0,
+            disp: 0,
+        };
+        am::send(self, &route, t, &[&wire::encode(&h, &[], 0)])
     }
 
     /// Sends the batch for `t`, if any.
@@ -1458,6 +1526,7 @@ impl state::Held {
             lock_slot: vec![0; n],
             idle_flushes: 0,
             view: None,
+            msg_lock: vec![MsgLock::Off; n],
             batches: (0..n).map(|_| None).collect(),
             batched: 0,
             streams: Vec::new(),
@@ -1603,9 +1672,12 @@ impl state::Held {
             let slot = self.rma(w)?.lock_slot[t as usize];
             if slot != 0 {
                 self.epoch_lock(slot, excl)?;
+            } else if self.rma(w)?.lazy_lock(t) {
+                self.rma(w)?.msg_lock[t as usize] = MsgLock::Wanted(ty);
             } else {
                 let id = self.lock_request(w, t, Kind::Lock, ty)?;
                 self.wait_ids(w, &[id])?;
+                self.rma(w)?.msg_lock[t as usize] = MsgLock::Sent;
             }
         }
         let r = self.rma(w)?;
@@ -1647,14 +1719,11 @@ impl state::Held {
                 "MPI_Win_unlock: target {t} is not locked by this process"
             )));
         };
-        let done = self.rma_wait(w, Some(t));
+        let done = self.rma_unlock_msgs(w, Some(t));
         if !held.nocheck {
             let slot = self.rma(w)?.lock_slot[t as usize];
             if slot != 0 {
                 direct::epoch::release(slot, held.excl);
-            } else {
-                let id = self.lock_request(w, t, Kind::Unlock, 0)?;
-                self.wait_ids(w, &[id])?;
             }
         }
         let r = self.rma(w)?;
@@ -1673,9 +1742,18 @@ impl state::Held {
         if !nocheck {
             let slots = self.rma(w)?.lock_slot.clone();
             let mut ids = Vec::with_capacity(n as usize);
+            // Targets by messages are not contacted now (MsgLock::Wanted): only those the
+            // epoch sends something to ever see a Lock.
             for t in 0..n {
-                if slots[t as usize] == 0 {
+                if slots[t as usize] != 0 {
+                    continue;
+                }
+                let r = self.rma(w)?;
+                if r.lazy_lock(t) {
+                    r.msg_lock[t as usize] = MsgLock::Wanted(MPI_LOCK_SHARED);
+                } else {
                     ids.push(self.lock_request(w, t, Kind::Lock, MPI_LOCK_SHARED)?);
+                    self.rma(w)?.msg_lock[t as usize] = MsgLock::Sent;
                 }
             }
             // Same-host locks in rank order (as every lock_all takes them).
@@ -1698,23 +1776,48 @@ impl state::Held {
         let Some(held) = r.lock_all else {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         };
-        let n = r.sizes.len() as u32;
-        let done = self.rma_wait(w, None);
+        let done = self.rma_unlock_msgs(w, None);
         if !held.nocheck {
             let slots = self.rma(w)?.lock_slot.clone();
-            let mut ids = Vec::with_capacity(n as usize);
-            for t in 0..n {
-                match slots[t as usize] {
-                    0 => ids.push(self.lock_request(w, t, Kind::Unlock, 0)?),
-                    slot => direct::epoch::release(slot, false),
-                }
+            for slot in slots.into_iter().filter(|&s| s != 0) {
+                direct::epoch::release(slot, false);
             }
-            self.wait_ids(w, &ids)?;
         }
         let r = self.rma(w)?;
         r.lock_all = None;
         r.sync_view(Some(0));
         done
+    }
+
+    /// Completes the operations to `target` (all if None) and releases the locks by
+    /// messages this process holds there, in one round trip: the batch and the Unlock go
+    /// together and the target answers the Unlock only after everything before it (one
+    /// channel, served in order). Streamed data may still be moving at the target when it
+    /// serves the Unlock, so those are waited for first. A lock never sent (nothing went to
+    /// that target in the epoch) sends nothing.
+    fn rma_unlock_msgs(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        let streaming = r
+            .pending
+            .values()
+            .any(|p| p.streamed && target.is_none_or(|t| p.target == t));
+        let mut done = if streaming {
+            self.rma_wait(w, target)
+        } else {
+            Ok(())
+        };
+        let n = self.rma(w)?.sizes.len() as u32;
+        for t in target.map_or(0..n, |t| t..t + 1) {
+            let r = self.rma(w)?;
+            let was = std::mem::replace(&mut r.msg_lock[t as usize], MsgLock::Off);
+            if was == MsgLock::Sent {
+                if let Err(e) = self.lock_request(w, t, Kind::Unlock, 0) {
+                    done = done.and(Err(e));
+                }
+            }
+        }
+        let d = self.rma_wait(w, target);
+        done.and(d)
     }
 
     /// MPI_Win_flush(_local)(_all): remote completion of the operations to `rank` (all

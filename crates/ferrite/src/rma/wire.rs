@@ -167,6 +167,19 @@ pub fn is_reply(b: &[u8]) -> bool {
     b.first() == Some(&(Kind::Reply as u8))
 }
 
+/// Whether request message `b` has its data travel apart (a streamed Get, Put or
+/// Accumulate): the target may still be moving that data after it served the request.
+pub fn streamed(b: &[u8]) -> bool {
+    if b.len() < HEAD_LEN {
+        return false;
+    }
+    match Kind::from_u8(b[0]) {
+        Some(Kind::Get | Kind::Put) => i32::from_ne_bytes(word(b, 4)) != 0,
+        Some(Kind::AccStream) => true,
+        _ => false,
+    }
+}
+
 /// Appends request message `m` to a Batch message's data.
 pub fn push_entry(batch: &mut Vec<u8>, m: &[u8]) {
     batch.extend_from_slice(&(m.len() as u64).to_ne_bytes());
