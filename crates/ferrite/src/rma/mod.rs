@@ -577,11 +577,18 @@ impl Ferrite {
         match h.kind {
             Kind::Reply => return self.rma_answered(w, h, data),
             Kind::Batch => {
+                if h.op != 0 && !self.rma_batch_lock(w, src, h.op, msg) {
+                    return;
+                }
                 let mut res = Ok(Vec::new());
                 for m in wire::entries(data) {
                     let r = match wire::decode(m) {
                         Some((eh, eruns, edata)) if matches!(eh.kind, Kind::Put | Kind::Acc) => {
                             self.rma_apply(w, &eh, &eruns, edata)
+                        }
+                        Some((eh, _, _)) if eh.kind == Kind::Unlock => {
+                            self.rma_unlocked(w, route, src, 0);
+                            Ok(Vec::new())
                         }
                         _ => Err(MpiError::new(MPI_ERR_INTERN, "malformed RMA batch")),
                     };
@@ -619,36 +626,61 @@ impl Ferrite {
                     r.queue.push_back((src, h.op, h.id));
                 }
             }
-            Kind::Unlock => {
-                if r.excl == Some(src) {
-                    r.excl = None;
-                } else {
-                    r.shared = r.shared.saturating_sub(1);
-                }
-                grants.push((src, h.id));
-                while let Some(&(o, ty, id)) = r.queue.front() {
-                    if !lock_free(r, ty) {
-                        break;
-                    }
-                    r.queue.pop_front();
-                    take_lock(r, o, ty);
-                    grants.push((o, id));
-                }
-            }
+            Kind::Unlock => return self.rma_unlocked(w, route, src, h.id),
             _ => {}
         }
-        // Id 0: a lock sent lazily, not waited for (its origin's operations follow it and
-        // were held until now). An unlock is always answered (its origin waits for it).
+        // Id 0: a lock sent lazily, not waited for (its origin's operations follow it).
+        for (o, id) in grants {
+            if id != 0 {
+                self.rma_reply(route, o, id, Ok(Vec::new()));
+            }
+        }
+    }
+
+    /// `src` released its lock on this process (an Unlock request `id`, answered; or the
+    /// last entry of a Batch, id 0, answered by the batch's Reply): grants what the queue
+    /// allows now and serves what those origins sent meanwhile (held until their grant).
+    fn rma_unlocked(&mut self, w: MPI_Win, route: &Route, src: u32, id: u64) {
+        let Ok(r) = self.rma(w) else { return };
+        if r.excl == Some(src) {
+            r.excl = None;
+        } else {
+            r.shared = r.shared.saturating_sub(1);
+        }
+        let mut grants = vec![(src, id)];
+        while let Some(&(o, ty, id)) = r.queue.front() {
+            if !lock_free(r, ty) {
+                break;
+            }
+            r.queue.pop_front();
+            take_lock(r, o, ty);
+            grants.push((o, id));
+        }
         for &(o, id) in &grants {
             if id != 0 {
                 self.rma_reply(route, o, id, Ok(Vec::new()));
             }
         }
-        if h.kind == Kind::Unlock {
-            for &(o, _) in &grants[1..] {
-                self.rma_serve_held(w, route, o);
-            }
+        for &(o, _) in &grants[1..] {
+            self.rma_serve_held(w, route, o);
         }
+    }
+
+    /// A Batch that carries its origin's lock (`op`, the lock type): taken now if free,
+    /// else queued, and the batch (without the lock) waits in `held` ahead of anything else
+    /// from `src`. Whether the batch is served now.
+    fn rma_batch_lock(&mut self, w: MPI_Win, src: u32, ty: i32, msg: &[u8]) -> bool {
+        let Ok(r) = self.rma(w) else { return false };
+        if r.queue.is_empty() && lock_free(r, ty) {
+            take_lock(r, src, ty);
+            return true;
+        }
+        r.queue.push_back((src, ty, 0));
+        let mut m = msg.to_vec();
+        m[4..8].copy_from_slice(&0i32.to_ne_bytes());
+        let at = r.held.iter().position(|(o, _)| *o == src);
+        r.held.insert(at.unwrap_or(r.held.len()), (src, m));
+        false
     }
 
     /// A streamed Get at the target: its data goes from the window memory on the stream
@@ -913,16 +945,22 @@ impl Ferrite {
         if full {
             self.rma_batch_send(w, t)?;
         }
-        if self.rma(w)?.batches[t as usize].is_none() {
-            self.rma_lock_out(w, t)?;
-        }
         let r = self.rma(w)?;
         if r.batches[t as usize].is_none() {
             let id = r.next_id;
             r.next_id += 1;
+            // A lock not sent yet travels in the batch (`op`): every other message to `t`
+            // sends the batch first, so it still goes ahead of them.
+            let lock = match r.msg_lock[t as usize] {
+                MsgLock::Wanted(ty) => {
+                    r.msg_lock[t as usize] = MsgLock::Sent;
+                    ty
+                }
+                _ => 0,
+            };
             let head = Head {
                 kind: Kind::Batch,
-                op: 0,
+                op: lock,
                 basic: MPI_DATATYPE_NULL,
                 id,
                 disp: 0,
@@ -1810,10 +1848,24 @@ impl state::Held {
         for t in target.map_or(0..n, |t| t..t + 1) {
             let r = self.rma(w)?;
             let was = std::mem::replace(&mut r.msg_lock[t as usize], MsgLock::Off);
-            if was == MsgLock::Sent {
-                if let Err(e) = self.lock_request(w, t, Kind::Unlock, 0) {
-                    done = done.and(Err(e));
-                }
+            if was != MsgLock::Sent {
+                continue;
+            }
+            // The last entry of a batch still to go (its Reply answers both), else a request.
+            let sent = if r.batches[t as usize].is_some() {
+                let h = Head {
+                    kind: Kind::Unlock,
+                    op: 0,
+                    basic: MPI_DATATYPE_NULL,
+                    id: 0,
+                    disp: 0,
+                };
+                self.rma_batch_add(w, t, wire::len(0, 0), |m| wire::encode_into(m, &h, &[]))
+            } else {
+                self.lock_request(w, t, Kind::Unlock, 0).map(|_| ())
+            };
+            if let Err(e) = sent {
+                done = done.and(Err(e));
             }
         }
         let d = self.rma_wait(w, target);

@@ -38,7 +38,8 @@ pub enum Kind {
     Post,
     /// PSCW: the origin completed its access epoch to the receiver.
     Complete,
-    /// Several Put/Acc requests (data: entries), answered by one Reply.
+    /// Several Put/Acc requests (data: entries), answered by one Reply. `op` non-zero: the
+    /// origin's lock (its type) taken first; an Unlock entry (last) releases it.
     Batch,
     /// As Acc, with the data apart on `stream_tag(id, false)`; later requests of its origin
     /// wait at the target until it is applied (accumulate ordering).
@@ -69,7 +70,7 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
     pub kind: Kind,
-    /// MPI_Op for accumulates, lock type for Lock, error class for Reply; for Get and Put,
+    /// MPI_Op for accumulates, lock type for Lock (and Batch), error class for Reply; for Get and Put,
     /// 0 (data in the messages) or the stream tag the data travels on.
     pub op: i32,
     /// The predefined basic type of accumulate elements (MPI_DATATYPE_NULL otherwise).
