@@ -237,6 +237,32 @@ mod tests {
     }
 
     #[test]
+    fn streamed_requests() {
+        let m = |kind, op| {
+            let h = Head {
+                kind,
+                op,
+                basic: 0,
+                id: 3,
+                disp: 0,
+            };
+            encode(&h, &[(0, 8)], 0)
+        };
+        assert!(streamed(&m(Kind::Get, stream_tag(3, true))));
+        assert!(streamed(&m(Kind::Put, stream_tag(3, false))));
+        assert!(streamed(&m(Kind::AccStream, 0x5800_0003)));
+        assert!(!streamed(&m(Kind::Get, 0)));
+        assert!(!streamed(&m(Kind::Put, 0)));
+        // A Batch's op is its lock type, not a stream tag.
+        assert!(!streamed(&m(
+            Kind::Batch,
+            crate::consts::MPI_LOCK_EXCLUSIVE
+        )));
+        assert!(!streamed(&m(Kind::Acc, 0x5800_0003)));
+        assert!(!streamed(&[1, 2]));
+    }
+
+    #[test]
     fn batch_entries() {
         let mut b = Vec::new();
         push_entry(&mut b, &[1, 2, 3]);
