@@ -574,12 +574,14 @@ impl Ferrite {
         let Some((h, runs, data)) = wire::decode(msg) else {
             return;
         };
+        if let Some(ty) = wire::lock_of(msg) {
+            if !self.rma_carried_lock(w, src, ty, msg) {
+                return;
+            }
+        }
         match h.kind {
             Kind::Reply => return self.rma_answered(w, h, data),
             Kind::Batch => {
-                if h.op != 0 && !self.rma_batch_lock(w, src, h.op, msg) {
-                    return;
-                }
                 let mut res = Ok(Vec::new());
                 for m in wire::entries(data) {
                     let r = match wire::decode(m) {
@@ -666,10 +668,10 @@ impl Ferrite {
         }
     }
 
-    /// A Batch that carries its origin's lock (`op`, the lock type): taken now if free,
-    /// else queued, and the batch (without the lock) waits in `held` ahead of anything else
-    /// from `src`. Whether the batch is served now.
-    fn rma_batch_lock(&mut self, w: MPI_Win, src: u32, ty: i32, msg: &[u8]) -> bool {
+    /// A request that carries its origin's lock (`wire::lock_of`, sent lazily): taken now
+    /// if free, else queued, and the request (without the lock) waits in `held` ahead of
+    /// anything else from `src`. Whether the request is served now.
+    fn rma_carried_lock(&mut self, w: MPI_Win, src: u32, ty: i32, msg: &[u8]) -> bool {
         let Ok(r) = self.rma(w) else { return false };
         if r.queue.is_empty() && lock_free(r, ty) {
             take_lock(r, src, ty);
@@ -677,7 +679,7 @@ impl Ferrite {
         }
         r.queue.push_back((src, ty, 0));
         let mut m = msg.to_vec();
-        m[4..8].copy_from_slice(&0i32.to_ne_bytes());
+        wire::set_lock(&mut m, 0);
         let at = r.held.iter().position(|(o, _)| *o == src);
         r.held.insert(at.unwrap_or(r.held.len()), (src, m));
         false
@@ -883,7 +885,14 @@ impl Ferrite {
         req: Option<MPI_Request>,
         data: Option<MPI_Request>,
     ) -> MpiResult<u64> {
-        self.rma_lock_out(w, target)?;
+        let mut msg = msg;
+        let r = self.rma(w)?;
+        // A lock not sent yet rides on this request (no batch is pending then: a batch
+        // takes it when made).
+        if let MsgLock::Wanted(ty) = r.msg_lock[target as usize] {
+            r.msg_lock[target as usize] = MsgLock::Sent;
+            wire::set_lock(&mut msg, ty);
+        }
         self.rma_batch_send(w, target)?;
         self.rma(w)?.sent(target);
         self.rma_transmit(w, target, id, msg, into, req, data)
@@ -949,7 +958,7 @@ impl Ferrite {
         if r.batches[t as usize].is_none() {
             let id = r.next_id;
             r.next_id += 1;
-            // A lock not sent yet travels in the batch (`op`): every other message to `t`
+            // A lock not sent yet travels in the batch: every other message to `t`
             // sends the batch first, so it still goes ahead of them.
             let lock = match r.msg_lock[t as usize] {
                 MsgLock::Wanted(ty) => {
@@ -960,12 +969,15 @@ impl Ferrite {
             };
             let head = Head {
                 kind: Kind::Batch,
-                op: lock,
+                op: 0,
                 basic: MPI_DATATYPE_NULL,
                 id,
                 disp: 0,
             };
-            let msg = wire::encode(&head, &[], (8 + len).max(4096));
+            let mut msg = wire::encode(&head, &[], (8 + len).max(4096));
+            if lock != 0 {
+                wire::set_lock(&mut msg, lock);
+            }
             r.batches[t as usize] = Some(Batch { id, msg });
             r.batched += 1;
             // Counted from now: flushes see it and send it.
@@ -978,26 +990,6 @@ impl Ferrite {
         let n = (b.msg.len() - at - 8) as u64;
         b.msg[at..at + 8].copy_from_slice(&n.to_ne_bytes());
         Ok(())
-    }
-
-    /// Sends the Lock of a lazily requested lock on `t` (`MsgLock::Wanted`), if not sent
-    /// yet: unanswered (id 0); the target holds this process's later messages until it
-    /// grants it, so they follow it in order and nothing waits a round trip for it.
-    fn rma_lock_out(&mut self, w: MPI_Win, t: u32) -> MpiResult<()> {
-        let r = self.rma(w)?;
-        let MsgLock::Wanted(ty) = r.msg_lock[t as usize] else {
-            return Ok(());
-        };
-        r.msg_lock[t as usize] = MsgLock::Sent;
-        let route = r.route.clone();
-        let h = Head {
-            kind: Kind::Lock,
-            op: ty,
-            basic: MPI_DATATYPE_NULL,
-            id: 0,
-            disp: 0,
-        };
-        am::send(self, &route, t, &[&wire::encode(&h, &[], 0)])
     }
 
     /// Sends the batch for `t`, if any.
