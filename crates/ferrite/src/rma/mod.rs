@@ -631,7 +631,8 @@ impl Ferrite {
             Kind::Unlock => return self.rma_unlocked(w, route, src, h.id),
             _ => {}
         }
-        // Id 0: a lock sent lazily, not waited for (its origin's operations follow it).
+        // A Lock request is one waited for (lazily sent locks ride on requests instead,
+        // `rma_carried_lock`, and are never answered).
         for (o, id) in grants {
             if id != 0 {
                 self.rma_reply(route, o, id, Ok(Vec::new()));
