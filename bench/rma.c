@@ -8,6 +8,9 @@
  *   rma acc_lat   MPI_Accumulate (MPI_SUM, MPI_DOUBLE) + MPI_Win_flush, usec per operation
  *   rma put_bw    64 MPI_Put to consecutive target slots, then one flush, MB/s (10^6 B/s)
  *   rma get_bw    64 MPI_Get from consecutive target slots, then one flush, MB/s
+ *   rma lock_put_lat, lock_get_lat, lock_acc_lat   as put/get/acc_lat, but each operation in
+ *                 its own epoch: MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1), the operation,
+ *                 MPI_Win_unlock (what Fortran coarray runtimes do per remote access)
  *
  * Sizes 8 B .. 1 MiB; `rma MODE SIZE [ITERS]` measures one size. Prints `size value` on
  * rank 0. After each size's timed loop the data are checked once (the target checks what
@@ -37,11 +40,14 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *mode = argc > 1 ? argv[1] : "";
-    int put = !strncmp(mode, "put", 3), get = !strncmp(mode, "get", 3),
-        acc = !strcmp(mode, "acc_lat");
-    int bw = !strcmp(mode, "put_bw") || !strcmp(mode, "get_bw");
-    if (!(strcmp(mode, "put_lat") == 0 || strcmp(mode, "get_lat") == 0 || acc || bw)) {
-        if (rank == 0) fprintf(stderr, "usage: rma put_lat|get_lat|acc_lat|put_bw|get_bw [SIZE [ITERS]]\n");
+    int epoch = !strncmp(mode, "lock_", 5);
+    const char *op = epoch ? mode + 5 : mode;
+    int put = !strncmp(op, "put", 3), get = !strncmp(op, "get", 3),
+        acc = !strcmp(op, "acc_lat");
+    int bw = !epoch && (!strcmp(op, "put_bw") || !strcmp(op, "get_bw"));
+    if (!(strcmp(op, "put_lat") == 0 || strcmp(op, "get_lat") == 0 || acc || bw)) {
+        if (rank == 0)
+            fprintf(stderr, "usage: rma [lock_]put_lat|[lock_]get_lat|[lock_]acc_lat|put_bw|get_bw [SIZE [ITERS]]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (size < 2) {
@@ -63,8 +69,12 @@ int main(int argc, char **argv)
     memset(base, 0, (size_t)winsize);
     if (rank == 0) {
         const char *what = bw ? "MB/s" : "usec";
-        printf("# rma %s: passive target (lock shared, flush per %s), MPI_Win_allocate\n# size %s\n",
-               mode, bw ? "64 operations" : "operation", what);
+        if (epoch)
+            printf("# rma %s: passive target (lock exclusive, op, unlock per operation), MPI_Win_allocate\n# size %s\n",
+                   mode, what);
+        else
+            printf("# rma %s: passive target (lock shared, flush per %s), MPI_Win_allocate\n# size %s\n",
+                   mode, bw ? "64 operations" : "operation", what);
     }
     for (long n = first; n <= last; n *= 2) {
         long total = n * slots;
@@ -96,10 +106,11 @@ int main(int argc, char **argv)
         MPI_Barrier(MPI_COMM_WORLD);
         double t = 0;
         if (rank == 0) {
-            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+            if (!epoch) MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
             double t0 = 0;
             for (int it = -warm; it < reps; it++) {
                 if (it == 0) t0 = MPI_Wtime();
+                if (epoch) MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
                 for (int w = 0; w < slots; w++) {
                     long off = (long)w * n;
                     if (acc)
@@ -109,10 +120,11 @@ int main(int argc, char **argv)
                     else
                         MPI_Get(buf + off, (int)n, MPI_BYTE, 1, off, (int)n, MPI_BYTE, win);
                 }
-                MPI_Win_flush(1, win);
+                if (epoch) MPI_Win_unlock(1, win);
+                else MPI_Win_flush(1, win);
             }
             t = MPI_Wtime() - t0;
-            MPI_Win_unlock(1, win);
+            if (!epoch) MPI_Win_unlock(1, win);
         }
         MPI_Barrier(MPI_COMM_WORLD);
         /* Check once: the target its window after put/acc, the origin its buffer after get. */

@@ -57,6 +57,9 @@ struct Pending {
     _msg: Vec<u8>,
     /// A streamed Get: the receive its data lands by (no Reply unless the target failed).
     data: Option<MPI_Request>,
+    /// Its data travels apart (`wire::streamed`): an unlock waits for its answer before the
+    /// Unlock goes, as the target may still be moving the data then.
+    streamed: bool,
 }
 
 /// Small Puts and Accumulates to one target not sent yet: a Batch message being built.
@@ -94,6 +97,19 @@ const STREAM_GET_MIN: usize = 16 << 10;
 /// (more than tcp's eager packet: the rendezvous then moves it straight into the window, or
 /// into a buffer the target keeps for accumulates).
 const STREAM_PUT_MIN: usize = 64 << 10;
+
+/// Where a passive-target lock by messages stands, per target.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum MsgLock {
+    /// None by messages (no epoch, MPI_MODE_NOCHECK, a same-host lock slot).
+    Off,
+    /// Asked for by MPI_Win_lock/lock_all (lock type) but not sent: the Lock goes just
+    /// before the first message to the target, unanswered, and the target holds what follows
+    /// until it grants it. An epoch that sends nothing sends no Lock and no Unlock.
+    Wanted(i32),
+    /// The Lock went (lazily, or granted before MPI_Win_lock returned): unlock sends Unlock.
+    Sent,
+}
 
 /// A lock this process holds on a target.
 #[derive(Clone, Copy)]
@@ -182,6 +198,8 @@ pub struct WinRma {
     idle_flushes: u32,
     /// What the lock-free fast path sees of this window (view.rs), kept in step here.
     view: Option<&'static view::View>,
+    /// Per target, this process's passive-target lock by messages.
+    msg_lock: Vec<MsgLock>,
     /// Per target, the batch being built (it counts as one outstanding request).
     batches: Vec<Option<Batch>>,
     /// How many of `batches` are Some.
@@ -254,9 +272,19 @@ impl WinRma {
         }
     }
 
-    /// Whether messages from `src` must wait: a streamed accumulate of its is arriving.
-    fn behind_stream(&self, src: u32) -> bool {
+    /// Whether messages from `src` must wait: a streamed accumulate of its is arriving, or
+    /// its lock (sent lazily, followed by its operations) is queued here.
+    fn blocked(&self, src: u32) -> bool {
         self.incoming.iter().any(|x| x.from == src && x.ordered)
+            || self.queue.iter().any(|&(o, _, _)| o == src)
+    }
+
+    /// Whether a lock by messages on `t` may be sent lazily, with the first operation: every
+    /// operation to `t` goes by message (a direct one would not wait for the grant), and
+    /// `t` is not this process (MPI_Win_lock on one's own window returns holding the lock:
+    /// local loads and stores may follow).
+    fn lazy_lock(&self, t: u32) -> bool {
+        matches!(self.reach[t as usize], Reach::Messages) && t != self.route.me as u32
     }
 
     /// Takes the error to raise, if any.
@@ -410,7 +438,7 @@ impl Ferrite {
                 let data = data.unwrap_or_default();
                 if let Ok(r) = self.rma(w) {
                     r.recv = next;
-                    if !wire::is_reply(&data) && r.behind_stream(src) {
+                    if !wire::is_reply(&data) && r.blocked(src) {
                         r.held.push_back((src, data));
                         did = true;
                         continue;
@@ -503,20 +531,25 @@ impl Ferrite {
                 (None, e, _) => Err(MpiError::new(e, "receiving streamed RMA data failed")),
             };
             self.rma_reply(&route, inc.from, inc.id, res);
-            // What its origin sent after it, in order, until another stream holds them.
-            while let Ok(r) = self.rma(w) {
-                if r.behind_stream(inc.from) {
-                    break;
-                }
-                let Some(at) = r.held.iter().position(|(o, _)| *o == inc.from) else {
-                    break;
-                };
-                let (_, m) = r.held.remove(at).expect("found above");
-                self.rma_serve(w, &route, inc.from, &m);
-            }
+            self.rma_serve_held(w, &route, inc.from);
             did = true;
         }
         did
+    }
+
+    /// Serves what `origin` sent while it was blocked (`WinRma::blocked`), in order, until
+    /// it is blocked again.
+    fn rma_serve_held(&mut self, w: MPI_Win, route: &Route, origin: u32) {
+        while let Ok(r) = self.rma(w) {
+            if r.blocked(origin) {
+                break;
+            }
+            let Some(at) = r.held.iter().position(|(o, _)| *o == origin) else {
+                break;
+            };
+            let (_, m) = r.held.remove(at).expect("found above");
+            self.rma_serve(w, route, origin, &m);
+        }
     }
 
     fn rma_reply(&mut self, route: &Route, to: u32, id: u64, res: MpiResult<Vec<u8>>) {
@@ -541,6 +574,11 @@ impl Ferrite {
         let Some((h, runs, data)) = wire::decode(msg) else {
             return;
         };
+        if let Some(ty) = wire::lock_of(msg) {
+            if !self.rma_carried_lock(w, src, ty, msg) {
+                return;
+            }
+        }
         match h.kind {
             Kind::Reply => return self.rma_answered(w, h, data),
             Kind::Batch => {
@@ -549,6 +587,10 @@ impl Ferrite {
                     let r = match wire::decode(m) {
                         Some((eh, eruns, edata)) if matches!(eh.kind, Kind::Put | Kind::Acc) => {
                             self.rma_apply(w, &eh, &eruns, edata)
+                        }
+                        Some((eh, _, _)) if eh.kind == Kind::Unlock => {
+                            self.rma_unlocked(w, route, src, 0);
+                            Ok(Vec::new())
                         }
                         _ => Err(MpiError::new(MPI_ERR_INTERN, "malformed RMA batch")),
                     };
@@ -586,27 +628,62 @@ impl Ferrite {
                     r.queue.push_back((src, h.op, h.id));
                 }
             }
-            Kind::Unlock => {
-                if r.excl == Some(src) {
-                    r.excl = None;
-                } else {
-                    r.shared = r.shared.saturating_sub(1);
-                }
-                grants.push((src, h.id));
-                while let Some(&(o, ty, id)) = r.queue.front() {
-                    if !lock_free(r, ty) {
-                        break;
-                    }
-                    r.queue.pop_front();
-                    take_lock(r, o, ty);
-                    grants.push((o, id));
-                }
-            }
+            Kind::Unlock => return self.rma_unlocked(w, route, src, h.id),
             _ => {}
         }
+        // A Lock request is one waited for (lazily sent locks ride on requests instead,
+        // `rma_carried_lock`, and are never answered).
         for (o, id) in grants {
-            self.rma_reply(route, o, id, Ok(Vec::new()));
+            if id != 0 {
+                self.rma_reply(route, o, id, Ok(Vec::new()));
+            }
         }
+    }
+
+    /// `src` released its lock on this process (an Unlock request `id`, answered; or the
+    /// last entry of a Batch, id 0, answered by the batch's Reply): grants what the queue
+    /// allows now and serves what those origins sent meanwhile (held until their grant).
+    fn rma_unlocked(&mut self, w: MPI_Win, route: &Route, src: u32, id: u64) {
+        let Ok(r) = self.rma(w) else { return };
+        if r.excl == Some(src) {
+            r.excl = None;
+        } else {
+            r.shared = r.shared.saturating_sub(1);
+        }
+        let mut grants = vec![(src, id)];
+        while let Some(&(o, ty, id)) = r.queue.front() {
+            if !lock_free(r, ty) {
+                break;
+            }
+            r.queue.pop_front();
+            take_lock(r, o, ty);
+            grants.push((o, id));
+        }
+        for &(o, id) in &grants {
+            if id != 0 {
+                self.rma_reply(route, o, id, Ok(Vec::new()));
+            }
+        }
+        for &(o, _) in &grants[1..] {
+            self.rma_serve_held(w, route, o);
+        }
+    }
+
+    /// A request that carries its origin's lock (`wire::lock_of`, sent lazily): taken now
+    /// if free, else queued, and the request (without the lock) waits in `held` ahead of
+    /// anything else from `src`. Whether the request is served now.
+    fn rma_carried_lock(&mut self, w: MPI_Win, src: u32, ty: i32, msg: &[u8]) -> bool {
+        let Ok(r) = self.rma(w) else { return false };
+        if r.queue.is_empty() && lock_free(r, ty) {
+            take_lock(r, src, ty);
+            return true;
+        }
+        r.queue.push_back((src, ty, 0));
+        let mut m = msg.to_vec();
+        wire::set_lock(&mut m, 0);
+        let at = r.held.iter().position(|(o, _)| *o == src);
+        r.held.insert(at.unwrap_or(r.held.len()), (src, m));
+        false
     }
 
     /// A streamed Get at the target: its data goes from the window memory on the stream
@@ -809,6 +886,14 @@ impl Ferrite {
         req: Option<MPI_Request>,
         data: Option<MPI_Request>,
     ) -> MpiResult<u64> {
+        let mut msg = msg;
+        let r = self.rma(w)?;
+        // A lock not sent yet rides on this request (no batch is pending then: a batch
+        // takes it when made).
+        if let MsgLock::Wanted(ty) = r.msg_lock[target as usize] {
+            r.msg_lock[target as usize] = MsgLock::Sent;
+            wire::set_lock(&mut msg, ty);
+        }
         self.rma_batch_send(w, target)?;
         self.rma(w)?.sent(target);
         self.rma_transmit(w, target, id, msg, into, req, data)
@@ -830,6 +915,7 @@ impl Ferrite {
         let route = r.route.clone();
         // The heap buffer stays where it is when the vector moves into `pending`.
         let bytes = (msg.as_ptr(), msg.len());
+        let streamed = wire::streamed(&msg);
         r.pending.insert(
             id,
             Pending {
@@ -838,6 +924,7 @@ impl Ferrite {
                 req,
                 _msg: msg,
                 data,
+                streamed,
             },
         );
         if data.is_some() {
@@ -872,6 +959,15 @@ impl Ferrite {
         if r.batches[t as usize].is_none() {
             let id = r.next_id;
             r.next_id += 1;
+            // A lock not sent yet travels in the batch: every other message to `t`
+            // sends the batch first, so it still goes ahead of them.
+            let lock = match r.msg_lock[t as usize] {
+                MsgLock::Wanted(ty) => {
+                    r.msg_lock[t as usize] = MsgLock::Sent;
+                    ty
+                }
+                _ => 0,
+            };
             let head = Head {
                 kind: Kind::Batch,
                 op: 0,
@@ -879,7 +975,10 @@ impl Ferrite {
                 id,
                 disp: 0,
             };
-            let msg = wire::encode(&head, &[], (8 + len).max(4096));
+            let mut msg = wire::encode(&head, &[], (8 + len).max(4096));
+            if lock != 0 {
+                wire::set_lock(&mut msg, lock);
+            }
             r.batches[t as usize] = Some(Batch { id, msg });
             r.batched += 1;
             // Counted from now: flushes see it and send it.
@@ -1458,6 +1557,7 @@ impl state::Held {
             lock_slot: vec![0; n],
             idle_flushes: 0,
             view: None,
+            msg_lock: vec![MsgLock::Off; n],
             batches: (0..n).map(|_| None).collect(),
             batched: 0,
             streams: Vec::new(),
@@ -1603,9 +1703,12 @@ impl state::Held {
             let slot = self.rma(w)?.lock_slot[t as usize];
             if slot != 0 {
                 self.epoch_lock(slot, excl)?;
+            } else if self.rma(w)?.lazy_lock(t) {
+                self.rma(w)?.msg_lock[t as usize] = MsgLock::Wanted(ty);
             } else {
                 let id = self.lock_request(w, t, Kind::Lock, ty)?;
                 self.wait_ids(w, &[id])?;
+                self.rma(w)?.msg_lock[t as usize] = MsgLock::Sent;
             }
         }
         let r = self.rma(w)?;
@@ -1647,14 +1750,11 @@ impl state::Held {
                 "MPI_Win_unlock: target {t} is not locked by this process"
             )));
         };
-        let done = self.rma_wait(w, Some(t));
+        let done = self.rma_unlock_msgs(w, Some(t));
         if !held.nocheck {
             let slot = self.rma(w)?.lock_slot[t as usize];
             if slot != 0 {
                 direct::epoch::release(slot, held.excl);
-            } else {
-                let id = self.lock_request(w, t, Kind::Unlock, 0)?;
-                self.wait_ids(w, &[id])?;
             }
         }
         let r = self.rma(w)?;
@@ -1673,9 +1773,18 @@ impl state::Held {
         if !nocheck {
             let slots = self.rma(w)?.lock_slot.clone();
             let mut ids = Vec::with_capacity(n as usize);
+            // Targets by messages are not contacted now (MsgLock::Wanted): only those the
+            // epoch sends something to ever see a Lock.
             for t in 0..n {
-                if slots[t as usize] == 0 {
+                if slots[t as usize] != 0 {
+                    continue;
+                }
+                let r = self.rma(w)?;
+                if r.lazy_lock(t) {
+                    r.msg_lock[t as usize] = MsgLock::Wanted(MPI_LOCK_SHARED);
+                } else {
                     ids.push(self.lock_request(w, t, Kind::Lock, MPI_LOCK_SHARED)?);
+                    self.rma(w)?.msg_lock[t as usize] = MsgLock::Sent;
                 }
             }
             // Same-host locks in rank order (as every lock_all takes them).
@@ -1698,23 +1807,62 @@ impl state::Held {
         let Some(held) = r.lock_all else {
             return Err(sync_err("MPI_Win_unlock_all without MPI_Win_lock_all"));
         };
-        let n = r.sizes.len() as u32;
-        let done = self.rma_wait(w, None);
+        let done = self.rma_unlock_msgs(w, None);
         if !held.nocheck {
             let slots = self.rma(w)?.lock_slot.clone();
-            let mut ids = Vec::with_capacity(n as usize);
-            for t in 0..n {
-                match slots[t as usize] {
-                    0 => ids.push(self.lock_request(w, t, Kind::Unlock, 0)?),
-                    slot => direct::epoch::release(slot, false),
-                }
+            for slot in slots.into_iter().filter(|&s| s != 0) {
+                direct::epoch::release(slot, false);
             }
-            self.wait_ids(w, &ids)?;
         }
         let r = self.rma(w)?;
         r.lock_all = None;
         r.sync_view(Some(0));
         done
+    }
+
+    /// Completes the operations to `target` (all if None) and releases the locks by
+    /// messages this process holds there, in one round trip: the batch and the Unlock go
+    /// together and the target answers the Unlock only after everything before it (one
+    /// channel, served in order). Streamed data may still be moving at the target when it
+    /// serves the Unlock, so those are waited for first. A lock never sent (nothing went to
+    /// that target in the epoch) sends nothing.
+    fn rma_unlock_msgs(&mut self, w: MPI_Win, target: Option<u32>) -> MpiResult<()> {
+        let r = self.rma(w)?;
+        let streaming = r
+            .pending
+            .values()
+            .any(|p| p.streamed && target.is_none_or(|t| p.target == t));
+        let mut done = if streaming {
+            self.rma_wait(w, target)
+        } else {
+            Ok(())
+        };
+        let n = self.rma(w)?.sizes.len() as u32;
+        for t in target.map_or(0..n, |t| t..t + 1) {
+            let r = self.rma(w)?;
+            let was = std::mem::replace(&mut r.msg_lock[t as usize], MsgLock::Off);
+            if was != MsgLock::Sent {
+                continue;
+            }
+            // The last entry of a batch still to go (its Reply answers both), else a request.
+            let sent = if r.batches[t as usize].is_some() {
+                let h = Head {
+                    kind: Kind::Unlock,
+                    op: 0,
+                    basic: MPI_DATATYPE_NULL,
+                    id: 0,
+                    disp: 0,
+                };
+                self.rma_batch_add(w, t, wire::len(0, 0), |m| wire::encode_into(m, &h, &[]))
+            } else {
+                self.lock_request(w, t, Kind::Unlock, 0).map(|_| ())
+            };
+            if let Err(e) = sent {
+                done = done.and(Err(e));
+            }
+        }
+        let d = self.rma_wait(w, target);
+        done.and(d)
     }
 
     /// MPI_Win_flush(_local)(_all): remote completion of the operations to `rank` (all

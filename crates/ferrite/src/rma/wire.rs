@@ -38,7 +38,8 @@ pub enum Kind {
     Post,
     /// PSCW: the origin completed its access epoch to the receiver.
     Complete,
-    /// Several Put/Acc requests (data: entries), answered by one Reply.
+    /// Several Put/Acc requests (data: entries), answered by one Reply. An Unlock entry
+    /// (last) releases the origin's lock.
     Batch,
     /// As Acc, with the data apart on `stream_tag(id, false)`; later requests of its origin
     /// wait at the target until it is applied (accumulate ordering).
@@ -167,6 +168,40 @@ pub fn is_reply(b: &[u8]) -> bool {
     b.first() == Some(&(Kind::Reply as u8))
 }
 
+/// Marks request message `m` as carrying its origin's lock of type `ty` (taken before the
+/// request is served; a lock sent lazily), or clears the mark (`ty` 0). Header byte 1.
+pub fn set_lock(m: &mut [u8], ty: i32) {
+    use crate::consts::{MPI_LOCK_EXCLUSIVE, MPI_LOCK_SHARED};
+    m[1] = match ty {
+        MPI_LOCK_SHARED => 1,
+        MPI_LOCK_EXCLUSIVE => 2,
+        _ => 0,
+    };
+}
+
+/// The lock request message `m` carries (`set_lock`), if any.
+pub fn lock_of(m: &[u8]) -> Option<i32> {
+    use crate::consts::{MPI_LOCK_EXCLUSIVE, MPI_LOCK_SHARED};
+    match m.get(1) {
+        Some(1) => Some(MPI_LOCK_SHARED),
+        Some(2) => Some(MPI_LOCK_EXCLUSIVE),
+        _ => None,
+    }
+}
+
+/// Whether request message `b` has its data travel apart (a streamed Get, Put or
+/// Accumulate): the target may still be moving that data after it served the request.
+pub fn streamed(b: &[u8]) -> bool {
+    if b.len() < HEAD_LEN {
+        return false;
+    }
+    match Kind::from_u8(b[0]) {
+        Some(Kind::Get | Kind::Put) => i32::from_ne_bytes(word(b, 4)) != 0,
+        Some(Kind::AccStream) => true,
+        _ => false,
+    }
+}
+
 /// Appends request message `m` to a Batch message's data.
 pub fn push_entry(batch: &mut Vec<u8>, m: &[u8]) {
     batch.extend_from_slice(&(m.len() as u64).to_ne_bytes());
@@ -220,6 +255,55 @@ mod tests {
             assert_eq!(is_reply(&m), kind == Kind::Reply);
         }
         assert!(!is_reply(&[]));
+    }
+
+    #[test]
+    fn streamed_requests() {
+        let m = |kind, op| {
+            let h = Head {
+                kind,
+                op,
+                basic: 0,
+                id: 3,
+                disp: 0,
+            };
+            encode(&h, &[(0, 8)], 0)
+        };
+        assert!(streamed(&m(Kind::Get, stream_tag(3, true))));
+        assert!(streamed(&m(Kind::Put, stream_tag(3, false))));
+        assert!(streamed(&m(Kind::AccStream, 0x5800_0003)));
+        assert!(!streamed(&m(Kind::Get, 0)));
+        assert!(!streamed(&m(Kind::Put, 0)));
+        // A Batch's op is its lock type, not a stream tag.
+        assert!(!streamed(&m(
+            Kind::Batch,
+            crate::consts::MPI_LOCK_EXCLUSIVE
+        )));
+        assert!(!streamed(&m(Kind::Acc, 0x5800_0003)));
+        assert!(!streamed(&[1, 2]));
+    }
+
+    #[test]
+    fn carried_locks() {
+        use crate::consts::{MPI_LOCK_EXCLUSIVE, MPI_LOCK_SHARED};
+        let h = Head {
+            kind: Kind::Get,
+            op: 0,
+            basic: 0,
+            id: 3,
+            disp: -2,
+        };
+        let mut m = encode(&h, &[(0, 8)], 0);
+        assert_eq!(lock_of(&m), None);
+        for ty in [MPI_LOCK_SHARED, MPI_LOCK_EXCLUSIVE] {
+            set_lock(&mut m, ty);
+            assert_eq!(lock_of(&m), Some(ty));
+            // The request itself reads the same.
+            assert_eq!(decode(&m).unwrap().0, h);
+        }
+        set_lock(&mut m, 0);
+        assert_eq!(lock_of(&m), None);
+        assert_eq!(lock_of(&[]), None);
     }
 
     #[test]
