@@ -219,10 +219,7 @@ impl Ferrite {
     ) -> MpiResult<(u32, Target)> {
         if let Some(c) = self.objects.comms.find(comm) {
             // Predefined basic types need no datatype object (the checks are check_buffer's).
-            let bytes = builtin_size(dt)
-                .filter(|_| count >= 0 && !(buf.is_null() && count > 0))
-                .and_then(|size| size.checked_mul(usize::try_from(count).ok()?));
-            if let Some(len) = bytes {
+            if let Some(len) = builtin_bytes(buf, count, dt) {
                 if recv_tag_ok(tag) && recv_rank_ok(src, c.peers().len()) {
                     return Ok((c.context_id, Target::Bytes { buf: Ptr(buf), len }));
                 }
@@ -245,10 +242,7 @@ impl Ferrite {
     ) -> MpiResult<(u32, Target)> {
         let c = self.objects.comms.get(comm)?;
         let (ctx, size) = (c.context_id, c.peers().len());
-        let bytes = builtin_size(dt)
-            .filter(|_| count >= 0 && !(buf.is_null() && count > 0))
-            .and_then(|size| size.checked_mul(usize::try_from(count).ok()?));
-        let target = match bytes {
+        let target = match builtin_bytes(buf, count, dt) {
             Some(len) => Target::Bytes { buf: Ptr(buf), len },
             None => Target::User {
                 buf: Ptr(buf),
@@ -773,6 +767,15 @@ fn builtin_size(dt: MPI_Datatype) -> Option<usize> {
     let u = dt as u32;
     let size = ((u >> 8) & 0xff) as usize;
     (u & 0xffff_0000 == 0x4c00_0000 && size != 0).then_some(size)
+}
+
+/// The bytes of `count` elements of a predefined basic type in a usable buffer (`count` not
+/// negative, `buf` not null unless empty); `None` for anything a full check must see.
+#[inline(always)]
+fn builtin_bytes(buf: *mut u8, count: i64, dt: MPI_Datatype) -> Option<usize> {
+    builtin_size(dt)
+        .filter(|_| count >= 0 && !(buf.is_null() && count > 0))
+        .and_then(|size| size.checked_mul(usize::try_from(count).ok()?))
 }
 
 pub fn invalid_request(h: MPI_Request) -> MpiError {
