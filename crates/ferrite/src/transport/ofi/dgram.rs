@@ -21,9 +21,8 @@
 //!   the datagram and tries again).
 //! - The completion queue's wait fd is the port's fd; `may_block` is fi_trywait. Once
 //!   fi_trywait said the fd will signal what comes next (`quiet`), the transport's progress
-//!   skips the channel until the fd is readable, a timer is due or a send waits
-//!   (`Ofi::readable`, one poll(2) with the transport's own queues): reading the queue costs
-//!   the udp provider a recvmsg, the channel a timerfd read.
+//!   skips the channel until the fd is readable, a timer is due or a send waits (`idle`):
+//!   reading the queue costs the udp provider a recvmsg, the channel a timerfd read.
 //! - What is not ours (garbage, another job's secret) is dropped by the channel and counted
 //!   (`strangers_dropped` in the report); the first one also prints a warning on stderr.
 
@@ -449,6 +448,17 @@ fn provider_socket(name: &[u8]) -> Option<RawFd> {
     None
 }
 
+/// Whether `fd` is readable now.
+fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: p is one valid pollfd; poll(2) with no timeout only reads the fd's state.
+    unsafe { libc::poll(&mut p, 1, 0) != 0 }
+}
+
 /// Warns once per process about datagrams that are not this job's (they are counted too).
 fn warn_strangers(n: u64) {
     static WARNED: AtomicBool = AtomicBool::new(false);
@@ -538,14 +548,19 @@ impl Ofi {
 
     /// Delivers what came over datagrams (to `deliver`, or into `arrived`), hands `ud`
     /// handshakes to the manager, and moves datagram traffic along.
-    /// `ready`: false when nothing is due, nothing waits to go and nothing arrived
-    /// (`Ofi::readable`); the pass is skipped then (tcp likewise polls its channel only when
-    /// the channel's fd fires), where it would cost a timerfd read and the provider's recvmsg.
-    pub(super) fn poll_channel(&mut self, deliver: &mut Option<Deliver<'_>>, ready: bool) -> usize {
+    pub(super) fn poll_channel(&mut self, deliver: &mut Option<Deliver<'_>>) -> usize {
         let Some(d) = self.chan.as_mut() else {
             return 0;
         };
-        if !ready {
+        // Nothing due, nothing waiting to go, nothing arrived: skip the pass (tcp likewise
+        // polls its channel only when the channel's fd fires).
+        // The channel's fd (its queue's and its timerfd's) is checked with one poll(2), where
+        // a pass costs a timerfd read and the provider's recvmsg.
+        if d.backlog_bytes(None) == 0
+            && !d.chan.busy()
+            && d.chan.port().quiet()
+            && !readable(d.chan.wake_fd())
+        {
             return 0;
         }
         let before = d.chan.stats().strangers;

@@ -246,9 +246,6 @@ const CLOSE_ACK: u8 = 7;
 /// The peer finalized: the end of this connection is no failure.
 const BYE: u8 = 8;
 const HDR: usize = 24;
-/// Progress passes in a row that find the queues empty before fi_trywait (which costs the
-/// provider's progress once more) lets the next ones skip them until their fds fire.
-const IDLE_TRYWAIT: u32 = 4;
 
 /// Where `progress` hands data packets (None: into `arrived`).
 type Deliver<'a> = &'a mut dyn FnMut(Proc, &[u8]);
@@ -397,15 +394,6 @@ pub struct Ofi {
     /// The job secret (read from PMI when first needed, after MPI_Init's barrier).
     secret: Option<u64>,
     epoll: RawFd,
-    /// The event and completion queues' wait fds (in `epoll`).
-    wait_fds: [RawFd; 2],
-    /// fi_trywait succeeded on both queues and since then we have neither read them nor
-    /// posted anything: their wait fds signal whatever comes next, so a progress pass reads
-    /// the queues only once one is readable (one poll(2) instead of the provider's
-    /// progress, an epoll_wait per queue).
-    quiet: bool,
-    /// Progress passes in a row that found nothing on the queues (`IDLE_TRYWAIT`).
-    idle_passes: u32,
     /// Readable (in `epoll`) when the manager's next timer is due.
     timer: Timer,
     t0: Instant,
@@ -555,9 +543,6 @@ impl Ofi {
             board,
             secret: None,
             epoll,
-            wait_fds: [fds[0], fds[1]],
-            quiet: false,
-            idle_passes: 0,
             timer,
             t0: Instant::now(),
             closing: false,
@@ -674,7 +659,6 @@ impl Ofi {
 
     /// Posts receive buffer `b` again: of the shared context (`ep` None) or of `ep`'s own.
     fn repost_rx(&mut self, ep: Option<EpId>, b: usize) -> Result<(), String> {
-        self.quiet = false;
         match (ep, self.pool.as_mut()) {
             (None, Some(p)) => p.repost(b, CTX_SRX | b),
             (Some(ep), _) => self.repost(ep, b),
@@ -797,7 +781,6 @@ impl Ofi {
     /// Opens an endpoint for the manager's dial and connects it to the peer's passive
     /// endpoint (fi_connect with our rank and the job secret as connection data).
     fn dial(&mut self, ep: EpId, peer: Proc, addr: Option<Vec<u8>>) {
-        self.quiet = false;
         let res = (|| {
             let card = match addr {
                 Some(a) => a,
@@ -824,7 +807,6 @@ impl Ofi {
     /// Closes and forgets an endpoint (the manager's `Close`): its handshake bytes and a
     /// BYE first, best effort. Its bounce buffers come back once the endpoint is closed.
     fn drop_conn(&mut self, ep: EpId, bye: bool) {
-        self.quiet = false;
         if let Some(c) = self.conns.get(&ep) {
             if c.up {
                 // Without credit: the pool keeps a few buffers for these (srq.rs).
@@ -929,7 +911,6 @@ impl Ofi {
         if !self.conns.get(&ep).is_some_and(|c| c.up) || !self.credits.can_send(ep) {
             return Ok(false);
         }
-        self.quiet = false;
         if self.tx_free.is_empty() {
             self.take_completions(&mut None);
         }
@@ -986,7 +967,6 @@ impl Ofi {
                 continue;
             };
             // The message uses a buffer of the peer's reserve and returns no credit.
-            self.quiet = false;
             match c.ep.inject(&header(CREDIT, g, c.wire)) {
                 Ok(true) => {}
                 // Err: the connection's end shows up on the event queue.
@@ -1009,28 +989,11 @@ impl Ofi {
         for ep in self.mgr.held().to_vec() {
             self.offer_hello(ep);
         }
-        let (queues, chan) = self.readable();
-        if queues {
-            let taken = self.take_completions(&mut deliver);
-            let mut events = 0;
-            while let Some(ev) = self.eq.read() {
-                self.event(ev);
-                events += 1;
-            }
-            got += taken;
-            // After a few passes that found nothing, fi_trywait: until something comes,
-            // a pass then costs one poll(2) (`quiet`).
-            self.idle_passes = if taken + events == 0 {
-                self.idle_passes + 1
-            } else {
-                0
-            };
-            if self.idle_passes >= IDLE_TRYWAIT {
-                self.idle_passes = 0;
-                self.quiet = self.fabric.trywait(&self.eq, &self.cq);
-            }
+        got += self.take_completions(&mut deliver);
+        got += self.poll_channel(&mut deliver);
+        while let Some(ev) = self.eq.read() {
+            self.event(ev);
         }
-        got += self.poll_channel(&mut deliver, chan);
         let mut eps: Vec<EpId> = self
             .peers
             .iter()
@@ -1075,7 +1038,6 @@ impl Ofi {
 
     /// Takes every completion in the queue; data for `deliver` (or into `arrived`).
     fn take_completions(&mut self, deliver: &mut Option<Deliver<'_>>) -> usize {
-        self.quiet = false;
         let mut got = 0;
         loop {
             let mut ents = [CqEntry {
@@ -1463,44 +1425,8 @@ impl Ofi {
     /// while a socket's user-space buffer holds unread bytes.
     /// The datagram channel's queue too (adaptive, ud), and its due timers or backlog.
     fn may_block(&mut self) -> bool {
-        if !self.quiet {
-            self.quiet = self.fabric.trywait(&self.eq, &self.cq);
-        }
-        self.quiet && self.chan.as_mut().is_none_or(|d| d.chan.may_block())
-    }
-
-    /// Whether a pass must read the event and completion queues, and the datagram
-    /// channel: not while they are quiet (fi_trywait said their fds signal what comes
-    /// next) and their fds are not readable; one poll(2) over the quiet ones' fds.
-    fn readable(&self) -> (bool, bool) {
-        let chan_quiet = self
-            .chan
-            .as_ref()
-            .map(|d| d.backlog_bytes(None) == 0 && !d.chan.busy() && d.chan.port().quiet());
-        let mut fds = [libc::pollfd {
-            fd: -1,
-            events: libc::POLLIN,
-            revents: 0,
-        }; 3];
-        if self.quiet {
-            fds[0].fd = self.wait_fds[0];
-            fds[1].fd = self.wait_fds[1];
-        }
-        if chan_quiet == Some(true) {
-            fds[2].fd = self.chan.as_ref().expect("checked").chan.wake_fd();
-        }
-        if fds.iter().any(|p| p.fd >= 0) {
-            // SAFETY: three valid pollfds (negative fds are ignored); no timeout, so poll(2)
-            // only reads the fds' state.
-            unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
-        }
-        let queues = !self.quiet || fds[..2].iter().any(|p| p.revents != 0);
-        let chan = match chan_quiet {
-            None => false,
-            Some(false) => true,
-            Some(true) => fds[2].revents != 0,
-        };
-        (queues, chan)
+        self.fabric.trywait(&self.eq, &self.cq)
+            && self.chan.as_mut().is_none_or(|d| d.chan.may_block())
     }
 
     /// Blocks in the kernel until the queues may have something (at most `ms`).
@@ -1570,7 +1496,6 @@ impl Ofi {
         let u = |i: usize| u64::from_le_bytes(k[i..i + 8].try_into().expect("8"));
         let (key, raddr) = (u(0), u(8));
         let cid = self.mgr.sendable(r.from)?;
-        self.quiet = false;
         // Memory the provider writes into must be registered where it says so.
         let local = if self.prov.mr_mode & ffi::FI_MR_LOCAL != 0 {
             let lkey = self.new_key();
