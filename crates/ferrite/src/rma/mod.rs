@@ -242,6 +242,15 @@ impl WinRma {
         }
     }
 
+    /// Marks `msg`, the next message to `target`, as carrying a lock asked for but not
+    /// sent yet (MsgLock::Wanted), which is then Sent.
+    fn carry_lock(&mut self, target: u32, msg: &mut [u8]) {
+        if let MsgLock::Wanted(ty) = self.msg_lock[target as usize] {
+            self.msg_lock[target as usize] = MsgLock::Sent;
+            wire::set_lock(msg, ty);
+        }
+    }
+
     /// A request went by message: flushes must wait (the view's count).
     fn sent(&mut self, target: u32) {
         self.outstanding[target as usize] += 1;
@@ -887,13 +896,9 @@ impl Ferrite {
         data: Option<MPI_Request>,
     ) -> MpiResult<u64> {
         let mut msg = msg;
-        let r = self.rma(w)?;
         // A lock not sent yet rides on this request (no batch is pending then: a batch
         // takes it when made).
-        if let MsgLock::Wanted(ty) = r.msg_lock[target as usize] {
-            r.msg_lock[target as usize] = MsgLock::Sent;
-            wire::set_lock(&mut msg, ty);
-        }
+        self.rma(w)?.carry_lock(target, &mut msg);
         self.rma_batch_send(w, target)?;
         self.rma(w)?.sent(target);
         self.rma_transmit(w, target, id, msg, into, req, data)
@@ -959,15 +964,6 @@ impl Ferrite {
         if r.batches[t as usize].is_none() {
             let id = r.next_id;
             r.next_id += 1;
-            // A lock not sent yet travels in the batch: every other message to `t`
-            // sends the batch first, so it still goes ahead of them.
-            let lock = match r.msg_lock[t as usize] {
-                MsgLock::Wanted(ty) => {
-                    r.msg_lock[t as usize] = MsgLock::Sent;
-                    ty
-                }
-                _ => 0,
-            };
             let head = Head {
                 kind: Kind::Batch,
                 op: 0,
@@ -976,9 +972,9 @@ impl Ferrite {
                 disp: 0,
             };
             let mut msg = wire::encode(&head, &[], (8 + len).max(4096));
-            if lock != 0 {
-                wire::set_lock(&mut msg, lock);
-            }
+            // A lock not sent yet travels in the batch: every other message to `t`
+            // sends the batch first, so it still goes ahead of them.
+            r.carry_lock(t, &mut msg);
             r.batches[t as usize] = Some(Batch { id, msg });
             r.batched += 1;
             // Counted from now: flushes see it and send it.

@@ -274,7 +274,7 @@ mod tests {
         assert!(streamed(&m(Kind::AccStream, 0x5800_0003)));
         assert!(!streamed(&m(Kind::Get, 0)));
         assert!(!streamed(&m(Kind::Put, 0)));
-        // A Batch's op is its lock type, not a stream tag.
+        // A Batch's op is never a stream tag (a lazily sent lock rides in byte 1).
         assert!(!streamed(&m(
             Kind::Batch,
             crate::consts::MPI_LOCK_EXCLUSIVE
