@@ -701,6 +701,22 @@ fn close_fid(fid: *mut Fid) {
     unsafe { ((*(*fid).ops).close)(fid) };
 }
 
+/// Sets errno to 0 before fi_eq_read. The tcp provider of libfabric before 2.2 (Debian's
+/// 1.17: `rx_cm_data` in tcpx_conn_mgr.c) reads a connection set-up message and, when recv
+/// returns 0 (the peer closed the socket mid set-up), takes errno as the reason; errno is
+/// then whatever an earlier call left, often EAGAIN (the udp provider's recvmsg, a data
+/// socket's recv), which it reads as "try again": the socket stays in the event queue's set,
+/// readable at end of file, and every fi_eq_read calls recv on it again for the rest of the
+/// job (26k-106k recvfrom in rma_passive -n 4 under adaptive), while a dialer whose peer
+/// closed so never hears of it (no FI_CONNECTED, no error). With errno 0 the provider takes
+/// the end as -FI_EIO: it closes a half-accepted socket, and reports a dial's failure on the
+/// event queue. (Fixed upstream by libfabric commit 86ae6d745, "prov/tcp: handle the error
+/// correctly".)
+fn clear_errno() {
+    // SAFETY: __errno_location returns this thread's errno, valid for the thread's life.
+    unsafe { *libc::__errno_location() = 0 };
+}
+
 fn wait_fd(fid: *mut Fid, what: &str) -> Result<c_int, String> {
     let mut fd: c_int = -1;
     // SAFETY: fid is live; FI_GETWAIT with an FD wait object writes an int.
@@ -935,6 +951,7 @@ impl Eq {
     pub fn read(&self) -> Option<EqEvent> {
         let mut ev: u32 = 0;
         let mut buf = [0u64; CM_ENTRY_ROOM / 8];
+        clear_errno();
         // SAFETY: fi_eq_read: eq->ops->read into a buffer of CM_ENTRY_ROOM bytes.
         let n = unsafe {
             ((*(*self.0).ops).read)(self.0, &mut ev, buf.as_mut_ptr().cast(), CM_ENTRY_ROOM, 0)

@@ -348,3 +348,167 @@ fn a_budget_of_one_connection_closes_and_reopens_without_losing_packets() {
         }
     }
 }
+
+/// This process's descriptors whose peer is `addr` (a connected socket's other end).
+fn sockets_with_peer(addr: std::net::SocketAddr) -> usize {
+    let std::net::SocketAddr::V4(a) = addr else {
+        return 0;
+    };
+    let mut n = 0;
+    for fd in std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .flatten()
+        .filter_map(|d| d.file_name().to_str()?.parse::<i32>().ok())
+    {
+        // SAFETY: sockaddr_in is plain data, valid zeroed.
+        let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: getpeername writes at most `len` bytes into `sa`; on a descriptor that is
+        // not a connected socket it fails and touches nothing.
+        let rc =
+            unsafe { libc::getpeername(fd, (&mut sa as *mut libc::sockaddr_in).cast(), &mut len) };
+        if rc == 0
+            && i32::from(sa.sin_family) == libc::AF_INET
+            && u16::from_be(sa.sin_port) == a.port()
+            && u32::from_be(sa.sin_addr.s_addr) == u32::from(*a.ip())
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn a_dialer_that_closes_before_its_request_leaves_no_socket_behind() {
+    if skip() {
+        return;
+    }
+    let t = Ofi::new(
+        0,
+        1,
+        OfiConfig {
+            iface: "lo".into(),
+            ..OfiConfig::test_default()
+        },
+        Box::new(TestBoard("ofitest-cm-eof".into())),
+    )
+    .expect("tcp provider on lo");
+    // The passive endpoint's name is a sockaddr_in: family, port (big-endian), address.
+    let card = TestBoard("ofitest-cm-eof".into())
+        .get(0)
+        .expect("board")
+        .expect("card");
+    let port = u16::from_be_bytes([card[2], card[3]]);
+    let ip = std::net::Ipv4Addr::new(card[4], card[5], card[6], card[7]);
+    // A dialer that connects and closes before sending its connection request (as a dial
+    // the manager gives up at once, or a process that dies).
+    let s = std::net::TcpStream::connect((ip, port)).expect("connect to the passive endpoint");
+    let dialer = s.local_addr().expect("local address");
+    drop(s);
+    // The provider accepts the socket on one fi_eq_read and reads its end on a later one.
+    // errno is EAGAIN before each read, as a udp provider's recvmsg or a data socket's recv
+    // leaves it in a running job.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut accepted = false;
+    loop {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::EAGAIN };
+        while t.eq.read().is_some() {}
+        let open = sockets_with_peer(dialer);
+        accepted |= open > 0;
+        if accepted && open == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the half-accepted socket from {dialer} is still open after 10 s of fi_eq_read \
+             (accepted: {accepted}): the provider took a stale EAGAIN for the reason of its end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_dial_whose_peer_closes_before_answering_fails_instead_of_waiting_forever() {
+    if skip() {
+        return;
+    }
+    let mut t = Ofi::new(
+        0,
+        1,
+        OfiConfig {
+            iface: "lo".into(),
+            ..OfiConfig::test_default()
+        },
+        Box::new(TestBoard("ofitest-cm-eof-dial".into())),
+    )
+    .expect("tcp provider on lo");
+    // The "peer": a plain listener that takes the connection request and closes without an
+    // answer (as an accepting process that closes the new endpoint at once, or dies).
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let std::net::SocketAddr::V4(la) = l.local_addr().expect("address") else {
+        unreachable!("bound to IPv4");
+    };
+    let peer = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .expect("timeout");
+        // Read the whole request (closing with unread bytes would reset, not end, the
+        // connection).
+        let mut got = 0;
+        let mut b = [0u8; 512];
+        loop {
+            match std::io::Read::read(&mut s, &mut b) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(_) if got > 0 => break,
+                Err(_) => {}
+            }
+        }
+        got
+    });
+    // A sockaddr_in as the tcp provider names endpoints.
+    let mut card = vec![0u8; 16];
+    card[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+    card[2..4].copy_from_slice(&la.port().to_be_bytes());
+    card[4..8].copy_from_slice(&la.ip().octets());
+    let ep = EpId(77);
+    t.new_conn(None, ep, (0, ep.0)).expect("endpoint");
+    t.conns[&ep]
+        .ep
+        .connect(&card, &[0u8; 20])
+        .expect("fi_connect");
+    // The dial must end in an error (or a shutdown) event; errno is EAGAIN before each
+    // read, as a udp provider's recvmsg or a data socket's recv leaves it in a running job.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::EAGAIN };
+        let mut ended = false;
+        while let Some(ev) = t.eq.read() {
+            match ev {
+                EqEvent::Error { ctx, .. } | EqEvent::Shutdown(ctx) if ctx == ep.0 as usize => {
+                    ended = true
+                }
+                EqEvent::Connected(ctx) if ctx == ep.0 as usize => {
+                    panic!("connected to a peer that never answered")
+                }
+                _ => {}
+            }
+        }
+        if ended {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "a dial whose peer closed before answering got no event in 10 s (the provider \
+             took a stale EAGAIN for the reason of the end): the manager would wait forever"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        peer.join().expect("peer thread") > 0,
+        "the peer read the request"
+    );
+    t.forget(ep);
+}
