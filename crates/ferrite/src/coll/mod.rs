@@ -155,7 +155,7 @@ impl PlanKey {
         };
         let dt = match kind {
             Kind::Barrier => 0,
-            _ => Arc::as_ptr(&st.comm_datatype(dt).ok()?) as *const u8 as usize,
+            _ => dt_identity(st, dt)?,
         };
         if matches!(kind, Kind::Reduce | Kind::Allreduce) && !op::is_predefined(op) {
             return None;
@@ -214,10 +214,22 @@ impl PlanKey {
         let mut k = PlanKey::of(st, kind, comm, sb, rb, count, dt, MPI_OP_NULL, root)?;
         if let Some((c2, d2)) = second {
             k.count2 = c2;
-            k.dt2 = Arc::as_ptr(&st.comm_datatype(d2).ok()?) as *const u8 as usize;
+            k.dt2 = dt_identity(st, d2)?;
         }
         Some(k)
     }
+}
+
+/// A datatype's identity in a [`PlanKey`]: a predefined type's handle (it names one type
+/// for good; bit 63 keeps it apart from addresses), else the address of the type the
+/// handle names now (a freed handle may come back for another type). None when the handle
+/// is not a committed type. Predefined handles skip the table (a third of the key's cost);
+/// one that names no type gets a key whose plan never builds, so it is never cached.
+fn dt_identity(st: &mut Ferrite, dt: MPI_Datatype) -> Option<usize> {
+    if dt as u32 & 0xffff_0000 == 0x4c00_0000 {
+        return Some(dt as u32 as usize | 1 << 63);
+    }
+    Some(Arc::as_ptr(&st.comm_datatype(dt).ok()?) as *const u8 as usize)
 }
 
 /// The collective context of one communicator as a schedule's [`Link`].
