@@ -146,13 +146,33 @@ impl PlanKey {
         op: MPI_Op,
         root: i32,
     ) -> Option<PlanKey> {
-        let (ctx, me, n) = {
-            let c = st.objects.comms.get(comm).ok()?;
-            if c.inter.is_some() {
-                return None;
-            }
-            (c.context_id, c.rank, c.size())
-        };
+        let shape = PlanKey::shape(st, comm)?;
+        PlanKey::of_shape(st, shape, kind, comm, sb, rb, count, dt, op, root)
+    }
+
+    /// An intracommunicator's context, rank and size (None for an intercommunicator).
+    fn shape(st: &Ferrite, comm: MPI_Comm) -> Option<(u32, u32, u32)> {
+        let c = st.objects.comms.get(comm).ok()?;
+        if c.inter.is_some() {
+            return None;
+        }
+        Some((c.context_id, c.rank, c.size()))
+    }
+
+    /// [`PlanKey::of`] with the communicator's [`PlanKey::shape`] already looked up.
+    #[allow(clippy::too_many_arguments)]
+    fn of_shape(
+        st: &mut Ferrite,
+        (ctx, me, n): (u32, u32, u32),
+        kind: Kind,
+        comm: MPI_Comm,
+        sb: *const std::os::raw::c_void,
+        rb: *const std::os::raw::c_void,
+        count: i64,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        root: i32,
+    ) -> Option<PlanKey> {
         let dt = match kind {
             Kind::Barrier => 0,
             _ => dt_identity(st, dt)?,
@@ -194,7 +214,9 @@ impl PlanKey {
         rdt: MPI_Datatype,
         root: i32,
     ) -> Option<PlanKey> {
-        let is_root = i64::from(st.objects.comms.get(comm).ok()?.rank) == i64::from(root);
+        // (One communicator lookup for both the root test and the key.)
+        let shape = PlanKey::shape(st, comm)?;
+        let is_root = i64::from(shape.1) == i64::from(root);
         let send = match kind {
             Kind::Scatter => is_root,
             _ => !plans::in_place(sb),
@@ -211,7 +233,7 @@ impl PlanKey {
             (false, true) => (sc, sdt, None),
             (false, false) => return None,
         };
-        let mut k = PlanKey::of(st, kind, comm, sb, rb, count, dt, MPI_OP_NULL, root)?;
+        let mut k = PlanKey::of_shape(st, shape, kind, comm, sb, rb, count, dt, MPI_OP_NULL, root)?;
         if let Some((c2, d2)) = second {
             k.count2 = c2;
             k.dt2 = dt_identity(st, d2)?;
