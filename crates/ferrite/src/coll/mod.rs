@@ -146,16 +146,36 @@ impl PlanKey {
         op: MPI_Op,
         root: i32,
     ) -> Option<PlanKey> {
-        let (ctx, me, n) = {
-            let c = st.objects.comms.get(comm).ok()?;
-            if c.inter.is_some() {
-                return None;
-            }
-            (c.context_id, c.rank, c.size())
-        };
+        let shape = PlanKey::shape(st, comm)?;
+        PlanKey::of_shape(st, shape, kind, comm, sb, rb, count, dt, op, root)
+    }
+
+    /// An intracommunicator's context, rank and size (None for an intercommunicator).
+    fn shape(st: &Ferrite, comm: MPI_Comm) -> Option<(u32, u32, u32)> {
+        let c = st.objects.comms.get(comm).ok()?;
+        if c.inter.is_some() {
+            return None;
+        }
+        Some((c.context_id, c.rank, c.size()))
+    }
+
+    /// [`PlanKey::of`] with the communicator's [`PlanKey::shape`] already looked up.
+    #[allow(clippy::too_many_arguments)]
+    fn of_shape(
+        st: &mut Ferrite,
+        (ctx, me, n): (u32, u32, u32),
+        kind: Kind,
+        comm: MPI_Comm,
+        sb: *const std::os::raw::c_void,
+        rb: *const std::os::raw::c_void,
+        count: i64,
+        dt: MPI_Datatype,
+        op: MPI_Op,
+        root: i32,
+    ) -> Option<PlanKey> {
         let dt = match kind {
             Kind::Barrier => 0,
-            _ => Arc::as_ptr(&st.comm_datatype(dt).ok()?) as *const u8 as usize,
+            _ => dt_identity(st, dt)?,
         };
         if matches!(kind, Kind::Reduce | Kind::Allreduce) && !op::is_predefined(op) {
             return None;
@@ -194,7 +214,9 @@ impl PlanKey {
         rdt: MPI_Datatype,
         root: i32,
     ) -> Option<PlanKey> {
-        let is_root = i64::from(st.objects.comms.get(comm).ok()?.rank) == i64::from(root);
+        // (One communicator lookup for both the root test and the key.)
+        let shape = PlanKey::shape(st, comm)?;
+        let is_root = i64::from(shape.1) == i64::from(root);
         let send = match kind {
             Kind::Scatter => is_root,
             _ => !plans::in_place(sb),
@@ -211,13 +233,25 @@ impl PlanKey {
             (false, true) => (sc, sdt, None),
             (false, false) => return None,
         };
-        let mut k = PlanKey::of(st, kind, comm, sb, rb, count, dt, MPI_OP_NULL, root)?;
+        let mut k = PlanKey::of_shape(st, shape, kind, comm, sb, rb, count, dt, MPI_OP_NULL, root)?;
         if let Some((c2, d2)) = second {
             k.count2 = c2;
-            k.dt2 = Arc::as_ptr(&st.comm_datatype(d2).ok()?) as *const u8 as usize;
+            k.dt2 = dt_identity(st, d2)?;
         }
         Some(k)
     }
+}
+
+/// A datatype's identity in a [`PlanKey`]: a predefined type's handle (it names one type
+/// for good; bit 63 keeps it apart from addresses), else the address of the type the
+/// handle names now (a freed handle may come back for another type). None when the handle
+/// is not a committed type. Predefined handles skip the table (a third of the key's cost);
+/// one that names no type gets a key whose plan never builds, so it is never cached.
+fn dt_identity(st: &mut Ferrite, dt: MPI_Datatype) -> Option<usize> {
+    if dt as u32 & 0xffff_0000 == 0x4c00_0000 {
+        return Some(dt as u32 as usize | 1 << 63);
+    }
+    Some(Arc::as_ptr(&st.comm_datatype(dt).ok()?) as *const u8 as usize)
 }
 
 /// The collective context of one communicator as a schedule's [`Link`].

@@ -214,7 +214,15 @@ pub fn knobs_generation() -> u64 {
 pub const ALGORITHMS: &[(&str, &[&str])] = &[
     (
         "FERRITE_COLL_BARRIER_ALGO",
-        &["auto", "dissemination", "shm", "hier"],
+        &[
+            "auto",
+            "dissemination",
+            "shm",
+            "shm_flat",
+            "shm_release",
+            "shm_last",
+            "hier",
+        ],
     ),
     (
         "FERRITE_COLL_BCAST_ALGO",
@@ -286,6 +294,15 @@ fn use_shm(st: &mut Ferrite, comm: MPI_Comm, mode: Mode, algo: &str, len: usize)
         && st.shm_coll_possible(comm)
 }
 
+/// The shared-memory Barrier form FERRITE_COLL_BARRIER_ALGO asks for (shm_flat,
+/// shm_release, shm_last), or None (pick by ranks per CPU). An invalid value is reported by
+/// the Barrier that reads it.
+pub fn barrier_form() -> Option<&'static str> {
+    forced("FERRITE_COLL_BARRIER_ALGO")
+        .ok()
+        .filter(|a| a.starts_with("shm_"))
+}
+
 /// FERRITE_COLL_HIER_MAX: bytes (Allgather: received in all) up to which auto runs
 /// blocking collectives in two levels (coll/hier.rs); 0: only when forced.
 pub fn hier_max() -> usize {
@@ -346,7 +363,11 @@ pub fn barrier(st: &mut Ferrite, comm: MPI_Comm, mode: Mode) -> MpiResult<Plan> 
         .map(|i| i.union_comm);
     let on = union.unwrap_or(comm);
     let (me, n) = me_n(st, on)?;
-    let algo = forced("FERRITE_COLL_BARRIER_ALGO")?;
+    // (The shm forms are fixed per communicator when its segment is made: barrier_form.)
+    let algo = match forced("FERRITE_COLL_BARRIER_ALGO")? {
+        a if a.starts_with("shm") => "shm",
+        a => a,
+    };
     let mut p = Plan {
         comm: union,
         ..Plan::default()

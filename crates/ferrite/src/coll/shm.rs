@@ -25,8 +25,8 @@
 //! Reduce) may ever wait here.
 //!
 //! **Algorithms** (flat, for up to [`MAX_RANKS`] members): Barrier: arrive, wait for every
-//! arrival (at two ranks per CPU: rank 0 waits for every arrival and releases the others,
-//! [`gather_release`]). Allreduce: write the input to the own slot, arrive, wait for all, and every rank
+//! arrival, or one of the other [`BarrierForm`]s (rank 0 waits for every arrival and
+//! releases the others at two ranks per CPU). Allreduce: write the input to the own slot, arrive, wait for all, and every rank
 //! reduces all slots in rank order into its receive buffer (the same order everywhere, so
 //! every rank gets the same bits). Reduce: the same, the root alone reduces. Allgather: every
 //! rank copies every slot out; Gather: the root alone does. Bcast: the root writes the
@@ -221,9 +221,8 @@ pub struct Seg {
     known_done: u64,
     /// Each member's collective doorbell and token.
     bells: Vec<(BellAddr, u64)>,
-    /// Barrier by gather and release through rank 0 (ranks share CPUs) instead of every
-    /// rank reading every arrival (rank 0's choice, so every member agrees).
-    gather_release: bool,
+    /// How Barrier goes (rank 0's choice, so every member agrees).
+    barrier: BarrierForm,
 }
 
 impl Drop for Seg {
@@ -473,14 +472,44 @@ fn phases() -> Phases {
     })
 }
 
-/// Whether Barrier goes by gather and release through rank 0 rather than flat. With two
-/// ranks per CPU it changes little for Barrier itself, but rank 0 leaves first, so a rooted
-/// collective after it (Bcast from 0: osu_bcast -n 4 went from 6-8 us to 0.13-0.14) finds
-/// its root already through instead of waiting for it to be scheduled. With a CPU each, the
-/// second cache-line hop costs; with more ranks per CPU, so does waking rank 0 before the
-/// rest (-n 16 Barrier 1-1.5x slower).
-fn gather_release() -> bool {
-    ranks_per_cpu() == 2
+/// The shared-memory Barrier's forms. Every rank stores its arrival first; then
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierForm {
+    /// every rank waits for every arrival (a CPU each, or more ranks than two per CPU: -n
+    /// 16 on 2 CPUs was 1-1.5x slower with rank 0 woken before the rest);
+    Flat,
+    /// rank 0 waits for every arrival and raises `release`, the others wait for `release`
+    /// (two ranks per CPU): rank 0 leaves first, so a rooted collective after it (Bcast
+    /// from 0: osu_bcast -n 4 went from 6-8 us to 0.13-0.14) finds its root already
+    /// through instead of waiting for it to be scheduled;
+    Release,
+    /// the rank that sees every arrival after storing its own raises `release` at once, the
+    /// others wait for it.
+    Last,
+}
+
+impl BarrierForm {
+    fn code(self) -> i64 {
+        self as i64
+    }
+    fn of_code(c: i64) -> BarrierForm {
+        match c {
+            1 => BarrierForm::Release,
+            2 => BarrierForm::Last,
+            _ => BarrierForm::Flat,
+        }
+    }
+}
+
+/// This rank's Barrier form (FERRITE_COLL_BARRIER_ALGO, else by ranks per CPU).
+fn barrier_form() -> BarrierForm {
+    match super::plans::barrier_form() {
+        Some("shm_flat") => BarrierForm::Flat,
+        Some("shm_release") => BarrierForm::Release,
+        Some("shm_last") => BarrierForm::Last,
+        _ if ranks_per_cpu() == 2 => BarrierForm::Release,
+        _ => BarrierForm::Flat,
+    }
 }
 
 impl Ferrite {
@@ -529,22 +558,15 @@ impl Held {
             let c = self.objects.comms.get(comm)?;
             (c.context_id, c.rank as usize, c.size() as usize)
         };
-        let mut seg = match self.coll.shm.comms.remove(&ctx) {
+        // Taken out of its entry for the call (the wait lets the lock go; the entry says
+        // Off meanwhile) with one lookup, put back with another.
+        let taken = (self.coll.shm.comms.get_mut(&ctx)).map(|s| std::mem::replace(s, Slot::Off));
+        let mut seg = match taken {
+            Some(Slot::On(s)) if s.lay.n == n && s.me == me => s,
+            Some(Slot::Off) => return Ok(false),
             // (A segment of another shape would be a freed communicator's whose context
             // came back without `shm_coll_forget`: never reused.)
-            Some(Slot::On(s)) if s.lay.n == n && s.me == me => s,
-            Some(Slot::On(_)) => match self.shm_create(comm, me, n)? {
-                Some(s) => s,
-                None => {
-                    self.coll.shm.comms.insert(ctx, Slot::Off);
-                    return Ok(false);
-                }
-            },
-            Some(Slot::Off) => {
-                self.coll.shm.comms.insert(ctx, Slot::Off);
-                return Ok(false);
-            }
-            None => match self.shm_create(comm, me, n)? {
+            Some(Slot::On(_)) | None => match self.shm_create(comm, me, n)? {
                 Some(s) => s,
                 None => {
                     self.coll.shm.comms.insert(ctx, Slot::Off);
@@ -552,14 +574,21 @@ impl Held {
                 }
             },
         };
-        if call.len > seg.lay.slot {
-            self.coll.shm.comms.insert(ctx, Slot::On(seg));
-            return Ok(false);
-        }
+        let fits = call.len <= seg.lay.slot;
         // (If MPI was finalized by another thread meanwhile, the segment goes with it.)
-        self.shm_do(&mut seg, call)?;
-        self.coll.shm.comms.insert(ctx, Slot::On(seg));
-        Ok(true)
+        let done = if fits {
+            self.shm_do(&mut seg, call)
+        } else {
+            Ok(())
+        };
+        match self.coll.shm.comms.get_mut(&ctx) {
+            Some(s) => *s = Slot::On(seg),
+            None => {
+                self.coll.shm.comms.insert(ctx, Slot::On(seg));
+            }
+        }
+        done?;
+        Ok(fits)
     }
 }
 
@@ -616,7 +645,7 @@ impl Held {
             i64::from(fd),
             token.unwrap_or(0) as i64,
             lay.slot as i64,
-            i64::from(gather_release()),
+            barrier_form().code(),
         ];
         let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_ne_bytes()).collect();
         let all = self.allgather_fixed(comm, &bytes)?;
@@ -665,7 +694,7 @@ impl Held {
                 me,
                 epoch: 0,
                 known_done: 0,
-                gather_release: rows[0][5] != 0,
+                barrier: BarrierForm::of_code(rows[0][5]),
                 bells: rows
                     .iter()
                     .map(|r| {
@@ -788,22 +817,22 @@ impl Held {
         let (me, n, len) = (seg.me, seg.lay.n, call.len);
         let lay = seg.lay;
         match &call.op {
-            Op::Barrier if seg.gather_release => {
-                // Rank 0 alone reads every arrival, the others one line (its release);
-                // rank 0 leaves first.
-                if me == 0 {
-                    self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
-                    self.shm_wait(seg, Until::Arrived(e))?;
-                    self.shm_publish(seg, lay.release(par), e, Until::Released(e));
-                } else {
-                    self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
-                    self.shm_wait(seg, Until::Released(e))?;
-                }
-                seg.known_done = seg.known_done.max(e - 1);
-            }
             Op::Barrier => {
                 self.shm_publish(seg, lay.boxed(par, me), e, Until::Arrived(e));
-                self.shm_wait(seg, Until::Arrived(e))?;
+                match seg.barrier {
+                    BarrierForm::Flat => self.shm_wait(seg, Until::Arrived(e))?,
+                    BarrierForm::Release if me == 0 => {
+                        self.shm_wait(seg, Until::Arrived(e))?;
+                        self.shm_publish(seg, lay.release(par), e, Until::Released(e));
+                    }
+                    // (Several ranks may see every arrival and store the same e.)
+                    BarrierForm::Last if seg.holds(Until::Arrived(e)) => {
+                        self.shm_publish(seg, lay.release(par), e, Until::Released(e));
+                    }
+                    BarrierForm::Release | BarrierForm::Last => {
+                        self.shm_wait(seg, Until::Released(e))?
+                    }
+                }
                 seg.known_done = seg.known_done.max(e - 1);
             }
             Op::Bcast { root, buf } => {

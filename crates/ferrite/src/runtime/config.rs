@@ -243,7 +243,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "FERRITE_COLL_BARRIER_ALGO",
         default: "auto",
-        doc: "Barrier algorithm: auto, dissemination, shm or hier.",
+        doc: "Barrier algorithm: auto, dissemination, shm, shm_flat, shm_release, shm_last or hier (shm picks its form by ranks per CPU; the forms are fixed per communicator by its rank 0 when its shared segment is made).",
     },
     Knob {
         name: "FERRITE_COLL_BCAST_ALGO",
