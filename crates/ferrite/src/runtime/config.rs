@@ -62,13 +62,13 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         name: "FERRITE_SHM_FAST_SLOTS",
-        default: "64",
+        default: "128",
         doc: "Slots (256 bytes each) per fast ring: a power of two in 2..=65536.",
     },
     Knob {
         name: "FERRITE_SHM_FAST_RECORD",
-        default: "248",
-        doc: "Largest packet (bytes) a fast ring carries in its own consecutive slots (at most an eighth of the ring); larger ones go in a queue cell. The default, one slot, measured faster than larger records on a 2-core VM (docs/performance.md).",
+        default: "2296",
+        doc: "Largest packet (bytes) a fast ring carries in its own consecutive slots (at most an eighth of the ring); larger ones, and records that would fill more than half the ring, go in a queue cell. 248: one slot (docs/performance.md).",
     },
     Knob {
         name: "FERRITE_SHM_MEMBARRIER",

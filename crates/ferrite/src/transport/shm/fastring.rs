@@ -16,18 +16,25 @@
 //! it takes the offer from the queue, after every earlier packet of that sender (the queue
 //! keeps each sender's order), so the pair's order holds across the switch.
 //!
-//! Medium packets: a packet larger than a slot's payload can take several consecutive slots
+//! Medium packets: a packet larger than a slot's payload takes several consecutive slots
 //! (one record: the header in the first, the payload running on contiguously), up to an
-//! eighth of the ring and `FERRITE_SHM_FAST_RECORD` ([`TxRing::inline_max`]). The idea was
-//! to copy 0.25-8 KiB messages through the ring's few lines, which stay in cache, instead
-//! of through queue cells that cycle through more than the L2; measured on a 2-core VM it
-//! was slower (probably: the producer's writes find the lines in the consumer's cache), so the
-//! default is one slot (docs/performance.md). A record that would run past
-//! the ring's end is preceded by a pad record (`KIND_PAD`) to the end. The consumer zeroes
-//! the first word of every slot a record or pad covered besides its first, so a stale word
-//! there (payload bytes, an old header) cannot pass for a current sequence number. A packet
-//! too large for that still goes in a cell of the receiver's queue, but the cell's index
-//! travels in the ring (`KIND_CELL`) instead of the ready ring, in order with the rest.
+//! eighth of the ring and `FERRITE_SHM_FAST_RECORD` ([`TxRing::inline_max`]; default 2296
+//! bytes, 9 slots: a 2 KiB message with a full p2p header). Small packets keep the 256-byte
+//! stride (a 1-48 B message is one cache line), while a 249 B-2 KiB one skips a queue
+//! cell's compare-and-swap on the free ring, its lines and the index through the ring. The
+//! hot path ([`TxRing::push_slot`]) writes a record that needs no pad; one that would run
+//! past the ring's end is preceded by a pad record (`KIND_PAD`) to the end (slow path).
+//! Records may fill only half the ring ([`TxRing::limit`]): a record that would go beyond
+//! goes in a queue cell instead (its index in one slot), so a stream of sends still gets
+//! at least 64 packets into the 128-slot ring (as many as the 64-slot ring of one-slot
+//! records and cells took before), and records go when the receiver keeps up, which is
+//! when their latency counts. (Records were first built with a default of one slot: in a
+//! 2-core VM at load 21-41, windows of 1-4 KiB sends were slower as records, when a full
+//! ring meant "no room"; docs/performance.md.) The consumer zeroes the first word of every
+//! slot a record or pad covered besides its first, so a stale word there (payload bytes,
+//! an old header) cannot pass for a current sequence number. A packet too large for a
+//! record goes in a cell of the receiver's queue, whose index travels in the ring
+//! (`KIND_CELL`) instead of the ready ring, in order with the rest.
 //!
 //! Flow control is unchanged: a full ring (or no free cell for a large packet) is "no
 //! room", the caller keeps the packet and retries; the receiver rings senders waiting for
@@ -237,16 +244,37 @@ impl TxRing {
         }
     }
 
-    /// True if a record of `len` bytes fits now (re-reads the consumer's position only
-    /// when the cached one says it does not).
-    #[inline]
-    pub fn has_room_for(&mut self, len: usize) -> bool {
-        let need = self.need(len);
-        if self.pos.wrapping_sub(self.head) + need <= self.mask + 1 {
+    /// True if `need` more slots fit in the first `limit` slots of the ring (re-reads the
+    /// consumer's position only when the cached one says they do not).
+    #[inline(always)]
+    fn fits(&mut self, need: u64, limit: u64) -> bool {
+        if self.pos.wrapping_sub(self.head) + need <= limit {
             return true;
         }
         self.head = self.m.header().head.load(Ordering::Acquire);
-        self.pos.wrapping_sub(self.head) + need <= self.mask + 1
+        self.pos.wrapping_sub(self.head) + need <= limit
+    }
+
+    /// Slots of the ring a record of `k` slots may fill up to: all for one slot; half for
+    /// more, so that records never leave a stream fewer slots than half the ring for
+    /// one-slot packets and cell indices (a stream of sends then gets at least as many
+    /// packets into a ring of twice the slots as it got into one of one-slot records and
+    /// cells), and records go only when the receiver keeps up, which is when their latency
+    /// counts.
+    #[inline(always)]
+    fn limit(&self, k: u64) -> u64 {
+        if k > 1 {
+            (self.mask + 1) >> 1
+        } else {
+            self.mask + 1
+        }
+    }
+
+    /// True if a record of `len` bytes fits now.
+    #[inline]
+    pub fn has_room_for(&mut self, len: usize) -> bool {
+        let (need, limit) = (self.need(len), self.limit(slots_for(len)));
+        self.fits(need, limit)
     }
 
     /// True if a one-slot record fits.
@@ -260,7 +288,7 @@ impl TxRing {
     /// receiver checks it (the tests forge bad ones). The caller then checks the receiver's
     /// `sleeping` flag (`Queue::must_ring`).
     pub fn push(&mut self, kind: u32, len: usize, fill: impl FnOnce(*mut u8)) -> bool {
-        if !self.has_room_for(len) {
+        if !self.fits(self.need(len), self.mask + 1) {
             return false;
         }
         let k = slots_for(len);
@@ -290,30 +318,42 @@ impl TxRing {
         slot_header(slot).seq.store(seq, Ordering::Release);
     }
 
-    /// Largest packet [`Self::push_slot`] takes: one slot's payload, unless records are
-    /// limited to less.
+    /// Largest packet of one slot: a slot's payload, unless records are limited to less.
     #[inline]
     pub fn slot_max(&self) -> usize {
         self.max.min(SLOT_PAYLOAD)
     }
 
-    /// The small-packet path of every send: `parts` (`len` bytes together, at most
-    /// [`Self::slot_max`]) into the next slot, which needs no pad (one slot never runs past
-    /// the ring's end) and no closure; small parts are copied without a call (most packets
-    /// are a 40-byte p2p header and a few bytes). False if the ring is full.
+    /// The hot path of every send of up to [`Self::inline_max`] bytes: `parts` (`len` bytes
+    /// together) into the next record of one or more consecutive slots, with no closure;
+    /// small parts are copied without a call (most packets are an 8- or 40-byte p2p header
+    /// and a few bytes). False, writing nothing, if the ring lacks room for the record or the
+    /// record would run past the ring's end (the caller's slow path pads, or uses a cell).
     #[inline]
     pub fn push_slot(&mut self, parts: &[&[u8]], len: usize) -> bool {
-        debug_assert!(len <= self.slot_max());
-        if self.pos.wrapping_sub(self.head) > self.mask {
-            self.head = self.m.header().head.load(Ordering::Acquire);
-            if self.pos.wrapping_sub(self.head) > self.mask {
-                return false;
-            }
+        debug_assert!(len <= self.max);
+        if len <= SLOT_PAYLOAD {
+            // Apart, so that with k = 1 known this is the one-slot code of old.
+            return self.push_slots(parts, len, 1);
+        }
+        let k = slots_for(len);
+        if (self.pos & self.mask) + k > self.mask + 1 {
+            return false;
+        }
+        self.push_slots(parts, len, k)
+    }
+
+    /// `push_slot` for a record of `k` slots that does not run past the ring's end.
+    #[inline(always)]
+    fn push_slots(&mut self, parts: &[&[u8]], len: usize, k: u64) -> bool {
+        if !self.fits(k, self.limit(k)) {
+            return false;
         }
         let slot = self.m.slot(self.pos, self.mask);
-        // SAFETY: the slot is free (the consumer is past it) and ours until published; its
-        // payload holds the `len` <= SLOT_PAYLOAD bytes the parts add up to, and our own
-        // buffers cannot overlap the ring.
+        // SAFETY: the record's k slots are free (the consumer is past them), consecutive
+        // inside the mapping (the caller checked that they do not run past the ring's
+        // end), and ours until published; they hold the `len` <= inline_max bytes the parts
+        // add up to, and our own buffers cannot overlap the ring.
         unsafe {
             let h = slot as *mut SlotHeader;
             std::ptr::addr_of_mut!((*h).len).write(len as u16);
@@ -325,14 +365,19 @@ impl TxRing {
             }
         }
         let seq = self.pos.wrapping_add(1) as u32;
-        self.pos = self.pos.wrapping_add(1);
+        self.pos = self.pos.wrapping_add(k);
         slot_header(slot).seq.store(seq, Ordering::Release);
         true
     }
 
-    /// Copies `parts` (at most `inline_max` bytes together) into the next record.
+    /// Copies `parts` (at most `inline_max` bytes together) into the next record, after a
+    /// pad when it would run past the ring's end; false if it does not fit (a record of
+    /// several slots only in half the ring, see [`Self::limit`]).
     pub fn push_inline(&mut self, parts: &[&[u8]], len: usize) -> bool {
         debug_assert!(len <= self.max);
+        if !self.has_room_for(len) {
+            return false;
+        }
         self.push(KIND_INLINE, len, |dst| {
             let mut off = 0;
             for p in parts {

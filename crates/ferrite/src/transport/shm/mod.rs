@@ -446,16 +446,17 @@ impl Shm {
         let peer = &mut self.peers[self.last.1];
         let sent = match &mut peer.path {
             Path::Fast(r) => {
-                if len <= r.inline_max() {
-                    if r.push_inline(parts, len) {
-                        Sent::Published {
-                            ring: peer.q.must_ring(peer.light),
-                        }
-                    } else {
-                        peer.ring_need = len;
-                        Sent::NoRoom
+                if len <= r.inline_max() && r.push_inline(parts, len) {
+                    Sent::Published {
+                        ring: peer.q.must_ring(peer.light),
                     }
+                } else if len <= r.slot_max() {
+                    // One slot, and the ring is full.
+                    peer.ring_need = len;
+                    Sent::NoRoom
                 } else if !r.has_room() {
+                    // Over a record, or a record the ring has no room for now (a cell then
+                    // keeps a stream going while the receiver catches up): one slot.
                     peer.ring_need = 0;
                     Sent::NoRoom
                 } else {
@@ -580,13 +581,13 @@ impl Transport for Shm {
 
     #[inline]
     fn try_send(&mut self, to: Proc, parts: &[&[u8]]) -> TResult<bool> {
-        // The hot case first: a small packet to the peer of the last send, through the
-        // pair's ring (one slot, no limit or path checks: a slot is below every limit).
+        // The hot case first: a packet of up to a record to the peer of the last send,
+        // through the pair's ring (no limit or path checks: a record is below every limit).
         if self.last.0 == to {
             let peer = &mut self.peers[self.last.1];
             if let Path::Fast(r) = &mut peer.path {
                 let len: usize = parts.iter().map(|p| p.len()).sum();
-                if len <= r.slot_max() && r.push_slot(parts, len) {
+                if len <= r.inline_max() && r.push_slot(parts, len) {
                     let ring = peer.q.must_ring(peer.light);
                     self.sent(ring, len);
                     return Ok(true);

@@ -1128,3 +1128,143 @@ fn fast_ring_one_slot_push_copies_every_size_and_split() {
     assert_eq!(rx.consume(&mut |_| {}), 8);
     assert!(tx.push_slot(&[b"z"], 1));
 }
+
+/// The hot path's records of several slots (`push_slot`): every length around each slot
+/// boundary up to the record limit, starting at every offset of the ring. A record that
+/// would run past the ring's end is refused without a write (the slow path pads it to the
+/// next lap), a full ring refuses, and every record arrives whole over slots that held 0xff
+/// bytes, so a byte the copy skips or a slot left out shows.
+#[test]
+fn fast_ring_records_over_several_slots_at_every_offset_wrap_and_full_ring() {
+    use fastring::{Record, RxRing, TxRing, SLOT, SLOT_HEADER};
+    let nslots = 16u64;
+    let mut tx = TxRing::create(nslots as u32, 11, usize::MAX).unwrap();
+    let mut rx = RxRing::open(tx.card(), 1).unwrap().unwrap();
+    let max = tx.inline_max();
+    assert_eq!(max, 2 * SLOT - SLOT_HEADER);
+    let junk = vec![0xffu8; tx.slot_max()];
+    let got = |rx: &mut RxRing| {
+        let mut v = Vec::new();
+        rx.consume(&mut |rec| match rec {
+            Record::Inline(b) => v.push(b.to_vec()),
+            _ => panic!("not an inline record"),
+        });
+        v
+    };
+    // Fill every slot with junk once, so stale bytes are 0xff.
+    for _ in 0..nslots {
+        assert!(tx.push_slot(&[&junk], junk.len()));
+    }
+    assert_eq!(got(&mut rx).len(), nslots as usize);
+    let mut pos = nslots;
+    let mut seq = 0u32;
+    for len in [
+        SLOT - SLOT_HEADER - 1,
+        SLOT - SLOT_HEADER,
+        SLOT - SLOT_HEADER + 1,
+    ]
+    .into_iter()
+    .chain([SLOT, 300, max - 1, max])
+    {
+        let k = (SLOT_HEADER + len).div_ceil(SLOT) as u64;
+        for _offset in 0..nslots {
+            for cut in [0, 1, 8, 40, len / 2, len] {
+                let p = pattern(len, seq);
+                seq += 1;
+                let wraps = (pos % nslots) + k > nslots;
+                if wraps {
+                    assert!(!tx.push_slot(&[&p[..cut], &p[cut..]], len), "len {len}");
+                    // The slow path: a pad to the ring's end, then the record.
+                    assert!(tx.push_inline(&[&p[..cut], &p[cut..]], len));
+                    pos += nslots - pos % nslots;
+                } else {
+                    assert!(tx.push_slot(&[&p[..cut], &p[cut..]], len), "len {len}");
+                }
+                pos += k;
+                assert_eq!(got(&mut rx), [p], "len {len} cut {cut} at {}", pos % nslots);
+                // Junk over the slots the next record takes.
+                for _ in 0..nslots - 1 {
+                    assert!(tx.push_slot(&[&junk], junk.len()));
+                }
+                assert_eq!(got(&mut rx).len(), nslots as usize - 1);
+                pos += nslots - 1;
+            }
+        }
+    }
+    // Records fill at most half the ring; one-slot packets the rest, then a full ring
+    // refuses; consuming frees it. (From the ring's start, so no record meets its end.)
+    while !pos.is_multiple_of(nslots) {
+        assert!(tx.push_slot(&[&junk], junk.len()));
+        pos += 1;
+    }
+    got(&mut rx);
+    let p = pattern(max, 7);
+    let mut n = 0;
+    while tx.push_slot(&[&p], max) {
+        n += 1;
+    }
+    assert_eq!(n, nslots / 2 / 2, "two-slot records in half the ring");
+    assert!(!tx.has_room_for(max) && tx.has_room());
+    for i in 0..nslots / 2 {
+        assert!(tx.push_slot(&[b"one"], 3), "one-slot packet {i}");
+    }
+    assert!(!tx.push_slot(&[b"x"], 1) && !tx.has_room());
+    let all = got(&mut rx);
+    assert_eq!(all.len() as u64, n + nslots / 2);
+    assert!(all[..n as usize].iter().all(|q| q == &p));
+    assert!(all[n as usize..].iter().all(|q| q == b"one"));
+    assert!(tx.push_slot(&[&p], max));
+    assert_eq!(got(&mut rx), [p]);
+}
+
+/// Through `Shm::try_send`: a stream of 3-slot packets the receiver does not drain fills
+/// half the ring with records, then goes on in queue cells passed through its other slots
+/// (a record that does not fit is not "no room" while a slot and a cell are free), and
+/// only then says no room; everything arrives in order with its bytes. Rounds start with
+/// a few one-slot packets, so records start at other offsets and meet the ring's end.
+#[test]
+fn a_record_without_room_goes_in_a_cell_keeping_order() {
+    use fastring::{SLOT, SLOT_HEADER};
+    let job = unique_job("recfall");
+    let _files = ShmFiles(job.clone());
+    // 32 slots carry records of up to 4 slots; the ring switches on after 1 packet.
+    let c = fast_cfg(64, 4096, 1, 32);
+    let mut rx = Shm::new(0, 2, &job, c).unwrap();
+    let mut tx = Shm::new(1, 2, &job, c).unwrap();
+    assert!(tx.try_send(0, &[b"q"]).unwrap());
+    assert_eq!(drain(&mut rx), [(1, b"q".to_vec())]);
+    let len = 2 * SLOT - SLOT_HEADER + 100; // three slots
+    let mut seq = 0u32;
+    let mut want = Vec::new();
+    for round in 0..6 {
+        for i in 0..round {
+            let p = pattern(1 + i * 50, seq + 1000);
+            assert!(tx.try_send(0, &[&p]).unwrap());
+            want.push((1, p));
+        }
+        let mut sent = 0;
+        loop {
+            let mut p = pattern(len, seq);
+            p[..4].copy_from_slice(&seq.to_le_bytes());
+            if !tx.try_send(0, &[&p[..8], &p[8..]]).unwrap() {
+                break;
+            }
+            want.push((1, p));
+            seq += 1;
+            sent += 1;
+        }
+        if round == 0 {
+            // Five records (15 of the 32 slots), then 17 cells.
+            assert_eq!(sent, 22, "packets before no room");
+        } else {
+            assert!(sent >= 17, "round {round}: {sent} packets before no room");
+        }
+        let got = drain(&mut rx);
+        assert!(
+            got == want,
+            "round {round}: packets lost, changed or out of order"
+        );
+        want.clear();
+    }
+    assert_eq!(rx.stats().corrupt_dropped, 0);
+}
