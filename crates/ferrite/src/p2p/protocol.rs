@@ -1383,7 +1383,7 @@ impl P2p {
             }
             op.stage = SendStage::Streaming { rreq, off };
             if let Some(e) = failed {
-                let code = make_code(e.class, e.msg);
+                let code = make_code(e.class, e.into_data().msg);
                 let st = Status {
                     error: code,
                     ..Status::default()
