@@ -398,7 +398,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<MpiResult<c_int>>(), 16);
         let mut e = MpiError::new(MPI_ERR_TAG, "bad tag").on(ErrObj::Comm(MPI_COMM_WORLD));
         e.msg.push_str(" -1");
-        assert_eq!((e.class, e.obj), (MPI_ERR_TAG, Some(ErrObj::Comm(MPI_COMM_WORLD))));
+        assert_eq!(
+            (e.class, e.obj),
+            (MPI_ERR_TAG, Some(ErrObj::Comm(MPI_COMM_WORLD)))
+        );
         assert_eq!(e.into_data().msg, "bad tag -1");
     }
 
