@@ -92,11 +92,11 @@ impl How {
 /// transport error waits to be raised (it goes first, with the request kept).
 #[inline]
 fn take_quick(st: &mut Ferrite, h: &mut MPI_Request) -> Option<(Status, MPI_Comm)> {
-    if take_quick_send(st, h) {
-        return Some(sent());
-    }
     if st.p2p.error.is_some() {
         return None;
+    }
+    if take_done_send(h) {
+        return Some(sent());
     }
     let done = P2p::is_waiter(*h)
         .then(|| st.p2p.take_done_waiter(*h))
@@ -105,12 +105,12 @@ fn take_quick(st: &mut Ferrite, h: &mut MPI_Request) -> Option<(Status, MPI_Comm
     Some(done)
 }
 
-/// [`take_quick`]'s first case on its own: releases a completed send's shared handle
-/// ([`DONE_SEND`], no table entry) unless a transport error waits to be raised; true if
-/// it did. Windows of sends (finish_all) take it with no status moved around.
+/// Releases a completed send's shared handle ([`DONE_SEND`], no table entry); true if `h`
+/// was one. The first case of [`take_quick`] and [`take`], and all a window of sends needs
+/// in finish_all (no status moved around).
 #[inline]
-fn take_quick_send(st: &Ferrite, h: &mut MPI_Request) -> bool {
-    if *h == DONE_SEND && st.p2p.error.is_none() {
+fn take_done_send(h: &mut MPI_Request) -> bool {
+    if *h == DONE_SEND {
         *h = MPI_REQUEST_NULL;
         return true;
     }
@@ -127,8 +127,7 @@ fn sent() -> (Status, MPI_Comm) {
 /// caller's handle. Returns the status and the communicator errors raise on.
 #[inline]
 fn take(st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
-    if *h == DONE_SEND {
-        *h = MPI_REQUEST_NULL;
+    if take_done_send(h) {
         return sent();
     }
     // A completed MPI_Irecv that needed no request: one lookup, no general release.
@@ -291,7 +290,8 @@ unsafe fn finish_all(
 ) -> MpiResult<()> {
     let mut failed: Option<(MPI_Comm, c_int)> = None;
     for (i, h) in reqs.iter_mut().enumerate() {
-        if how != How::Peek && take_quick_send(st, h) {
+        // take_quick's first two checks, for a completed send.
+        if how != How::Peek && st.p2p.error.is_none() && take_done_send(h) {
             // SAFETY: per the contract, room for every index.
             unsafe { store_at(statuses, i, &sent().0, failed.is_some()) };
             continue;
