@@ -27,8 +27,15 @@ pub enum ErrObj {
     NoObject,
 }
 
+/// An MPI error: boxed, so `MpiResult<()>` is one pointer (null for success) and every
+/// `MpiResult` carried through the layers, `catch_unwind` and [`finish`] stays small; the
+/// details ([`ErrorData`]) are read and written through `Deref`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MpiError {
+pub struct MpiError(Box<ErrorData>);
+
+/// What an [`MpiError`] says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorData {
     pub class: c_int,
     pub msg: String,
     /// Overrides the entry point's default object (e.g. MPI_Wait raises on the request's comm).
@@ -37,14 +44,28 @@ pub struct MpiError {
     pub code: Option<c_int>,
 }
 
+impl std::ops::Deref for MpiError {
+    type Target = ErrorData;
+    fn deref(&self) -> &ErrorData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for MpiError {
+    fn deref_mut(&mut self) -> &mut ErrorData {
+        &mut self.0
+    }
+}
+
 impl MpiError {
+    #[cold]
     pub fn new(class: c_int, msg: impl Into<String>) -> Self {
-        MpiError {
+        MpiError(Box::new(ErrorData {
             class,
             msg: msg.into(),
             obj: None,
             code: None,
-        }
+        }))
     }
     /// Raise on `obj` instead of the entry point's default object.
     pub fn on(mut self, obj: ErrObj) -> Self {
@@ -52,13 +73,18 @@ impl MpiError {
         self
     }
     /// An error whose code is already known (its class is looked up from the code).
+    #[cold]
     pub fn from_code(code: c_int) -> Self {
-        MpiError {
+        MpiError(Box::new(ErrorData {
             class: class_of(code),
             msg: String::new(),
             obj: None,
             code: Some(code),
-        }
+        }))
+    }
+    /// The details, taken out of the box.
+    pub fn into_data(self) -> ErrorData {
+        *self.0
     }
 }
 
@@ -95,7 +121,7 @@ impl From<MpiError> for crate::transport::error::Error {
             MPI_ERR_ARG => Kind::InvalidArg,
             _ => Kind::Other,
         };
-        Error::new(kind, e.msg)
+        Error::new(kind, e.into_data().msg)
     }
 }
 
@@ -362,6 +388,21 @@ mod tests {
         assert!(code_string(c).starts_with("Invalid rank, invalid rank 9"));
         assert_eq!(message_of(6), None);
         assert!(c <= 0x3fffffff && c & USER_CODE_BIT == 0);
+    }
+
+    #[test]
+    fn results_stay_one_word() {
+        // Every entry point carries an MpiResult through its layers, catch_unwind and
+        // finish: boxed, the error costs a pointer (null for success), not ~56 bytes.
+        assert_eq!(std::mem::size_of::<MpiResult<()>>(), 8);
+        assert_eq!(std::mem::size_of::<MpiResult<c_int>>(), 16);
+        let mut e = MpiError::new(MPI_ERR_TAG, "bad tag").on(ErrObj::Comm(MPI_COMM_WORLD));
+        e.msg.push_str(" -1");
+        assert_eq!(
+            (e.class, e.obj),
+            (MPI_ERR_TAG, Some(ErrObj::Comm(MPI_COMM_WORLD)))
+        );
+        assert_eq!(e.into_data().msg, "bad tag -1");
     }
 
     #[test]

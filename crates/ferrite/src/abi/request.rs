@@ -95,9 +95,8 @@ fn take_quick(st: &mut Ferrite, h: &mut MPI_Request) -> Option<(Status, MPI_Comm
     if st.p2p.error.is_some() {
         return None;
     }
-    if *h == DONE_SEND {
-        *h = MPI_REQUEST_NULL;
-        return Some((Status::default(), MPI_COMM_WORLD)); // what a completed send reports
+    if take_done_send(h) {
+        return Some(sent());
     }
     let done = P2p::is_waiter(*h)
         .then(|| st.p2p.take_done_waiter(*h))
@@ -106,13 +105,30 @@ fn take_quick(st: &mut Ferrite, h: &mut MPI_Request) -> Option<(Status, MPI_Comm
     Some(done)
 }
 
+/// Releases a completed send's shared handle ([`DONE_SEND`], no table entry); true if `h`
+/// was one. The first case of [`take_quick`] and [`take`], and all a window of sends needs
+/// in finish_all (no status moved around).
+#[inline]
+fn take_done_send(h: &mut MPI_Request) -> bool {
+    if *h == DONE_SEND {
+        *h = MPI_REQUEST_NULL;
+        return true;
+    }
+    false
+}
+
+/// What a completed send reports, and the communicator errors would raise on.
+#[inline]
+fn sent() -> (Status, MPI_Comm) {
+    (Status::default(), MPI_COMM_WORLD)
+}
+
 /// Hands back the status of a completed request and frees (or deactivates) it, updating the
 /// caller's handle. Returns the status and the communicator errors raise on.
 #[inline]
 fn take(st: &mut Ferrite, h: &mut MPI_Request) -> (Status, MPI_Comm) {
-    if *h == DONE_SEND {
-        *h = MPI_REQUEST_NULL;
-        return (Status::default(), MPI_COMM_WORLD); // what a completed send reports
+    if take_done_send(h) {
+        return sent();
     }
     // A completed MPI_Irecv that needed no request: one lookup, no general release.
     if let Some(done) = P2p::is_waiter(*h)
@@ -274,11 +290,10 @@ unsafe fn finish_all(
 ) -> MpiResult<()> {
     let mut failed: Option<(MPI_Comm, c_int)> = None;
     for (i, h) in reqs.iter_mut().enumerate() {
-        if *h == DONE_SEND && how != How::Peek && st.p2p.error.is_none() {
-            // take_quick's first case, with no status moved around (windows of sends).
-            *h = MPI_REQUEST_NULL;
+        // take_quick's first two checks, for a completed send.
+        if how != How::Peek && st.p2p.error.is_none() && take_done_send(h) {
             // SAFETY: per the contract, room for every index.
-            unsafe { store_at(statuses, i, &Status::default(), failed.is_some()) };
+            unsafe { store_at(statuses, i, &sent().0, failed.is_some()) };
             continue;
         }
         let quick = if how == How::Peek {

@@ -121,17 +121,27 @@ impl Header {
         Some(w.to_le_bytes())
     }
 
-    /// The bytes that announce this header on the wire: the short header when it is a
-    /// standard eager one that fits, else the full one; with the length used.
-    pub fn wire(&self) -> ([u8; HEADER_LEN], usize) {
-        let mut b = [0u8; HEADER_LEN];
-        if self.kind == Kind::Eager {
-            if let Some(s) = Header::short_eager(self.context, self.src, self.tag) {
-                b[..SHORT_LEN].copy_from_slice(&s);
-                return (b, SHORT_LEN);
-            }
+    /// The short form of this header, if it has one: a standard eager header whose fields
+    /// fit (the one place that chooses the form; see the module comment).
+    #[inline]
+    pub fn short_form(&self) -> Option<[u8; SHORT_LEN]> {
+        if self.kind != Kind::Eager {
+            return None;
         }
-        (self.encode(), HEADER_LEN)
+        Header::short_eager(self.context, self.src, self.tag)
+    }
+
+    /// The bytes that announce this header on the wire, copied out: the short form if it
+    /// has one, else the full header; with the length used.
+    pub fn wire(&self) -> ([u8; HEADER_LEN], usize) {
+        match self.short_form() {
+            Some(s) => {
+                let mut b = [0u8; HEADER_LEN];
+                b[..SHORT_LEN].copy_from_slice(&s);
+                (b, SHORT_LEN)
+            }
+            None => (self.encode(), HEADER_LEN),
+        }
     }
 
     /// Splits a packet into header and payload; None if it is not a p2p packet. A short

@@ -286,24 +286,25 @@ impl P2p {
             return Ok(false);
         }
         // No request: the receiver echoes `sreq` only for synchronous and rendezvous sends.
+        let h = Header {
+            kind: Kind::Eager,
+            context: ctx,
+            src: me,
+            tag,
+            len: data.len() as u64,
+            sreq: 0,
+            rreq: 0,
+            arg: 0,
+        };
+        // Either form where it is built, with no copy (as `Header::wire` would make).
         let (short, full);
-        let hdr: &[u8] = match Header::short_eager(ctx, me, tag) {
+        let hdr: &[u8] = match h.short_form() {
             Some(s) => {
                 short = s;
                 &short
             }
             None => {
-                full = Header {
-                    kind: Kind::Eager,
-                    context: ctx,
-                    src: me,
-                    tag,
-                    len: data.len() as u64,
-                    sreq: 0,
-                    rreq: 0,
-                    arg: 0,
-                }
-                .encode();
+                full = h.encode();
                 &full
             }
         };
@@ -1383,7 +1384,7 @@ impl P2p {
             }
             op.stage = SendStage::Streaming { rreq, off };
             if let Some(e) = failed {
-                let code = make_code(e.class, e.msg);
+                let code = make_code(e.class, e.into_data().msg);
                 let st = Status {
                     error: code,
                     ..Status::default()

@@ -564,7 +564,7 @@ impl Ferrite {
     fn rma_reply(&mut self, route: &Route, to: u32, id: u64, res: MpiResult<Vec<u8>>) {
         let (op, data) = match res {
             Ok(d) => (MPI_SUCCESS, d),
-            Err(e) => (e.class, e.msg.into_bytes()),
+            Err(e) => (e.class, e.into_data().msg.into_bytes()),
         };
         let h = Head {
             kind: Kind::Reply,

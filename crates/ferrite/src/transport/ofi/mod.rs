@@ -787,11 +787,11 @@ impl Ofi {
                 None => self
                     .board
                     .get(peer)
-                    .map_err(|e| e.msg)?
+                    .map_err(|e| e.into_data().msg)?
                     .ok_or_else(|| format!("rank {peer} published no ofi address"))?,
             };
             let mut param = self.rank.to_le_bytes().to_vec();
-            param.extend(self.secret().map_err(|e| e.msg)?.to_le_bytes());
+            param.extend(self.secret().map_err(|e| e.into_data().msg)?.to_le_bytes());
             param.extend(ep.0.to_le_bytes());
             self.new_conn(None, ep, (self.rank, ep.0))?;
             self.conns[&ep].ep.connect(&card, &param)
