@@ -9,7 +9,8 @@
 # Which MPI: by default Ferrite from $PREFIX (./build): $PREFIX/bin/mpicc, $PREFIX/bin/mpirun.
 # Another one: MPICC=mpicc.mpich MPIRUN=mpirun.mpich tests/c/run.sh
 # Other knobs: TEST_TIMEOUT (seconds per run, default 30), TEST_NP (override the counts,
-# e.g. "2"), MPIRUN_FLAGS (extra mpirun flags), TEST_STACK_LINES and TEST_STACKS_MAX (see
+# e.g. "2"), TEST_NP_UPTO (run each program once, at the largest of its counts not over
+# this, or its smallest), MPIRUN_FLAGS (extra mpirun flags), TEST_STACK_LINES and TEST_STACKS_MAX (see
 # print_stacks), arguments = test names to run (default all).
 #
 # A program passes when the job exits 0 and rank 0 printed `done: <name>`; it is skipped
@@ -246,6 +247,9 @@ for name in "${names[@]}"; do
     bin=$bindir/$name
     nps=${TEST_NP:-$(sed -n '1s|.*/\* *np: *\([0-9 ]*\)\*/.*|\1|p' "$src")}
     nps=${nps:-1 2 4 16}
+    if [ -n "${TEST_NP_UPTO:-}" ]; then # one run: the largest count up to it, else the smallest
+        nps=$(echo $nps | tr ' ' '\n' | sort -n | awk -v m="$TEST_NP_UPTO" 'NR == 1 || $1 <= m { p = $1 } END { print p }')
+    fi
     if ! build "$src" "$bin" "$logdir/$name.build"; then
         for np in $nps; do report_fail "$name" "$np" "build failed" "$logdir/$name.build"; done
         continue
