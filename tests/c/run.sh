@@ -51,9 +51,11 @@ report_fail() { # name np reason log [stacks]
 # each rank waits. The ranks are the job's processes running the test binary: descendants of
 # the `timeout` process (through mpirun, and for remote ranks a launcher agent such as
 # tests/hosts' `ip netns exec`: network namespaces share the pid space, so gdb attaches from
-# here). gdb reads libmpi's debug information (about 1.5 s of CPU per rank): the first rank
-# alone, filling an index cache the others then read, the others 4 at a time, each limited
-# to 60 s. Each rank's stack is cut to TEST_STACK_LINES lines (default 40); stacks are
+# here). The ranks are stopped (SIGSTOP) first and continued once every stack is taken: the
+# stacks are of one moment, and a rank's peers do not declare it dead while gdb holds it
+# (a datagram peer under adaptive does after about a minute). gdb reads libmpi's debug
+# information (about 1.7 s of CPU per rank): the first rank alone, filling an index cache
+# the others then read, the others 8 at a time, each limited to 60 s. Each rank's stack is cut to TEST_STACK_LINES lines (default 40); stacks are
 # printed for the first TEST_STACKS_MAX timeouts of a run (default 5), so a broken library
 # that hangs everywhere does not also pay for gdb everywhere.
 STACK_LINES=${TEST_STACK_LINES:-40}
@@ -102,19 +104,23 @@ print_stacks() { # job-pid bin out
     for i in $order; do
         p=${pids[$i]}
         echo "rank ${ranks[$i]} (pid $p, state $(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null), in $(cat "/proc/$p/wchan" 2>/dev/null)):" >"$3.$i"
-        stack_of "$p" "$3.$i" &
+    done
+    kill -STOP "${pids[@]}" 2>/dev/null
+    for i in $order; do
+        stack_of "${pids[$i]}" "$3.$i" &
         k=$((k + 1))
-        if [ $k -eq 1 ] || [ $((k % 4)) -eq 1 ]; then wait; fi
+        if [ $k -eq 1 ] || [ $((k % 8)) -eq 1 ]; then wait; fi
     done
     wait
+    kill -CONT "${pids[@]}" 2>/dev/null
     for i in $order; do cat "$3.$i" >>"$3"; rm -f "$3.$i"; done
 }
 
 # Runs `$MPIRUN -n np $MPIRUN_FLAGS bin` with output in log and its exit status in $rc: 124
-# when it ran over TEST_TIMEOUT s (after print_stacks wrote log.stacks), as `timeout` gives.
-# A watchdog sends `timeout` the SIGALRM of its own clock once the stacks are printed;
-# `timeout` then kills the job as usual (TERM, and KILL 5 s later). Its own clock (600 s
-# more) is only a backstop, should the watchdog fail.
+# when it ran over TEST_TIMEOUT s (after print_stacks wrote log.stacks), as `timeout` gives,
+# whatever the job's status once killed. A watchdog sends `timeout` the SIGALRM of its own
+# clock once the stacks are printed; `timeout` then kills the job as usual (TERM, and KILL
+# 5 s later). Its own clock (600 s more) is only a backstop, should the watchdog fail.
 run_job() { # np bin log
     timeout -k 5 $((TEST_TIMEOUT + 600)) $MPIRUN -n "$1" $MPIRUN_FLAGS "$2" >"$3" 2>&1 &
     local job=$!
@@ -123,6 +129,7 @@ run_job() { # np bin log
         sleep "$TEST_TIMEOUT" & s=$!
         wait $s
         kill -0 $job 2>/dev/null || exit 0
+        : >"$3.late"
         if [ "$(ls "$logdir" | grep -c '\.stacks$')" -lt "$STACKS_MAX" ]; then
             print_stacks $job "$2" "$3.stacks"
         else
@@ -135,6 +142,7 @@ run_job() { # np bin log
     rc=$?
     kill $dog 2>/dev/null
     wait $dog 2>/dev/null
+    if [ -e "$3.late" ]; then rc=124; rm -f "$3.late"; fi
 }
 
 # Processes of this binary still alive: print their pids.
