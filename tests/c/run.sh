@@ -55,9 +55,9 @@ report_fail() { # name np reason log [stacks]
 # stacks are of one moment, and a rank's peers do not declare it dead while gdb holds it
 # (a datagram peer under adaptive does after about a minute). gdb reads libmpi's debug
 # information (about 1.7 s of CPU per rank): the first rank alone, filling an index cache
-# the others then read, the others 8 at a time, each limited to 60 s. Each thread's stack is
-# cut to its 16 innermost frames, each rank's to TEST_STACK_LINES lines (default 100: a
-# single-threaded rank takes about 20); stacks are printed for the first TEST_STACKS_MAX
+# the others then read, the others 8 at a time, each limited to 60 s. A thread's stack is
+# cut to 16 frames, each rank's to TEST_STACK_LINES lines (default 100: a single-threaded
+# rank takes about 20); stacks are printed for the first TEST_STACKS_MAX
 # timeouts of a run (default 5), so a broken library that hangs everywhere does not also
 # pay for gdb everywhere.
 STACK_LINES=${TEST_STACK_LINES:-100}
@@ -75,12 +75,18 @@ stack_of() { # pid out: the pid's threads' backtraces, or gdb's last words if it
     local raw=$2.raw rc
     timeout -k 2 60 gdb -nx -batch -iex "set index-cache directory $logdir/gdb-index" \
         -iex 'set index-cache enabled on' -iex 'set auto-load off' -p "$1" \
-        -ex 'set width 0' -ex 'thread apply all bt 16' </dev/null >"$raw" 2>&1
+        -ex 'set width 0' -ex 'thread apply all bt' </dev/null >"$raw" 2>&1
     rc=$?
-    # Frames of std's catch_unwind around every MPI call say nothing: left out.
+    # Frames of std's catch_unwind around every MPI call say nothing: left out. Of a longer
+    # stack, a thread shows its 12 innermost frames and its 3 outermost (main's line).
     if grep -qE '^(Thread |#[0-9])' "$raw"; then
-        grep -E '^(Thread |#[0-9]|\(More stack)' "$raw" |
+        grep -E '^(Thread |#[0-9])' "$raw" |
             grep -vE '^#[0-9]+ +(0x[0-9a-f]+ in )?(core::ops::function|core::panic::unwind_safe|std::panicking|std::panic::catch_unwind)' |
+            awk 'function flush() { for (i = 1; i <= n; i++)
+                                        if (n <= 16 || i <= 12 || i > n - 3) print f[i]
+                                        else if (i == 13) print "    ... (" n - 15 " frames)"
+                                    n = 0 }
+                 /^Thread / { flush(); print; next } { f[++n] = $0 } END { flush() }' |
             cut -c1-300 | head -n "$STACK_LINES" >>"$2"
     else
         echo "(gdb printed no stack, exit $rc:)" >>"$2"; tail -n 3 "$raw" >>"$2"
