@@ -133,7 +133,10 @@ run_job() { # np bin log
     timeout -k 5 $((TEST_TIMEOUT + 600)) $MPIRUN -n "$1" $MPIRUN_FLAGS "$2" >"$3" 2>&1 &
     local job=$!
     (
-        trap 'kill $s 2>/dev/null; exit 0' TERM
+        # TERM: the job ended (before the deadline, or while the stacks were taken).
+        trap 'kill $s 2>/dev/null; [ -e "$3.stacks" ] && [ -z "${taken:-}" ] &&
+              echo "(the job ended while its stacks were taken: a run just over the time)" >>"$3.stacks"
+              exit 0' TERM
         sleep "$TEST_TIMEOUT" & s=$!
         wait $s
         kill -0 $job 2>/dev/null || exit 0
@@ -143,6 +146,7 @@ run_job() { # np bin log
         else
             echo "(stacks not printed: printed for the first $STACKS_MAX timeouts)" >"$3.stacks"
         fi
+        taken=1
         kill -ALRM $job 2>/dev/null
     ) &
     local dog=$!
