@@ -18,9 +18,10 @@
 #
 # Needs root, `ip` and network namespaces; otherwise it prints SKIP lines and ends with
 # `hosts: 0 passed, 0 failed, N skipped`. Knobs: PREFIX (default ./build), HOSTS_NET
-# (the /24 prefix, default 10.231.7), TEST_TIMEOUT (per run, default 60: every rank pair
-# goes through the network stack, and at load 40 threads_stress or comm_loop over ofi took
-# over 30 s).
+# (the /24 prefix, default 10.231.7), TEST_TIMEOUT (per run, default 120: every rank pair
+# goes through the network stack; at load 30-40, with every rank working (their stacks
+# showed it), threads_stress -n 2 over ofi took 11-93 s, comm_loop -n 4 under the budget
+# and threads -n 4 under ud over 60 s).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -129,7 +130,7 @@ c_suite() { # label mpirun-wrapper nps [programs...]  (nps "": each program's de
     [ "${progs[0]}" = all ] && progs=()
     echo "=== hosts: $label"
     env MPIRUN="$mpirun" FERRITE_TESTS_EXPECT=ferrite ${nps:+TEST_NP="$nps"} \
-        TEST_TIMEOUT="${TEST_TIMEOUT:-60}" "$root/tests/c/run.sh" "${progs[@]}" \
+        TEST_TIMEOUT="${TEST_TIMEOUT:-120}" "$root/tests/c/run.sh" "${progs[@]}" \
         2>&1 | tee "$work/c.log"
     local line p f
     line=$(grep -E '^c: [0-9]+ passed' "$work/c.log" | tail -n 1)
