@@ -11,12 +11,17 @@
 # (PMI_PORT) on A's address, and `--iface fh0` makes every rank's tcp transport use fh0.
 # Then the C programs ring, anysource and sizes run (through tests/c/run.sh) with ranks
 # spread over the hosts: ranks on one host talk through shm, across hosts through tcp (or
-# udp: a pass with FERRITE_TRANSPORTS=udp,self and one with self,shm,udp; or ofi, libfabric's
-# tcp provider on fh0, when libfabric is installed).
+# udp: a pass with FERRITE_TRANSPORTS=udp,self and one with self,shm,udp), and so does the
+# whole C suite; then, when libfabric is installed, the whole C suite over ofi (libfabric's
+# tcp provider on fh0) under every connection policy and a budget (see below). A program
+# that times out prints every rank's stack (tests/c/run.sh), remote ranks' too.
 #
 # Needs root, `ip` and network namespaces; otherwise it prints SKIP lines and ends with
 # `hosts: 0 passed, 0 failed, N skipped`. Knobs: PREFIX (default ./build), HOSTS_NET
-# (the /24 prefix, default 10.231.7), TEST_TIMEOUT (per run, default 30).
+# (the /24 prefix, default 10.231.7), TEST_TIMEOUT (per run, default 120: every rank pair
+# goes through the network stack; at load 30-40, with every rank working (their stacks
+# showed it), threads_stress -n 2 over ofi took 11-93 s, comm_loop -n 4 under the budget
+# and threads -n 4 under ud over 60 s).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -24,7 +29,17 @@ PREFIX=${PREFIX:-$root/build}
 MPIRUN_BIN=$PREFIX/bin/mpirun
 net=${HOSTS_NET:-10.231.7}
 pass=0; fail=0; skip=0
-checks=699 # how many results a skipped run stands for (C runs plus checks, as a full run counts them; update when programs are added)
+# How many results a skipped run stands for, as a full run counts them: the C runs the whole
+# suite makes at its programs' declared counts (tests/c/run.sh's rule) and its programs (one
+# run each under TEST_NP_UPTO); the runs below with libfabric (ofi_checks) and without
+# (36 C runs of ring/anysource/sizes, 14 checks of this script, one whole suite).
+c_runs=0; c_progs=0
+for f in "$root"/tests/c/*.c; do
+    nps=$(sed -n '1s|.*/\* *np: *\([0-9 ]*\)\*/.*|\1|p' "$f")
+    c_runs=$((c_runs + $(echo ${nps:-1 2 4 16} | wc -w))); c_progs=$((c_progs + 1))
+done
+ofi_checks=$((6 + c_runs + 5 * c_progs))
+checks=$((50 + c_runs + ofi_checks))
 
 skip_all() {
     echo "SKIP hosts: $1"
@@ -115,7 +130,7 @@ c_suite() { # label mpirun-wrapper nps [programs...]  (nps "": each program's de
     [ "${progs[0]}" = all ] && progs=()
     echo "=== hosts: $label"
     env MPIRUN="$mpirun" FERRITE_TESTS_EXPECT=ferrite ${nps:+TEST_NP="$nps"} \
-        TEST_TIMEOUT="${TEST_TIMEOUT:-30}" "$root/tests/c/run.sh" "${progs[@]}" \
+        TEST_TIMEOUT="${TEST_TIMEOUT:-120}" "$root/tests/c/run.sh" "${progs[@]}" \
         2>&1 | tee "$work/c.log"
     local line p f
     line=$(grep -E '^c: [0-9]+ passed' "$work/c.log" | tail -n 1)
@@ -148,42 +163,45 @@ for conn in static partial adaptive; do
 done
 FERRITE_TRANSPORTS=tcp,self FERRITE_CONN_SETUP=ud \
     c_suite "$A + $B + $C, tcp, FERRITE_CONN_SETUP=ud" "$work/mpirun-3" "6"
-# ofi across hosts (libfabric's tcp provider on fh0), when libfabric is installed: the
-# connection manager's ondemand connections, then static, between the namespaces; then
-# adaptive and the ud set-up over its datagram channel (the udp provider's FI_EP_DGRAM on fh0).
-# Runs the whole C suite makes at its programs' declared counts (tests/c/run.sh's rule).
-c_runs=0
-for f in "$root"/tests/c/*.c; do
-    nps=$(sed -n '1s|.*/\* *np: *\([0-9 ]*\)\*/.*|\1|p' "$f")
-    c_runs=$((c_runs + $(echo ${nps:-1 2 4 16} | wc -w)))
-done
-ofi_subset="coll_basic coll_nb coll_ops rma_ops rma_passive sendrecv probe comms
-            intercomm_create sendmodes"
+# ofi across hosts (libfabric's tcp provider on fh0), when libfabric is installed: the whole
+# C suite under every connection policy, every pair of ranks over libfabric (ranks dealt
+# round-robin over the three hosts): the connection manager's ondemand connections at each
+# program's declared counts (up to -n 16); then each program once, at its largest declared
+# count up to 6 (TEST_NP_UPTO: -n 4 for most, two ranks on one host), with connections all
+# at init (static), some at init (partial), datagrams first then connections (adaptive, over
+# the udp provider's FI_EP_DGRAM on fh0), the ud set-up over that channel, and a budget of
+# two connections per rank under adaptive (threshold 4, as c-ofi-budget in tests/run.sh:
+# peers past the budget stay on datagrams, unused connections are evicted). Why once: a run
+# at the declared counts costs CI about 2 minutes, each of these about a third of that; and
+# at -n 16 under adaptive, across the namespaces and at load 45, coll_shm took over 30 s
+# (tests/run.sh's c-ofi-adaptive and c-ofi-budget run every count on one host). First ring,
+# anysource and sizes at -n 3 (one rank per host) and 6.
+# rma_passive is latency-bound: 50 lock rounds per target, each round trip waking a target
+# that waits in MPI_Barrier; about 10 s at -n 6 over ofi across the namespaces at load 22
+# (tcp: 5 s), no stall found.
 if ls /usr/lib/*/libfabric.so.1 /usr/lib64/libfabric.so.1 /usr/local/lib/libfabric.so.1 \
         2>/dev/null | grep -q .; then
+    ofi="$A + $B + $C, ofi" once="every C program once (counts up to 6)"
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 \
-        c_suite "$A + $B + $C, FERRITE_TRANSPORTS=ofi,self" "$work/mpirun-3" "3 6"
+        c_suite "$ofi, FERRITE_CONN=ondemand" "$work/mpirun-3" "3 6"
+    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 \
+        c_suite "$ofi, every C program" "$work/mpirun-3" "" all
+    # Then each program once, at its largest declared count up to 6, under the others.
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=static \
-        c_suite "$A + $B + $C, ofi, FERRITE_CONN=static" "$work/mpirun-3" "6"
+        TEST_NP_UPTO=6 c_suite "$ofi, FERRITE_CONN=static, $once" "$work/mpirun-3" "" all
+    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=partial \
+        TEST_NP_UPTO=6 c_suite "$ofi, FERRITE_CONN=partial, $once" "$work/mpirun-3" "" all
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=adaptive \
-        c_suite "$A + $B + $C, ofi, FERRITE_CONN=adaptive" "$work/mpirun-3" "6"
+        TEST_NP_UPTO=6 c_suite "$ofi, FERRITE_CONN=adaptive, $once" "$work/mpirun-3" "" all
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN_SETUP=ud \
-        c_suite "$A + $B + $C, ofi, FERRITE_CONN_SETUP=ud" "$work/mpirun-3" "6"
-    # The whole C suite over ofi across the namespaces, at each program's declared counts
-    # (ranks dealt round-robin over the three hosts, every pair over libfabric), ondemand;
-    # then a subset under adaptive (two ranks per host): collectives, RMA (active and passive
-    # target), point-to-point, probes, communicators. rma_passive is latency-bound: 50 lock
-    # rounds per target, each round trip waking a target that waits in MPI_Barrier; about
-    # 10 s at -n 6 over ofi across the namespaces at load 22 (tcp: 5 s), no stall found.
-    FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 \
-        c_suite "$A + $B + $C, ofi, every C program" "$work/mpirun-3" "" all
+        TEST_NP_UPTO=6 c_suite "$ofi, FERRITE_CONN_SETUP=ud, $once" "$work/mpirun-3" "" all
     FERRITE_TRANSPORTS=ofi,self FERRITE_OFI_PROVIDER=tcp FERRITE_OFI_IFACE=fh0 FERRITE_CONN=adaptive \
-        c_suite "$A + $B + $C, ofi, FERRITE_CONN=adaptive, a subset of the C suite" \
-        "$work/mpirun-3" "6" $ofi_subset
+        FERRITE_CONN_MAX=2 FERRITE_CONN_THRESHOLD=4 TEST_NP_UPTO=6 \
+        c_suite "$ofi, a budget (adaptive, FERRITE_CONN_MAX=2, FERRITE_CONN_THRESHOLD=4), $once" \
+        "$work/mpirun-3" "" all
 else
     echo "SKIP hosts: ofi across hosts (libfabric.so.1 is not installed)"
-    # (15: the four runs above; the whole C suite's runs: as many as "every C program".)
-    skip=$((skip + 15 + c_runs + $(echo $ofi_subset | wc -w)))
+    skip=$((skip + ofi_checks))
 fi
 
 bindir=$root/tests/c/bin
