@@ -67,7 +67,7 @@ pub const KNOBS: &[Knob] = &[
     },
     Knob {
         name: "FERRITE_SHM_FAST_RECORD",
-        default: "2296",
+        default: "760",
         doc: "Largest packet (bytes) a fast ring carries in its own consecutive slots (at most an eighth of the ring); larger ones, and records that would fill more than half the ring, go in a queue cell. 248: one slot (docs/performance.md).",
     },
     Knob {

@@ -18,9 +18,10 @@
 //!
 //! Medium packets: a packet larger than a slot's payload takes several consecutive slots
 //! (one record: the header in the first, the payload running on contiguously), up to an
-//! eighth of the ring and `FERRITE_SHM_FAST_RECORD` ([`TxRing::inline_max`]; default 2296
-//! bytes, 9 slots: a 2 KiB message with a full p2p header). Small packets keep the 256-byte
-//! stride (a 1-48 B message is one cache line), while a 249 B-2 KiB one skips a queue
+//! eighth of the ring and `FERRITE_SHM_FAST_RECORD` ([`TxRing::inline_max`]; default 760
+//! bytes, 3 slots: a 720 B message with a full p2p header; 9 slots, up to 2 KiB, lost osu_bw
+//! rate at 1-2 KiB here). Small packets keep the 256-byte
+//! stride (a 1-48 B message is one cache line), while a 249-720 B one skips a queue
 //! cell's compare-and-swap on the free ring, its lines and the index through the ring. The
 //! hot path ([`TxRing::push_slot`]) writes a record that needs no pad; one that would run
 //! past the ring's end is preceded by a pad record (`KIND_PAD`) to the end (slow path).
