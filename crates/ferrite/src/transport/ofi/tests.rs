@@ -23,6 +23,15 @@ fn pair(job: &str, cfg: OfiConfig) -> (Ofi, Ofi) {
     (a, b)
 }
 
+/// A one-rank job's endpoint on lo, its card on board `job`.
+fn alone_on_lo(job: &str) -> Ofi {
+    let c = OfiConfig {
+        iface: "lo".into(),
+        ..OfiConfig::test_default()
+    };
+    Ofi::new(0, 1, c, Box::new(TestBoard(job.into()))).expect("tcp provider on lo")
+}
+
 /// Polls `t` until `n` packets arrived (or 20 s pass), returning them.
 fn collect(t: &mut Ofi, n: usize) -> Vec<(Proc, Vec<u8>)> {
     let mut got = Vec::new();
@@ -42,16 +51,7 @@ fn opens_the_tcp_provider_on_loopback() {
     if skip() {
         return;
     }
-    let t = Ofi::new(
-        0,
-        1,
-        OfiConfig {
-            iface: "lo".into(),
-            ..OfiConfig::test_default()
-        },
-        Box::new(TestBoard("ofitest-open".into())),
-    )
-    .expect("tcp provider on lo");
+    let t = alone_on_lo("ofitest-open");
     assert_eq!(t.provider().provider, "tcp");
     assert_eq!(t.provider().domain, "lo");
     assert!(t.wake_fd().is_some());
@@ -383,16 +383,7 @@ fn a_dialer_that_closes_before_its_request_leaves_no_socket_behind() {
     if skip() {
         return;
     }
-    let t = Ofi::new(
-        0,
-        1,
-        OfiConfig {
-            iface: "lo".into(),
-            ..OfiConfig::test_default()
-        },
-        Box::new(TestBoard("ofitest-cm-eof".into())),
-    )
-    .expect("tcp provider on lo");
+    let t = alone_on_lo("ofitest-cm-eof");
     // The passive endpoint's name is a sockaddr_in: family, port (big-endian), address.
     let card = TestBoard("ofitest-cm-eof".into())
         .get(0)
@@ -433,16 +424,7 @@ fn a_dial_whose_peer_closes_before_answering_fails_instead_of_waiting_forever() 
     if skip() {
         return;
     }
-    let mut t = Ofi::new(
-        0,
-        1,
-        OfiConfig {
-            iface: "lo".into(),
-            ..OfiConfig::test_default()
-        },
-        Box::new(TestBoard("ofitest-cm-eof-dial".into())),
-    )
-    .expect("tcp provider on lo");
+    let mut t = alone_on_lo("ofitest-cm-eof-dial");
     // The "peer": a plain listener that takes the connection request and closes without an
     // answer (as an accepting process that closes the new endpoint at once, or dies).
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
