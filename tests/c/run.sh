@@ -33,7 +33,11 @@ ferrite=0
 
 bindir=$here/bin
 logdir=$(mktemp -d)
-trap 'rm -rf "$logdir"' EXIT
+# Only this shell removes it: bash runs an inherited EXIT trap in a subshell killed before it
+# ran its first command (run_job's watchdog, when the job ends at once), which removed the
+# logs of every later run in a CI pass (c-tcp-partial, 2026-11-27: 32 "failed").
+main_pid=$BASHPID
+trap '[ "$BASHPID" = "$main_pid" ] && rm -rf "$logdir"' EXIT
 mkdir -p "$bindir"
 pass=0; fail=0; skip=0
 start=$(date +%s)
